@@ -1,0 +1,31 @@
+# Task runner. Everything runs inside .venv, which `make setup` creates from pyproject.toml.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test lint bench lab clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)  ## the main job: the default experiment batch, writing artifacts/
+	$(BIN)/lob main
+
+test: $(STAMP)  ## the test suite (quick sizes + the seed-sized checks that matter)
+	$(BIN)/ruff check lob tests
+	$(BIN)/pytest -q
+
+bench: $(STAMP)  ## benchmarks (not tests)
+	$(BIN)/pytest -q -m bench -s
+
+lab: $(STAMP)  ## open the notebooks in JupyterLab
+	$(BIN)/jupyter lab notebooks/
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,52 @@
+"""lob: a research workbench for limit-order-book matching engines.
+
+>>> import lob
+>>> wl = lob.workload("cpp_comprehensive", scale=0.01)
+>>> run = lob.replay("v2", wl)
+>>> run.counters, run.checksum
+"""
+
+from __future__ import annotations
+
+from lob.engines import ReplayResult, get_engine
+from lob.engines import engine_names as engines
+from lob.semantics import BookConfig, Kind, OrderType, Outcome, Reason, Scope, Side, Status, StpMode
+
+__version__ = "0.1.0"
+
+
+def workloads() -> list[str]:
+    """Names of every registered workload."""
+    from lob.workloads import workload_names
+
+    return workload_names()
+
+
+def workload(name: str, **params):
+    """Build a workload by name (``scale=``, ``seed=`` and workload-specific parameters)."""
+    from lob.workloads import build
+
+    return build(name, **params)
+
+
+def replay(engine: str, wl) -> ReplayResult:
+    """Replay a workload (or a bare command array) through a fresh engine."""
+    from lob.semantics import COMMAND_DTYPE
+
+    if hasattr(wl, "commands") and hasattr(wl, "config"):
+        return get_engine(engine, wl.config).replay(wl.commands)
+    if getattr(wl, "dtype", None) == COMMAND_DTYPE:
+        return get_engine(engine).replay(wl)
+    raise TypeError(f"replay takes a Workload or a command array, got {type(wl).__name__}")
+
+
+def bench(engine: str, wl, **kwargs):
+    """Latency percentiles, throughput and run conditions of one engine on one workload."""
+    from lob.measure import bench as _bench
+
+    return _bench(engine, wl, **kwargs)
+
+
+__all__ = ["BookConfig", "Kind", "OrderType", "Outcome", "Reason", "ReplayResult", "Scope",
+           "Side", "Status", "StpMode", "bench", "engines", "get_engine", "replay",
+           "workload", "workloads", "__version__"]

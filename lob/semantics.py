@@ -1,0 +1,354 @@
+"""The one written spec of lob's matching behaviour, and the data types every engine shares.
+
+Book
+----
+Integer prices and quantities. A book has a price band ``[min_price, max_price]`` and a
+self-trade-prevention mode (:class:`BookConfig`). Two sides: BUY (bids) and SELL (asks).
+
+Commands (one row of :data:`COMMAND_DTYPE`)
+-------------------------------------------
+``kind`` selects the operation; unused fields are 0.
+
+* ``SUBMIT(owner, side, otype, price, qty)``; ``otype`` is one of
+  LIMIT (good-till-cancel), IOC, FOK, POST_ONLY, MARKET (``price`` ignored) or
+  NOTIONAL (a market order by quote amount: ``qty`` holds the amount).
+* ``CANCEL(id)``
+* ``MODIFY(id, qty, price)``: ``qty`` is the new open quantity (> 0); ``price`` is the new
+  price, or 0 to keep the current one.
+* ``MASS_CANCEL(scope, ...)``: ``otype`` holds the :class:`Scope`: ALL, SIDE (``side``),
+  OWNER (``owner``) or PRICE_RANGE (``price`` .. ``price_hi`` inclusive, both sides).
+
+Validation (first failing check gives the reason; nothing changes, no id is consumed)
+--------------------------------------------------------------------------------------
+* unknown ``kind`` -> REJECTED / BAD_KIND
+* submit: unknown ``otype`` -> BAD_TYPE; ``side`` not BUY/SELL -> BAD_SIDE;
+  ``owner`` <= 0 -> BAD_OWNER; ``qty`` <= 0 -> BAD_QTY; for LIMIT, IOC, FOK and
+  POST_ONLY a ``price`` outside the band -> BAD_PRICE (MARKET and NOTIONAL ignore price).
+* modify: ``qty`` <= 0 -> BAD_QTY; ``price`` not 0 and outside the band -> BAD_PRICE;
+  then an id that is not resting -> NOT_FOUND / UNKNOWN_ID.
+* cancel: an id that is not resting -> NOT_FOUND / UNKNOWN_ID.
+* mass cancel: unknown scope -> BAD_SCOPE; SIDE with a bad side -> BAD_SIDE; OWNER with
+  owner <= 0 -> BAD_OWNER; PRICE_RANGE with price > price_hi -> BAD_PRICE.
+
+Ids
+---
+Every valid submit takes the next sequential id (1, 2, ...) whatever its type and
+whatever then happens to it (a FOK that is cancelled, a market order, all take an id).
+
+Matching
+--------
+An incoming order meets the opposite side best price first (highest bid, lowest ask),
+FIFO within a level; each fill is at the maker's (resting order's) price. A BUY limit at
+p crosses asks <= p; a SELL limit at p crosses bids >= p; market and notional orders
+cross every price. When the taker meets a resting order of its own owner:
+
+* NONE: they trade (self-trades allowed).
+* CANCEL_MAKER: the resting order is removed (no fill) and matching goes on.
+* CANCEL_TAKER: the taker's remainder is cancelled (reason SELF_TRADE); the maker stays.
+* CANCEL_BOTH: the resting order is removed and the taker's remainder is cancelled.
+
+A notional order with amount A walks levels best first; at a level of price p it takes at
+most ``left // p`` lots (``left`` = amount not yet spent) and stops when ``p > left``.
+
+Order types
+-----------
+* FOK: before matching, the quantity it could trade is counted: crossing resting
+  quantity, excluding what the STP mode would not trade (CANCEL_MAKER: own orders are
+  skipped; CANCEL_TAKER / CANCEL_BOTH: counting stops at the first own order in
+  priority order). If that is < qty the FOK is CANCELLED (reason FOK_UNFILLABLE,
+  remaining = qty, book unchanged); otherwise it matches and fills completely.
+* POST_ONLY: if it would cross the best opposite price it is CANCELLED (reason
+  WOULD_CROSS, remaining = qty); otherwise it rests.
+* LIMIT and POST_ONLY leftovers rest at the tail of their level. IOC, FOK, MARKET and
+  NOTIONAL leftovers are dropped.
+
+Outcome of a submit (one row of :data:`OUTCOME_DTYPE`)
+------------------------------------------------------
+``remaining`` is the leftover quantity (0 when filled; for NOTIONAL, the unspent amount).
+Status: FILLED if nothing is left (NOTIONAL: if it traded and stopped because the next
+level was too dear for what was left); else PARTIALLY_FILLED if anything traded; else
+CANCELLED for IOC / FOK / MARKET / NOTIONAL (reason NO_LIQUIDITY) and for STP taker
+cancels (SELF_TRADE); else ACCEPTED (resting, reason NONE).
+
+Other commands
+--------------
+* cancel of a resting id: CANCELLED, id = that id, remaining = the open quantity it had,
+  removed = 1. Of any other id: NOT_FOUND, remaining = 0.
+* modify: a qty decrease at the same price keeps queue priority; a qty increase at the
+  same price moves the order to the tail of its level; a price change removes it and
+  enters it again as a LIMIT order with the same id and owner, which may trade (the
+  outcome is then that of the re-entry). Status ACCEPTED unless it traded.
+* mass cancel: CANCELLED, id = 0, remaining = 0, removed = number of orders removed.
+
+``removed`` counts resting orders this command took off the book without a fill
+(cancels, mass cancels and STP maker cancels). ``filled`` is the quantity traded and
+``fills`` the number of fills.
+
+Counters and checksum
+---------------------
+:func:`counters` counts statuses (filled, partial, accepted, cancelled, rejected,
+notfound), fills (``trades``), traded quantity (``matched_volume``) and the sum of
+``remaining``. :func:`checksum` is a rolling 64-bit polynomial hash over every outcome
+row and every fill, in order, so "two engines agree" is one integer comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+__all__ = [
+    "Kind",
+    "Side",
+    "OrderType",
+    "Scope",
+    "Status",
+    "Reason",
+    "StpMode",
+    "BookConfig",
+    "COMMAND_DTYPE",
+    "OUTCOME_DTYPE",
+    "FILL_DTYPE",
+    "COUNTER_NAMES",
+    "Outcome",
+    "commands",
+    "as_commands",
+    "counters",
+    "checksum",
+]
+
+
+class Kind(IntEnum):
+    SUBMIT = 0
+    CANCEL = 1
+    MODIFY = 2
+    MASS_CANCEL = 3
+
+
+class Side(IntEnum):
+    BUY = 0
+    SELL = 1
+
+
+class OrderType(IntEnum):
+    LIMIT = 0
+    IOC = 1
+    FOK = 2
+    POST_ONLY = 3
+    MARKET = 4
+    NOTIONAL = 5
+
+
+class Scope(IntEnum):
+    ALL = 0
+    SIDE = 1
+    OWNER = 2
+    PRICE_RANGE = 3
+
+
+class Status(IntEnum):
+    FILLED = 0
+    PARTIALLY_FILLED = 1
+    ACCEPTED = 2
+    CANCELLED = 3
+    REJECTED = 4
+    NOT_FOUND = 5
+
+
+class Reason(IntEnum):
+    NONE = 0
+    BAD_KIND = 1
+    BAD_TYPE = 2
+    BAD_SIDE = 3
+    BAD_OWNER = 4
+    BAD_QTY = 5
+    BAD_PRICE = 6
+    BAD_SCOPE = 7
+    UNKNOWN_ID = 8
+    NO_LIQUIDITY = 9
+    FOK_UNFILLABLE = 10
+    WOULD_CROSS = 11
+    SELF_TRADE = 12
+    POOL_FULL = 13
+
+
+class StpMode(IntEnum):
+    NONE = 0
+    CANCEL_MAKER = 1
+    CANCEL_TAKER = 2
+    CANCEL_BOTH = 3
+
+
+@dataclass(frozen=True)
+class BookConfig:
+    """Price band (inclusive) and self-trade-prevention mode of a book."""
+
+    min_price: int = 1
+    max_price: int = 10_000
+    stp: StpMode = StpMode.NONE
+
+    def __post_init__(self) -> None:
+        for field in ("min_price", "max_price"):
+            v = getattr(self, field)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"BookConfig.{field} must be an int, got {type(v).__name__}")
+        if self.min_price < 1:
+            raise ValueError(f"BookConfig.min_price must be >= 1, got {self.min_price}")
+        if self.max_price < self.min_price:
+            raise ValueError(
+                f"BookConfig.max_price ({self.max_price}) must be >= min_price ({self.min_price})"
+            )
+        try:
+            object.__setattr__(self, "stp", StpMode(self.stp))
+        except ValueError:
+            raise ValueError(
+                f"BookConfig.stp must be one of {[m.name for m in StpMode]}, got {self.stp!r}"
+            ) from None
+
+    @property
+    def width(self) -> int:
+        return self.max_price - self.min_price + 1
+
+    def to_dict(self) -> dict:
+        return {"min_price": int(self.min_price), "max_price": int(self.max_price),
+                "stp": self.stp.name}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BookConfig:
+        stp = d.get("stp", "NONE")
+        return cls(int(d["min_price"]), int(d["max_price"]),
+                   StpMode[stp] if isinstance(stp, str) else StpMode(stp))
+
+
+COMMAND_DTYPE = np.dtype(
+    [
+        ("kind", "i1"),
+        ("otype", "i1"),  # OrderType for SUBMIT, Scope for MASS_CANCEL
+        ("side", "i1"),
+        ("timed", "?"),  # measured by latency capture; pre-loads and warmups are not
+        ("owner", "i4"),
+        ("price", "i8"),
+        ("qty", "i8"),  # quantity; quote amount for NOTIONAL
+        ("id", "i8"),  # target of CANCEL / MODIFY
+        ("price_hi", "i8"),  # upper bound of a PRICE_RANGE mass cancel
+    ]
+)
+COMMAND_FIELDS = COMMAND_DTYPE.names
+
+OUTCOME_DTYPE = np.dtype(
+    [
+        ("status", "i1"),
+        ("reason", "i1"),
+        ("id", "i8"),
+        ("remaining", "i8"),
+        ("filled", "i8"),
+        ("fills", "i4"),
+        ("removed", "i4"),
+    ]
+)
+OUTCOME_FIELDS = OUTCOME_DTYPE.names
+
+FILL_DTYPE = np.dtype([("taker", "i8"), ("maker", "i8"), ("price", "i8"), ("qty", "i8")])
+
+COUNTER_NAMES = (
+    "filled",
+    "partial",
+    "accepted",
+    "cancelled",
+    "rejected",
+    "notfound",
+    "trades",
+    "matched_volume",
+    "remaining_sum",
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one command did (the interactive form of an :data:`OUTCOME_DTYPE` row)."""
+
+    status: Status
+    reason: Reason
+    id: int
+    remaining: int
+    filled: int = 0
+    fills: int = 0
+    removed: int = 0
+
+    @classmethod
+    def from_tuple(cls, t: tuple) -> Outcome:
+        return cls(Status(t[0]), Reason(t[1]), *(int(x) for x in t[2:]))
+
+    def __repr__(self) -> str:
+        extra = f", reason={self.reason.name}" if self.reason else ""
+        return (f"Outcome({self.status.name}{extra}, id={self.id}, remaining={self.remaining},"
+                f" filled={self.filled}, fills={self.fills}, removed={self.removed})")
+
+
+def commands(rows) -> np.ndarray:
+    """Build a command array from dicts (missing fields are 0; ``timed`` defaults True)."""
+    rows = list(rows)
+    out = np.zeros(len(rows), dtype=COMMAND_DTYPE)
+    out["timed"] = True
+    for i, r in enumerate(rows):
+        for k, v in r.items():
+            if k not in COMMAND_FIELDS:
+                raise ValueError(f"unknown command field {k!r}; fields are {COMMAND_FIELDS}")
+            out[i][k] = v
+    return out
+
+
+def as_commands(arr) -> np.ndarray:
+    """Check that ``arr`` is a 1-d command array, with a clear error otherwise."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"commands must be a numpy array of COMMAND_DTYPE, got {type(arr).__name__}")
+    if arr.dtype != COMMAND_DTYPE:
+        missing = [f for f in COMMAND_FIELDS if arr.dtype.names is None or f not in arr.dtype.names]
+        detail = f"missing fields {missing}" if missing else f"dtype {arr.dtype}"
+        raise TypeError(f"commands must have lob.semantics.COMMAND_DTYPE ({detail})")
+    if arr.ndim != 1:
+        raise ValueError(f"commands must be 1-dimensional, got shape {arr.shape}")
+    return arr
+
+
+def counters(outcomes: np.ndarray) -> dict[str, int]:
+    """Outcome counters of a replay (see the module docstring)."""
+    st = outcomes["status"]
+    bc = np.bincount(st.astype(np.int64), minlength=len(Status))
+    return {
+        "filled": int(bc[Status.FILLED]),
+        "partial": int(bc[Status.PARTIALLY_FILLED]),
+        "accepted": int(bc[Status.ACCEPTED]),
+        "cancelled": int(bc[Status.CANCELLED]),
+        "rejected": int(bc[Status.REJECTED]),
+        "notfound": int(bc[Status.NOT_FOUND]),
+        "trades": int(outcomes["fills"].sum(dtype=np.int64)),
+        "matched_volume": int(outcomes["filled"].sum(dtype=np.int64)),
+        "remaining_sum": int(outcomes["remaining"].sum(dtype=np.int64)),
+    }
+
+
+_P = np.uint64(0x100000001B3)  # FNV-1 64-bit prime, used as the polynomial base
+
+
+def _poly_hash(words: np.ndarray) -> int:
+    """sum(w[i] * P**(n-1-i)) mod 2**64, i.e. Horner's h = h*P + w over the words."""
+    n = words.size
+    if n == 0:
+        return 0
+    powers = np.full(n, _P, dtype=np.uint64)
+    powers[-1] = 1
+    powers = np.cumprod(powers[::-1], dtype=np.uint64)[::-1]  # wraps mod 2**64
+    return int(np.sum(words.astype(np.uint64) * powers, dtype=np.uint64))
+
+
+def checksum(outcomes: np.ndarray, fills: np.ndarray) -> int:
+    """Rolling 64-bit checksum over every outcome row and every fill, in order."""
+    with np.errstate(over="ignore"):
+        ow = np.stack([outcomes[f].astype(np.int64) for f in OUTCOME_FIELDS], axis=1).ravel()
+        fw = np.stack([fills[f].astype(np.int64) for f in FILL_DTYPE.names], axis=1).ravel()
+        h1 = _poly_hash(ow.view(np.uint64))
+        h2 = _poly_hash(fw.view(np.uint64))
+    return (h1 * 0x9E3779B97F4A7C15 + h2 + len(outcomes)) % (1 << 64)
