@@ -72,8 +72,10 @@ cancels (SELF_TRADE); else ACCEPTED (resting, reason NONE).
 
 Other commands
 --------------
-* cancel of a resting id: CANCELLED, id = that id, remaining = the open quantity it had,
-  removed = 1. Of any other id: NOT_FOUND, remaining = 0.
+* cancel of a resting id: CANCELLED, id = that id, remaining = 0, removed = 1. Of any other
+  id: NOT_FOUND, remaining = 0. (remaining = 0 is the C++ seed's convention: with it, the sum
+  of ``remaining`` over its comprehensive stream is the published 15,028,137; reporting the
+  cancelled open quantity instead would add 63,350.)
 * modify: a qty decrease at the same price keeps queue priority; a qty increase at the
   same price moves the order to the tail of its level; a price change removes it and
   enters it again as a LIMIT order with the same id and owner, which may trade (the

@@ -147,7 +147,7 @@ class ReferenceEngine(PyEngine):
         if o is None:
             return (NOT_FOUND, int(Reason.UNKNOWN_ID), oid, 0, 0, 0, 0)
         self._remove(o)
-        return (CANCELLED, 0, oid, o.qty, 0, 0, 1)
+        return (CANCELLED, 0, oid, 0, 0, 0, 1)
 
     def _modify(self, oid, qty, price):
         o = self._index.get(oid)
