@@ -256,6 +256,12 @@ def _load_all() -> None:
     # importing these modules registers their engines
     from lob.engines import lineage, reference  # noqa: F401
 
+    try:
+        import lob.engines.compiled  # noqa: F401  (registers the v*@numba twins)
+    except ModuleNotFoundError as e:
+        if e.name not in ("lob.engines.compiled", "numba"):
+            raise
+
 
 def engine_names() -> list[str]:
     _load_all()
