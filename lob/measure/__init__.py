@@ -1,0 +1,16 @@
+"""Measurement you can trust: clock calibration, closed- and open-loop per-op latency in HDR
+histograms, .hgrm files, throughput, allocation counts, run conditions and result records.
+
+>>> import lob
+>>> res = lob.bench("v0", "mixed_70_20_10", scale=0.01, repeat=3)
+>>> print(res.table()); res.save("artifacts/bench")
+"""
+
+from lob.measure.bench import BenchResult, bench
+from lob.measure.clock import ClockCalibration, calibrate
+from lob.measure.latency import LatencyStats, capture_latency, histogram_from, open_loop, rate_sweep
+from lob.measure.results import MixedMachinesError, load_results
+
+__all__ = ["BenchResult", "ClockCalibration", "LatencyStats", "MixedMachinesError", "bench",
+           "calibrate", "capture_latency", "histogram_from", "load_results", "open_loop",
+           "rate_sweep"]

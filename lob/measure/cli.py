@@ -1,0 +1,35 @@
+"""``lob bench``: print the percentile table and throughput line, write .hgrm + JSON."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _cmd_bench(args) -> int:
+    from lob.measure.bench import bench
+
+    res = bench(args.engine, args.workload, repeat=args.repeat, scale=args.scale, seed=args.seed,
+                alloc=args.alloc, gc=not args.no_gc, progress=not args.no_progress,
+                latency=not args.no_latency, out=args.out)
+    print(res.table())
+    stem = f"{res.engine}__{res.workload}"
+    print(f"wrote {args.out}/{stem}.hgrm and {stem}.json")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """Register ``lob bench`` on the ``lob`` CLI's subparsers."""
+    s = sub.add_parser("bench", help="latency percentiles + throughput of one engine on one "
+                                     "workload; writes .hgrm and JSON",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    s.add_argument("--engine", required=True, help="engine name (see `lob engines`)")
+    s.add_argument("--workload", required=True, help="workload name (see `lob workloads`)")
+    s.add_argument("--scale", type=float, default=1.0, help="workload scale (1.0 = published)")
+    s.add_argument("--seed", type=int, default=None, help="override the workload seed")
+    s.add_argument("--repeat", type=int, default=5, help="throughput replays")
+    s.add_argument("--out", default="artifacts/bench", help="output folder")
+    s.add_argument("--alloc", action="store_true", help="count allocations (+ tracemalloc)")
+    s.add_argument("--no-gc", action="store_true", help="disable the cyclic GC while measuring")
+    s.add_argument("--no-latency", action="store_true", help="throughput only")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=_cmd_bench)

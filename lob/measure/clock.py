@@ -1,0 +1,104 @@
+"""Clock calibration: what reading the clock costs, and how fine it is.
+
+Every latency table is printed beside the calibration of the clock that produced it. The
+overhead is reported, never subtracted: a per-op duration includes roughly one clock read
+(the tail of the first read and the head of the second).
+
+Three sources exist:
+
+* ``perf_counter_ns`` -- :func:`time.perf_counter_ns` read back to back from Python;
+* ``clock_gettime`` -- ``CLOCK_MONOTONIC`` (the same clock) read back to back in C, which is
+  what the native capture loop of :mod:`lob.measure.latency` uses;
+* an external figure supplied by a compiled backend that reads its own clock in-kernel
+  (:func:`external`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ClockCalibration:
+    """Back-to-back read cost of a clock (ns) and its resolution (ns)."""
+
+    source: str
+    overhead_min_ns: float
+    overhead_median_ns: float
+    overhead_p99_ns: float
+    resolution_ns: float
+    samples: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ClockCalibration:
+        return cls(**d)
+
+    def line(self) -> str:
+        return (f"clock {self.source}: back-to-back read min {self.overhead_min_ns:.0f} / "
+                f"median {self.overhead_median_ns:.0f} / p99 {self.overhead_p99_ns:.0f} ns, "
+                f"resolution {self.resolution_ns:g} ns ({self.samples} reads; not subtracted)")
+
+
+def _from_deltas(source: str, deltas: np.ndarray, resolution_ns: float) -> ClockCalibration:
+    d = np.asarray(deltas, dtype=np.int64)
+    return ClockCalibration(source, float(d.min()), float(np.median(d)),
+                            float(np.percentile(d, 99)), float(resolution_ns), int(d.size))
+
+
+def _resolution_ns(deltas: np.ndarray) -> float:
+    """The smaller of the declared resolution and the smallest non-zero observed step."""
+    declared = time.get_clock_info("perf_counter").resolution * 1e9
+    nz = deltas[deltas > 0]
+    observed = float(nz.min()) if nz.size else float("inf")
+    return min(declared, observed)
+
+
+def calibrate_python(n: int = 100_000) -> ClockCalibration:
+    """Back-to-back :func:`time.perf_counter_ns` reads from a Python loop."""
+    if n <= 0:
+        raise ValueError(f"n must be > 0, got {n}")
+    clk = time.perf_counter_ns
+    buf = [0] * n
+    for i in range(n):
+        a = clk()
+        b = clk()
+        buf[i] = b - a
+    d = np.array(buf, dtype=np.int64)
+    return _from_deltas("perf_counter_ns", d, _resolution_ns(d))
+
+
+def calibrate_native(n: int = 100_000) -> ClockCalibration | None:
+    """Back-to-back ``clock_gettime(CLOCK_MONOTONIC)`` reads in C (None without the helper)."""
+    from lob.measure._native import native
+
+    m = native()
+    if m is None:
+        return None
+    d = np.zeros(n, dtype=np.int64)
+    m.clock_deltas(d)
+    return _from_deltas("clock_gettime(CLOCK_MONOTONIC)", d, _resolution_ns(d))
+
+
+def calibrate(n: int = 100_000, *, native: bool = True) -> ClockCalibration:
+    """Calibration of the clock the closed-loop capture will use (native when available)."""
+    if native:
+        c = calibrate_native(n)
+        if c is not None:
+            return c
+    return calibrate_python(n)
+
+
+def external(source: str, overhead_ns: float, resolution_ns: float = 1.0, *,
+             overhead_p99_ns: float | None = None, samples: int = 0) -> ClockCalibration:
+    """A calibration supplied by a compiled backend for its in-kernel clock."""
+    if overhead_ns < 0 or resolution_ns <= 0:
+        raise ValueError("overhead_ns must be >= 0 and resolution_ns > 0")
+    p99 = overhead_ns if overhead_p99_ns is None else overhead_p99_ns
+    return ClockCalibration(str(source), float(overhead_ns), float(overhead_ns), float(p99),
+                            float(resolution_ns), int(samples))

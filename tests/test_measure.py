@@ -1,0 +1,158 @@
+"""Clock calibration, closed- and open-loop capture, run conditions, result records."""
+
+import json
+
+import numpy as np
+import pytest
+
+import lob
+from lob.engines import get_engine
+from lob.measure import clock, latency, results
+from lob.measure.conditions import machine_key, run_conditions
+from lob.semantics import commands
+
+
+def _stream(n=600, seed=3):
+    """A small mixed stream: 100 untimed pre-load submits, then submits/cancels/markets."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        r = rng.random()
+        if i < 100 or r < 0.6:
+            rows.append(dict(kind=0, otype=0, side=int(rng.integers(2)),
+                             owner=int(rng.integers(1, 5)), price=int(rng.integers(95, 106)),
+                             qty=int(rng.integers(1, 50))))
+        elif r < 0.85:
+            rows.append(dict(kind=1, id=int(rng.integers(1, i + 1))))
+        else:
+            rows.append(dict(kind=0, otype=4, side=int(rng.integers(2)),
+                             owner=int(rng.integers(1, 5)), qty=int(rng.integers(1, 20))))
+    c = commands(rows)
+    c["timed"][:100] = False
+    return c
+
+
+def test_clock_calibration_python_and_native():
+    for cal in (clock.calibrate_python(2000), clock.calibrate(2000)):
+        assert 0 <= cal.overhead_min_ns <= cal.overhead_median_ns <= cal.overhead_p99_ns
+        assert cal.overhead_median_ns < 100_000  # a clock read is not a tenth of a millisecond
+        assert cal.resolution_ns > 0 and cal.samples == 2000
+        assert "not subtracted" in cal.line()
+    with pytest.raises(ValueError):
+        clock.calibrate_python(0)
+
+
+def test_external_calibration():
+    c = clock.external("numba rdtsc", 12.5, 1.0)
+    assert c.overhead_median_ns == 12.5 and c.source == "numba rdtsc"
+    assert clock.ClockCalibration.from_dict(c.to_dict()) == c
+    with pytest.raises(ValueError):
+        clock.external("x", -1)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_closed_loop_records_only_timed_ops(native):
+    cmds = _stream()
+    cap = latency.capture_latency(get_engine("reference"), cmds, use_native=native)
+    assert cap.method == ("native-loop" if native else "python-loop")
+    assert cap.durations_ns.size == int(cmds["timed"].sum()) == 500
+    assert (cap.durations_ns > 0).all()
+    plain = get_engine("reference").replay(cmds)
+    assert cap.replay.checksum == plain.checksum  # every command ran, in order
+
+
+def test_closed_loop_uses_engine_clock_when_offered():
+    cmds = _stream(200)
+
+    class Timed:
+        name = "fake"
+
+        def replay_timed(self, c):
+            return get_engine("reference").replay(c), np.arange(1, int(c["timed"].sum()) + 1)
+
+        def clock_calibration(self):
+            return clock.external("fake", 7.0)
+
+    cap = latency.capture_latency(Timed(), cmds)
+    assert cap.method == "engine-clock" and cap.calibration.overhead_min_ns == 7.0
+    assert cap.durations_ns.tolist() == list(range(1, 101))
+
+
+def test_capture_needs_a_per_op_path():
+    with pytest.raises(TypeError, match="_exec"):
+        latency.capture_latency(object(), _stream(10))
+
+
+def test_capture_cost_is_measured():
+    c = latency.capture_cost(20_000)
+    assert c["capture_ns_per_sample"] > 0 and c["untimed_ns_per_op"] > 0
+
+
+def test_open_loop_below_and_above_capacity():
+    cmds = _stream(400)
+    slow = latency.open_loop(get_engine("reference"), cmds, rate=2_000)  # 500 us apart
+    assert not slow.saturated
+    assert slow.latency.count == 300
+    assert slow.latency.p50 >= slow.service.p50  # latency counts from the due time
+    fast = latency.open_loop(get_engine("reference"), cmds, rate=1e9)  # 1 ns apart
+    assert fast.saturated
+    assert fast.behind_at_end_ns > 0
+    assert fast.latency.p99 > 10 * fast.service.p99  # queueing dominates past capacity
+    with pytest.raises(ValueError, match="rate"):
+        latency.open_loop(get_engine("reference"), cmds, rate=0)
+
+
+def test_rate_sweep_frame():
+    class Wl:
+        commands = _stream(300)
+        config = lob.BookConfig()
+
+    df = latency.rate_sweep("reference", Wl(), [1_000, 1e9])
+    assert list(df["saturated"]) == [False, True]
+    assert {"latency_p99", "service_p99", "achieved_rate"} <= set(df.columns)
+
+
+def test_run_conditions():
+    c = run_conditions(seed=42, params={"scale": 0.1})
+    for k in ("cpu_model", "cpu_count", "affinity", "load_avg", "os", "python", "packages",
+              "lob_version", "git_sha", "git_dirty", "date_utc", "gc_enabled", "machine"):
+        assert k in c, k
+    assert c["seed"] == 42 and c["params"] == {"scale": 0.1}
+    assert c["packages"]["numpy"] == np.__version__
+    assert c["date_utc"].endswith("+00:00")
+    json.dumps(c)
+
+
+def _record(host="a", p50=10):
+    cond = run_conditions()
+    cond["hostname"] = host
+    cond["machine"] = machine_key(cond)
+    return {"kind": "bench", "engine": "e", "latency": {"p50": p50, "encoded": "xx"},
+            "conditions": cond}
+
+
+def test_results_write_load_and_refuse_mixed_machines(tmp_path):
+    results.write_result(_record("a", 10), tmp_path / "r1.json")
+    results.write_result(_record("a", 20), tmp_path / "r2.json")
+    (tmp_path / "other.json").write_text('{"not": "a result"}')
+    df = results.load_results(tmp_path)
+    assert sorted(df["latency.p50"]) == [10, 20]
+    assert "latency.encoded" not in df.columns
+    text = (tmp_path / "r1.json").read_text()
+    assert json.loads(text)["schema_version"] == results.SCHEMA_VERSION
+    assert text == json.dumps(json.loads(text), sort_keys=True, indent=1) + "\n"
+    assert not list(tmp_path.glob("*.tmp"))
+    results.write_result(_record("b", 30), tmp_path / "r3.json")
+    with pytest.raises(results.MixedMachinesError, match="2 machines"):
+        results.load_results(tmp_path)
+    assert len(results.load_results(tmp_path, allow_mixed=True)) == 3
+
+
+def test_result_needs_conditions_and_known_schema(tmp_path):
+    with pytest.raises(ValueError, match="conditions"):
+        results.write_result({"engine": "e"}, tmp_path / "x.json")
+    (tmp_path / "old.json").write_text('{"schema_version": 999, "conditions": {}}')
+    with pytest.raises(ValueError, match="schema_version"):
+        results.read_result(tmp_path / "old.json")
+    with pytest.raises(FileNotFoundError):
+        results.load_results(tmp_path / "missing")
