@@ -1,0 +1,105 @@
+"""The paced sender -> ring -> engine process pipeline: same outcomes as a plain replay, due
+times stamped from the schedule, batches published only when their last command is due, and
+the keeps-up / saturation rule."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import lob
+from lob.pipeline import PipelineRun, run_pipeline
+from lob.pipeline.run import make_executor, warmup_commands
+from lob.pipeline.sweep import save_rows, summarize
+from lob.semantics import OUTCOME_DTYPE, BookConfig
+
+CFG = BookConfig(1, 99)
+
+
+@pytest.fixture(scope="module")
+def cmds():
+    c = warmup_commands(CFG, 3000, seed=5)
+    c["timed"][:10] = False  # a pre-load the latencies must leave out
+    return c
+
+
+@pytest.fixture(scope="module")
+def paced(cmds):
+    return run_pipeline("reference", cmds, rate=20_000, batch=8, config=CFG, warmup=100)
+
+
+def test_pipeline_outcomes_equal_a_plain_replay(cmds, paced):
+    ref = lob.get_engine("reference", CFG).replay(cmds)
+    assert (paced.outcomes == ref.outcomes).all()
+
+
+def test_due_times_follow_the_schedule_and_batches_wait_for_their_last_command(paced):
+    start = int(paced.due_ns[0])
+    k = np.arange(paced.n)
+    assert (paced.due_ns == start + (k * (1e9 / 20_000)).astype(np.int64)).all()
+    last_of_batch = np.minimum((k // 8) * 8 + 7, paced.n - 1)
+    assert (paced.done_ns >= paced.due_ns[last_of_batch]).all()  # never published early
+    assert (paced.done_ns >= paced.due_ns).all()
+
+
+def test_latency_counts_only_timed_commands_after_warmup(cmds, paced):
+    assert len(paced.latency_ns) == int(cmds["timed"][100:].sum()) == paced.n - 100
+    assert (paced.latency_ns >= 0).all()
+
+
+def test_unpaced_run_is_due_at_once_and_never_keeps_up(cmds):
+    r = run_pipeline("reference", cmds[:500], rate=math.inf, batch=64, config=CFG)
+    assert (r.due_ns == r.due_ns[0]).all()
+    assert not r.keeps_up() and r.achieved_rate > 0
+
+
+def _synthetic(rate: float, done_lag_ns: np.ndarray) -> PipelineRun:
+    n = len(done_lag_ns)
+    due = (np.arange(n) * (1e9 / rate)).astype(np.int64)
+    return PipelineRun("x", rate, 1, "chunk", due, due + done_lag_ns, np.ones(n, bool),
+                       np.zeros(n, OUTCOME_DTYPE))
+
+
+def test_keeps_up_rule():
+    steady = _synthetic(1000.0, np.full(1000, 50_000))  # 50 us behind, flat
+    assert steady.keeps_up() and steady.backlog_end == 1
+    growing = _synthetic(1000.0, np.arange(1000) * 20_000)  # 2% slower than offered
+    assert not growing.keeps_up()
+    assert growing.achieved_rate < 0.99 * 1000
+
+
+def test_executors_agree_with_replay():
+    c = warmup_commands(CFG, 500, seed=9)
+    want = lob.get_engine("v2", CFG).replay(c).outcomes
+    for mode in ("chunk", "command"):
+        run = make_executor(lob.get_engine("v2", CFG), mode)
+        out, done = np.zeros(len(c), OUTCOME_DTYPE), np.zeros(len(c), np.int64)
+        for k in range(0, len(c), 7):
+            run(c[k:k + 7], out[k:k + 7], done[k:k + 7])
+        assert (out == want).all(), mode
+        assert (np.diff(done) >= 0).all() and done.min() > 0
+
+
+def test_bad_arguments_are_named(cmds):
+    with pytest.raises(ValueError, match="batch must be an int >= 1"):
+        run_pipeline("reference", cmds, rate=1000, batch=0)
+    with pytest.raises(ValueError, match="rate must be a number > 0"):
+        run_pipeline("reference", cmds, rate=-1)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        run_pipeline("reference", cmds, rate=1000, mode="fast")
+    with pytest.raises(ValueError, match="unknown engine 'nope'"):
+        run_pipeline("nope", cmds, rate=1000)
+    with pytest.raises(ValueError, match="must be <= ring_capacity"):
+        run_pipeline("reference", cmds, rate=1000, batch=64, ring_capacity=16)
+
+
+def test_save_rows_writes_hgrm_and_a_result_with_conditions(paced, tmp_path):
+    row = summarize(paced)
+    assert row["lat_count"] == paced.n - 100 and row["lat_p50"] <= row["lat_p99"]
+    path = save_rows([row], tmp_path, params={"n": paced.n})
+    rec = json.loads(path.read_text())
+    assert rec["conditions"]["params"] == {"n": paced.n} and rec["schema_version"] == 1
+    assert (tmp_path / rec["rows"][0]["hgrm"]).read_text().count("\n") > 10
