@@ -1,0 +1,65 @@
+"""``lob experiments list|run`` and ``lob report``: thin wrappers over the runner and report."""
+
+from __future__ import annotations
+
+import argparse
+
+import yaml
+
+OUT_HELP = "artifacts directory (default: artifacts/ of the checkout)"
+
+
+def parse_assignment(text: str) -> tuple[str, object]:
+    """``key=value`` with the value read as YAML (``3`` -> int, ``[v0, v1]`` -> list)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"parameter {text!r} is not key=value")
+    return key.strip(), yaml.safe_load(value) if value.strip() else ""
+
+
+def _cmd_list(args) -> int:
+    from lob.experiments import experiment_names, get_experiment
+
+    for name in experiment_names():
+        exp = get_experiment(name)
+        print(f"{name:<22} [{', '.join(exp.tags)}] {exp.description.splitlines()[0]}")
+    return 0
+
+
+def _cmd_run(args) -> int:
+    from lob.experiments import experiment_names, run_batch
+
+    if bool(args.all) == bool(args.names):
+        raise ValueError("give experiment names or --all (not both)")
+    overrides = dict(parse_assignment(p) for p in args.param)
+    names = experiment_names() if args.all else args.names
+    return run_batch(names, preset=args.preset, overrides=overrides, artifacts=args.out,
+                     force=args.force)
+
+
+def _cmd_report(args) -> int:
+    from lob.report import write_index
+
+    print(write_index(args.out))
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Register ``experiments`` and ``report`` under the ``lob`` command."""
+    e = sub.add_parser("experiments", help="list and run the parameterised notebooks")
+    esub = e.add_subparsers(dest="experiments_cmd", required=True)
+    s = esub.add_parser("list", help="experiments with their tags and description")
+    s.set_defaults(func=_cmd_list)
+    s = esub.add_parser("run", help="run experiments with papermill into artifacts/")
+    s.add_argument("names", nargs="*", help="experiment names (see `lob experiments list`)")
+    s.add_argument("--all", action="store_true", help="every experiment")
+    s.add_argument("--preset", default="default", help="quick | default | full")
+    s.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a notebook parameter (value parsed as YAML); repeatable")
+    s.add_argument("--out", default=None, help=OUT_HELP)
+    s.add_argument("--force", action="store_true", help="redo runs that are already complete")
+    s.set_defaults(func=_cmd_run)
+
+    r = sub.add_parser("report", help="write artifacts/index.md: latest complete run of each")
+    r.add_argument("--out", default=None, help=OUT_HELP)
+    r.set_defaults(func=_cmd_report)

@@ -1,0 +1,113 @@
+"""Helpers the notebooks call to leave their record in the run directory.
+
+A notebook gets ``out_dir`` from the runner; run interactively (or by nbval) it gets ""
+and writes to a fresh temporary directory instead, so nothing lands in the checkout.
+``summary.json`` holds the notebook's tables (records), its computed conclusion and the
+names of its key table and plot; the runner adds the run record and conditions.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def run_dir(out_dir: str, experiment: str) -> Path:
+    """The directory to write into: ``out_dir``, or a new temp dir when it is empty."""
+    if out_dir:
+        p = Path(out_dir)
+        p.mkdir(parents=True, exist_ok=True)
+        return p
+    return Path(tempfile.mkdtemp(prefix=f"lob-{experiment}-"))
+
+
+def save_figure(fig, out: Path, name: str) -> str:
+    """Save a matplotlib figure as ``<name>.png`` in ``out``; returns the file name."""
+    fname = f"{name}.png"
+    fig.savefig(Path(out) / fname, dpi=110, bbox_inches="tight")
+    return fname
+
+
+def write_summary(out: Path, *, tables: dict, conclusion: str, key_table: str,
+                  plots: list[str], **extra) -> Path:
+    """Write ``summary.json``: tables as lists of records (DataFrames are converted)."""
+    recs = {}
+    for name, t in tables.items():
+        if hasattr(t, "to_json"):  # a DataFrame: keep a meaningful index as columns
+            if type(t.index).__name__ != "RangeIndex":
+                t = t.reset_index()
+            t = json.loads(t.to_json(orient="records"))
+        recs[name] = t
+    if key_table not in recs:
+        raise ValueError(f"key_table {key_table!r} is not one of {sorted(recs)}")
+    path = Path(out) / "summary.json"
+    path.write_text(json.dumps({"tables": recs, "conclusion": conclusion,
+                                "key_table": key_table, "plots": plots, **extra},
+                               indent=1, default=str))  # keep column order
+    return path
+
+
+# --- readers of lob.bench results, shaped for tables ---------------------------------------
+
+def bench_row(res) -> dict:
+    """A BenchResult as one flat row: percentiles (ns), throughput ns/op, allocs/op."""
+    d = res.to_dict() if hasattr(res, "to_dict") else dict(res)
+    lat = d.get("latency") or {}
+    thr = d.get("throughput") or {}
+    counts = (d.get("alloc") or {}).get("counts") or {}
+    return {"p50": lat.get("p50"), "p90": lat.get("p90"), "p99": lat.get("p99"),
+            "p99.9": lat.get("p99_9"), "p99.99": lat.get("p99_99"), "max": lat.get("max"),
+            "mean": lat.get("mean"), "count": lat.get("count"),
+            "ns_op_min": thr.get("min_ns_per_op"), "ns_op_median": thr.get("median_ns_per_op"),
+            "allocs_per_op": counts.get("allocs_per_op"),
+            "bytes_per_op": counts.get("bytes_per_op"),
+            "clock_overhead_ns": (d.get("clock") or {}).get("overhead_median_ns")}
+
+
+def read_hgrm(path) -> pd.DataFrame:
+    """An .hgrm percentile table as a frame (value_ns, percentile, count, inv)."""
+    import pandas as pd
+
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 4:
+            try:
+                v, p, c = float(parts[0]), float(parts[1]), int(parts[2])
+            except ValueError:
+                continue
+            inv = float("inf") if parts[3] == "inf" else float(parts[3])
+            rows.append((v, p, c, inv))
+    return pd.DataFrame(rows, columns=["value_ns", "percentile", "count", "inv"])
+
+
+def per_op_latency(engine: str, wl) -> pd.DataFrame:
+    """Closed-loop latency of every timed op with what it did: fills, levels walked, depth."""
+    import numpy as np
+    import pandas as pd
+
+    from lob import get_engine
+    from lob.measure.latency import capture_latency
+    from lob.workloads.diagnostics import diagnose
+
+    cap = capture_latency(get_engine(engine, wl.config), wl.commands)
+    cmds = wl.commands
+    timed = np.flatnonzero(cmds["timed"])
+    outs = cap.replay.outcomes
+    fills = cap.replay.fills
+    # levels walked: distinct maker prices per taker id
+    lv = pd.DataFrame(fills).groupby("taker")["price"].nunique() if len(fills) else pd.Series()
+    ids = outs["id"][timed]
+    series = diagnose(wl)["series"]
+    depth = np.interp(timed, series["op"], series["resting"])
+    return pd.DataFrame({"op": timed, "kind": cmds["kind"][timed], "otype": cmds["otype"][timed],
+                         "latency_ns": cap.durations_ns[:len(timed)],
+                         "fills": outs["fills"][timed], "removed": outs["removed"][timed],
+                         "levels": lv.reindex(ids).fillna(0).to_numpy().astype(int),
+                         "depth": depth})
+

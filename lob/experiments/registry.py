@@ -1,0 +1,142 @@
+"""The experiment registry: one ``experiments/<name>.yaml`` per experiment.
+
+A definition names its notebook, a description, tags and three parameter presets:
+``quick`` (CI, seconds; equal to the notebook's own defaults so nbval runs it), ``default``
+(the README's main batch) and ``full`` (the seeds' sizes). Parameters are checked against
+the notebook's ``parameters`` cell (papermill's ``inspect_notebook``) before anything runs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+PRESETS = ("quick", "default", "full")
+# parameters the runner sets itself; a preset or -p may not override them
+RESERVED = ("out_dir",)
+
+
+def repo_root() -> Path:
+    """The checkout lob runs from (holds ``experiments/`` and ``notebooks/``)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def experiments_dir() -> Path:
+    """Where the YAML definitions live (``LOB_EXPERIMENTS_DIR`` overrides, for tests)."""
+    return Path(os.environ.get("LOB_EXPERIMENTS_DIR") or repo_root() / "experiments")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment definition, as read from its YAML file."""
+
+    name: str
+    notebook: Path
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    presets: dict[str, dict] = field(default_factory=dict)
+    timeout: int | None = None  # per-cell execution timeout in seconds (None: no limit)
+
+    def params(self, preset: str, overrides: dict | None = None) -> dict:
+        """The preset's parameters with ``overrides`` on top, validated against the notebook."""
+        if preset not in self.presets:
+            raise ValueError(f"experiment {self.name!r} has no preset {preset!r}; "
+                             f"presets: {', '.join(self.presets)}")
+        merged = {**self.presets[preset], **(overrides or {})}
+        validate_params(self, merged)
+        return merged
+
+
+def load(path: Path) -> Experiment:
+    """Read one definition; the notebook path is relative to the YAML file's directory."""
+    data = yaml.safe_load(path.read_text()) or {}
+    unknown = set(data) - {"notebook", "description", "tags", "presets", "timeout"}
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
+    if "notebook" not in data:
+        raise ValueError(f"{path}: missing key 'notebook'")
+    presets = data.get("presets") or {}
+    missing = [p for p in PRESETS if p not in presets]
+    if missing:
+        raise ValueError(f"{path}: missing presets {missing} (need {', '.join(PRESETS)})")
+    return Experiment(
+        name=path.stem,
+        notebook=(path.parent / data["notebook"]).resolve(),
+        description=str(data.get("description", "")).strip(),
+        tags=tuple(data.get("tags") or ()),
+        presets={k: dict(v or {}) for k, v in presets.items()},
+        timeout=data.get("timeout"),
+    )
+
+
+def experiment_names() -> list[str]:
+    """Names of every defined experiment, sorted."""
+    return sorted(p.stem for p in experiments_dir().glob("*.yaml"))
+
+
+def get_experiment(name: str) -> Experiment:
+    """The definition of ``name``; an unknown name is an error listing the known ones."""
+    path = experiments_dir() / f"{name}.yaml"
+    if not path.exists():
+        raise ValueError(f"unknown experiment {name!r}; experiments: "
+                         f"{', '.join(experiment_names()) or '(none)'}")
+    return load(path)
+
+
+@cache
+def _inspect(notebook: str, mtime: float) -> dict:
+    import papermill as pm
+
+    return pm.inspect_notebook(notebook)
+
+
+def notebook_parameters(notebook: Path) -> dict[str, dict]:
+    """The notebook's ``parameters`` cell: name -> {inferred_type_name, default, help}."""
+    if not notebook.exists():
+        raise FileNotFoundError(f"notebook {notebook} does not exist")
+    return _inspect(str(notebook), notebook.stat().st_mtime)
+
+
+def _type_ok(type_name: str, value) -> bool:
+    t = type_name.replace(" ", "").lower()
+    base = t.split("[", 1)[0]
+    if t in ("none", "any", ""):
+        return True
+    if "|" in t or base in ("optional", "union"):  # unions: accept None or any listed type
+        parts = t.replace("optional[", "").rstrip("]").replace("union[", "").replace(",", "|")
+        return any(_type_ok(p, value) for p in parts.split("|")) or value is None
+    if base == "bool":
+        return isinstance(value, bool)
+    if base == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if base == "float":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if base == "str":
+        return isinstance(value, str)
+    if base in ("list", "tuple"):
+        if not isinstance(value, list | tuple):
+            return False
+        inner = t[len(base) + 1:-1] if "[" in t else ""
+        return not inner or all(_type_ok(inner, v) for v in value)
+    if base == "dict":
+        return isinstance(value, dict)
+    return True  # a type we do not model: papermill passes it through
+
+
+def validate_params(exp: Experiment, params: dict) -> None:
+    """Raise ``ValueError`` naming the key when a parameter is unknown or mistyped."""
+    declared = notebook_parameters(exp.notebook)
+    for key, value in params.items():
+        if key in RESERVED:
+            raise ValueError(f"{exp.name}: parameter {key!r} is set by the runner")
+        if key not in declared:
+            raise ValueError(f"{exp.name}: unknown parameter {key!r}; the notebook's "
+                             f"parameters: {', '.join(sorted(declared))}")
+        tname = declared[key]["inferred_type_name"]
+        if not _type_ok(tname, value):
+            raise ValueError(f"{exp.name}: parameter {key!r} must be {tname}, "
+                             f"got {type(value).__name__} {value!r}")

@@ -1,0 +1,248 @@
+"""Batch runner: papermill execution, the artifact layout, the manifest, resume after a kill.
+
+Layout, one directory per run::
+
+    artifacts/<experiment>/<run_id>/
+        <experiment>.ipynb     the executed notebook
+        *.hgrm, *.json, *.png  what the notebook wrote (it gets the directory as ``out_dir``)
+        summary.json           the notebook's results + the runner's record and run conditions
+        COMPLETE               the marker, written last: a run without it is partial
+    artifacts/manifest.jsonl   one line per executed run (params, git sha, status, wall time)
+
+``run_id`` is derived from (experiment, preset, params), so a re-run after an interruption
+finds the finished runs (marker present) and skips them, and removes and redoes a partial one.
+
+The seam for other executors (Dask, issue 8): :func:`run_job` runs one :class:`Job` from
+start to marker and is a picklable top-level function; :func:`run_batch` takes ``mapper``,
+any ``mapper(run_job, jobs) -> iterable of RunRecord`` (default: one after another).
+``execute`` (default :func:`execute_notebook`) is the step that runs the notebook itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from lob.experiments.registry import (
+    Experiment,
+    experiment_names,
+    get_experiment,
+    repo_root,
+)
+
+MARKER = "COMPLETE"
+SUMMARY = "summary.json"
+MANIFEST = "manifest.jsonl"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Job:
+    """One (experiment, preset, params) run and where it goes."""
+
+    experiment: str
+    notebook: str
+    preset: str
+    params: dict
+    run_id: str
+    run_dir: str
+    artifacts: str
+    timeout: int | None = None
+
+
+@dataclass
+class RunRecord:
+    """What one job did: the manifest line."""
+
+    experiment: str
+    run_id: str
+    preset: str
+    params: dict
+    status: str  # complete | failed | interrupted | skipped
+    wall_s: float = 0.0
+    git_sha: str = ""
+    started: str = ""
+    error: str = ""
+    run_dir: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def default_artifacts() -> Path:
+    """``artifacts/`` of the checkout (``LOB_ARTIFACTS`` overrides)."""
+    return Path(os.environ.get("LOB_ARTIFACTS") or repo_root() / "artifacts")
+
+
+def run_id(experiment: str, preset: str, params: dict) -> str:
+    """Deterministic id: the preset name plus a hash of (experiment, preset, params)."""
+    key = json.dumps({"e": experiment, "p": preset, "params": params}, sort_keys=True)
+    return f"{preset}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+def is_complete(run_dir: Path) -> bool:
+    return (Path(run_dir) / MARKER).exists()
+
+
+def git_sha() -> str:
+    """HEAD of the checkout, with ``+dirty`` when the work tree has changes ("" outside git)."""
+    try:
+        root = repo_root()
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def run_conditions() -> dict:
+    """Run conditions from ``lob.measure.conditions`` when present, else a minimal set."""
+    try:
+        from lob.measure.conditions import run_conditions as measured
+    except ImportError:
+        measured = None
+    if measured is not None:
+        return measured()
+    import platform
+
+    return {"source": "lob.experiments fallback", "host": platform.node(),
+            "platform": platform.platform(), "machine": platform.machine(),
+            "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
+            "executable": sys.executable, "git_sha": git_sha(),
+            "date": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+def plan(names: Iterable[str], preset: str = "default", overrides: dict | None = None,
+         artifacts: Path | str | None = None) -> list[Job]:
+    """The jobs of a batch, every one validated before anything runs (bad input: ValueError)."""
+    art = Path(artifacts or default_artifacts()).resolve()
+    jobs = []
+    for name in names:
+        exp: Experiment = get_experiment(name)
+        params = exp.params(preset, overrides)
+        rid = run_id(name, preset, params)
+        jobs.append(Job(experiment=name, notebook=str(exp.notebook), preset=preset,
+                        params=params, run_id=rid, run_dir=str(art / name / rid),
+                        artifacts=str(art), timeout=exp.timeout))
+    return jobs
+
+
+def _kernel_env() -> None:
+    # the kernel must import the same lob as this process, installed or not
+    src = str(Path(__file__).resolve().parents[2])
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if src not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([src, *parts])
+
+
+def execute_notebook(job: Job) -> None:
+    """Run the job's notebook with papermill into its run dir (the default ``execute``)."""
+    import papermill as pm
+
+    _kernel_env()
+    out = Path(job.run_dir)
+    # kernel "python3" resolves to this interpreter: jupyter_client swaps a spec's "python"
+    # for sys.executable, and the venv's own kernelspec comes first on its jupyter path
+    pm.execute_notebook(job.notebook, str(out / f"{job.experiment}.ipynb"),
+                        parameters={**job.params, "out_dir": str(out)},
+                        kernel_name="python3", progress_bar=False, log_output=False,
+                        cwd=str(Path(job.notebook).parent), execution_timeout=job.timeout)
+
+
+def _append_manifest(artifacts: Path, rec: RunRecord) -> None:
+    line = json.dumps(asdict(rec), sort_keys=True) + "\n"
+    # one write of one line in append mode: concurrent workers do not interleave lines
+    with open(artifacts / MANIFEST, "a") as f:
+        f.write(line)
+
+
+def _finalize(job: Job, rec: RunRecord) -> None:
+    out = Path(job.run_dir)
+    path = out / SUMMARY
+    summary = json.loads(path.read_text()) if path.exists() else {}
+    summary["schema_version"] = SCHEMA_VERSION
+    summary["run"] = {k: v for k, v in asdict(rec).items() if k not in ("status", "error")}
+    summary["run"]["notebook"] = f"{job.experiment}.ipynb"
+    summary.setdefault("conditions", run_conditions())
+    summary["files"] = sorted(p.name for p in out.iterdir() if p.name != MARKER)
+    tmp = out / (SUMMARY + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=1, default=str))  # tables keep column order
+    tmp.replace(path)
+    (out / MARKER).write_text(rec.git_sha + "\n")  # last: the run is complete only now
+
+
+def run_job(job: Job, execute: Callable[[Job], None] | None = None,
+            force: bool = False) -> RunRecord:
+    """Run one job to its marker: skip it if complete, else clear any partial dir and run."""
+    out = Path(job.run_dir)
+    rec = RunRecord(experiment=job.experiment, run_id=job.run_id, preset=job.preset,
+                    params=job.params, status="skipped", run_dir=str(out))
+    if is_complete(out) and not force:
+        return rec
+    if out.exists():
+        shutil.rmtree(out)  # a partial (or forced) run: never build on its leftovers
+    out.mkdir(parents=True)
+    rec.git_sha = git_sha()
+    rec.started = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    try:
+        (execute or execute_notebook)(job)
+        rec.status = "complete"
+    except KeyboardInterrupt:
+        rec.status, rec.error = "interrupted", "KeyboardInterrupt"
+        rec.wall_s = round(time.perf_counter() - t0, 3)
+        _append_manifest(Path(job.artifacts), rec)
+        raise
+    except Exception as e:  # a failed notebook must not stop the batch
+        rec.status, rec.error = "failed", f"{type(e).__name__}: {str(e)[-2000:]}"
+    rec.wall_s = round(time.perf_counter() - t0, 3)
+    if rec.status == "complete":
+        _finalize(job, rec)
+    _append_manifest(Path(job.artifacts), rec)
+    return rec
+
+
+def _sequential(fn: Callable[[Job], RunRecord], jobs: list[Job]) -> Iterable[RunRecord]:
+    return map(fn, jobs)
+
+
+def run_batch(names: Iterable[str] | None = None, preset: str = "default",
+              overrides: dict | None = None, artifacts: Path | str | None = None, *,
+              force: bool = False, execute: Callable[[Job], None] | None = None,
+              mapper: Callable | None = None, progress: bool = True) -> int:
+    """Run experiments (all when ``names`` is None) at a preset; exit code 0 if all complete.
+
+    Every job is validated before the first one runs. ``mapper(fn, jobs)`` may run jobs
+    elsewhere (e.g. a Dask client); ``execute`` replaces papermill (tests use it).
+    """
+    from functools import partial
+
+    from tqdm.auto import tqdm
+
+    jobs = plan(experiment_names() if names is None else list(names), preset, overrides,
+                artifacts)
+    if not jobs:
+        raise ValueError("no experiments to run")
+    Path(jobs[0].artifacts).mkdir(parents=True, exist_ok=True)
+    fn = partial(run_job, execute=execute, force=force)
+    bar = tqdm(total=len(jobs), desc=f"experiments ({preset})", unit="run", disable=not progress)
+    failed = []
+    try:
+        for rec in (mapper or _sequential)(fn, jobs):
+            bar.set_postfix_str(f"{rec.experiment}: {rec.status} {rec.wall_s:.0f}s")
+            bar.update(1)
+            if rec.status == "failed":
+                failed.append(rec)
+                bar.write(f"FAILED {rec.experiment} ({rec.run_dir}): {rec.error[-500:]}")
+    finally:
+        bar.close()
+    return 1 if failed else 0

@@ -1,0 +1,231 @@
+"""The experiment runner: validation before execution, artifact layout, resume after a kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from lob.experiments import MANIFEST, MARKER, plan, run_batch, run_id
+from lob.experiments.cli import parse_assignment
+from lob.report import write_index
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PARAMS_CELL = """\
+n: int = 2  # how many numbers to write
+label: str = "x"  # a free label
+scale: float = 0.5  # a float parameter
+names: list[str] = ["a", "b"]  # a list parameter
+out_dir: str = ""  # run directory (set by the runner)
+"""
+
+BODY = """\
+import os, time, uuid
+from pathlib import Path
+from lob.experiments.nb import run_dir, write_summary
+out = run_dir(out_dir, "dummy")
+(out / "token.txt").write_text(uuid.uuid4().hex)
+hang = os.environ.get("LOB_TEST_HANG")
+if hang and Path(hang).exists() and label == "hang":
+    (out / "partial_only.txt").write_text("written by the attempt that was killed")
+    while Path(hang).exists():
+        time.sleep(0.05)
+(out / "x.hgrm").write_text("Value Percentile TotalCount 1/(1-Percentile)\\n")
+write_summary(out, tables={"t": [{"i": i, "label": label} for i in range(n)]},
+              conclusion=f"wrote {n} rows", key_table="t", plots=[])
+"""
+
+
+def _notebook(path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    p = nbformat.v4.new_code_cell(PARAMS_CELL)
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [p, nbformat.v4.new_code_cell(BODY)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def defs(tmp_path, monkeypatch):
+    """Three dummy experiments (a, b hangs on request, c) over one tiny notebook."""
+    d = tmp_path / "experiments"
+    d.mkdir()
+    _notebook(tmp_path / "dummy.ipynb")
+    for name, label in (("exp_a", "a"), ("exp_b", "hang"), ("exp_c", "c")):
+        (d / f"{name}.yaml").write_text(
+            f"notebook: ../dummy.ipynb\ndescription: dummy {name}\ntags: [test]\n"
+            f"presets:\n  quick: {{n: 1, label: {label}}}\n  default: {{n: 2, label: {label}}}\n"
+            f"  full: {{n: 3, label: {label}}}\n")
+    monkeypatch.setenv("LOB_EXPERIMENTS_DIR", str(d))
+    return tmp_path
+
+
+def _fake_execute(job):
+    """Stand-in for papermill: writes what a notebook would."""
+    out = Path(job.run_dir)
+    (out / f"{job.experiment}.ipynb").write_text("{}")
+    (out / "summary.json").write_text(json.dumps(
+        {"tables": {"t": [{"n": job.params["n"]}]}, "key_table": "t", "plots": [],
+         "conclusion": "ok"}))
+
+
+def _manifest(art: Path) -> list[dict]:
+    return [json.loads(line) for line in (art / MANIFEST).read_text().splitlines()]
+
+
+def test_unknown_parameter_rejected_before_anything_runs(defs):
+    art = defs / "art"
+    ran = []
+    with pytest.raises(ValueError, match="unknown parameter 'nn'.*label"):
+        run_batch(["exp_a", "exp_c"], "quick", {"nn": 3}, art, execute=ran.append,
+                  progress=False)
+    assert ran == [] and not art.exists()
+
+
+@pytest.mark.parametrize("key,value", [("n", "3"), ("n", 1.5), ("n", True), ("scale", "x"),
+                                       ("names", [1, 2]), ("label", 3)])
+def test_wrong_type_rejected_before_anything_runs(defs, key, value):
+    ran = []
+    with pytest.raises(ValueError, match=f"parameter '{key}' must be"):
+        run_batch(["exp_a"], "quick", {key: value}, defs / "art", execute=ran.append,
+                  progress=False)
+    assert ran == []
+
+
+def test_bad_batch_member_stops_the_whole_batch(defs):
+    ran = []
+    with pytest.raises(ValueError, match="unknown experiment 'nope'.*exp_a"):
+        run_batch(["exp_a", "nope"], "quick", None, defs / "art", execute=ran.append,
+                  progress=False)
+    with pytest.raises(ValueError, match="no preset 'huge'"):
+        run_batch(["exp_a"], "huge", None, defs / "art", execute=ran.append, progress=False)
+    with pytest.raises(ValueError, match="'out_dir' is set by the runner"):
+        run_batch(["exp_a"], "quick", {"out_dir": "/tmp"}, defs / "art", execute=ran.append,
+                  progress=False)
+    assert ran == []
+
+
+def test_valid_overrides_and_cli_values(defs):
+    assert parse_assignment("names=[v0, v1]") == ("names", ["v0", "v1"])
+    assert parse_assignment("scale=0.25") == ("scale", 0.25)
+    assert parse_assignment("n=3") == ("n", 3)
+    with pytest.raises(ValueError, match="key=value"):
+        parse_assignment("n3")
+    (job,) = plan(["exp_a"], "quick", {"scale": 2, "names": ["z"]}, defs / "art")
+    assert job.params == {"n": 1, "label": "a", "scale": 2, "names": ["z"]}
+
+
+def test_run_ids_are_deterministic_and_distinct():
+    a = run_id("e", "quick", {"n": 1, "m": 2})
+    assert a == run_id("e", "quick", {"m": 2, "n": 1})
+    assert a.startswith("quick-")
+    assert len({a, run_id("e", "quick", {"n": 2, "m": 2}), run_id("f", "quick", {"n": 1, "m": 2}),
+                run_id("e", "default", {"n": 1, "m": 2})}) == 4
+
+
+def test_layout_marker_manifest_and_skip(defs):
+    art = defs / "art"
+    assert run_batch(["exp_a", "exp_c"], "default", None, art, execute=_fake_execute,
+                     progress=False) == 0
+    for name in ("exp_a", "exp_c"):
+        (run,) = (art / name).iterdir()
+        assert run.name == run_id(name, "default", plan([name], "default", None, art)[0].params)
+        assert (run / MARKER).exists() and (run / f"{name}.ipynb").exists()
+        s = json.loads((run / "summary.json").read_text())
+        assert s["run"]["experiment"] == name and s["run"]["params"]["n"] == 2
+        assert s["conditions"] and s["schema_version"] == 1
+        # the marker is the newest file: written after the summary
+        assert (run / MARKER).stat().st_mtime_ns >= (run / "summary.json").stat().st_mtime_ns
+    m = _manifest(art)
+    assert [(r["experiment"], r["status"]) for r in m] == [("exp_a", "complete"),
+                                                           ("exp_c", "complete")]
+    assert all(r["params"]["n"] == 2 and r["wall_s"] >= 0 and "git_sha" in r for r in m)
+    # a second batch skips complete runs: nothing executes, nothing appended
+    ran = []
+    assert run_batch(["exp_a", "exp_c"], "default", None, art, execute=ran.append,
+                     progress=False) == 0
+    assert ran == [] and len(_manifest(art)) == 2
+    index = write_index(art).read_text()
+    assert "## exp_a" in index and "| n |" in index and "> ok" in index
+
+
+def test_failure_and_interrupt_leave_no_complete_run(defs):
+    art = defs / "art"
+
+    def boom(job):
+        (Path(job.run_dir) / "half.txt").write_text("partial")
+        raise RuntimeError("cell 3 failed")
+
+    assert run_batch(["exp_a", "exp_c"], "quick", None, art, execute=boom,
+                     progress=False) == 1
+    assert [r["status"] for r in _manifest(art)] == ["failed", "failed"]
+    assert "cell 3 failed" in _manifest(art)[0]["error"]
+    assert not list(art.glob(f"*/*/{MARKER}"))
+
+    def ctrl_c(job):
+        (Path(job.run_dir) / "half.txt").write_text("partial")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(["exp_a"], "quick", None, art, execute=ctrl_c, progress=False)
+    assert _manifest(art)[-1]["status"] == "interrupted"
+    # the re-run clears the partial dirs and completes them
+    assert run_batch(["exp_a", "exp_c"], "quick", None, art, execute=_fake_execute,
+                     progress=False) == 0
+    assert len(list(art.glob(f"*/*/{MARKER}"))) == 2
+    assert not list(art.glob("*/*/half.txt"))
+
+
+def _wait_for(pred, timeout: float, proc) -> None:
+    t0 = time.time()
+    while not pred():
+        if proc.poll() is not None:
+            raise AssertionError(f"batch exited early: {proc.stderr.read()}")
+        if time.time() - t0 > timeout:
+            raise AssertionError("timed out")
+        time.sleep(0.1)
+
+
+def test_killed_batch_resumes_without_redoing_or_keeping_partial(defs, monkeypatch):
+    """A real papermill batch is SIGKILLed mid-run (with its kernel); the re-run resumes."""
+    art = defs / "art"
+    hang = defs / "hang"
+    hang.write_text("1")
+    env = {**os.environ, "LOB_TEST_HANG": str(hang), "PYTHONPATH": str(ROOT)}
+    code = ("import sys; from lob.experiments import run_batch; "
+            f"sys.exit(run_batch(['exp_a', 'exp_b', 'exp_c'], 'quick', None, {str(art)!r}))")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: list(art.glob("exp_b/*/partial_only.txt")), 120, proc)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the batch and its kernel, like `kill -9`
+        proc.wait()
+    (a_run,) = (art / "exp_a").iterdir()
+    (b_run,) = (art / "exp_b").iterdir()
+    assert (a_run / MARKER).exists() and not (b_run / MARKER).exists()
+    assert not (art / "exp_c").exists()
+    a_token = (a_run / "token.txt").read_text()
+    b_token = (b_run / "token.txt").read_text()
+    assert [r["experiment"] for r in _manifest(art)] == ["exp_a"]
+
+    hang.unlink()
+    monkeypatch.setenv("LOB_TEST_HANG", str(hang))
+    assert run_batch(["exp_a", "exp_b", "exp_c"], "quick", None, art, progress=False) == 0
+    assert (a_run / "token.txt").read_text() == a_token  # finished run not redone
+    assert (b_run / MARKER).exists()
+    assert (b_run / "token.txt").read_text() != b_token  # partial run redone from scratch
+    assert not (b_run / "partial_only.txt").exists()
+    assert json.loads((b_run / "summary.json").read_text())["tables"]["t"] == [
+        {"i": 0, "label": "hang"}]
+    assert [(r["experiment"], r["status"]) for r in _manifest(art)] == [
+        ("exp_a", "complete"), ("exp_b", "complete"), ("exp_c", "complete")]

@@ -1,0 +1,101 @@
+"""The notebooks: each has an experiment definition, no committed outputs, nbval coverage,
+a documented parameters cell whose defaults are the ``quick`` preset, and runs at that preset."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from lob.experiments import (
+    MARKER,
+    experiment_names,
+    get_experiment,
+    notebook_parameters,
+    run_batch,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+EXPERIMENTS = experiment_names()
+NB_IDS = [p.stem for p in NOTEBOOKS]
+
+
+def test_there_are_notebooks_and_experiments():
+    assert NOTEBOOKS and EXPERIMENTS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=NB_IDS)
+def test_notebook_has_an_experiment_definition(path):
+    defined = {get_experiment(n).notebook for n in EXPERIMENTS}
+    assert path.resolve() in defined, f"{path.name} has no experiments/<name>.yaml"
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_definition_points_at_a_notebook(name):
+    exp = get_experiment(name)
+    assert exp.notebook.exists(), f"{name}.yaml names a missing notebook {exp.notebook}"
+    assert exp.description and exp.tags
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=NB_IDS)
+def test_committed_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+             and (c.get("outputs") or c.get("execution_count") is not None)]
+    assert not dirty, f"{path.name}: cells {dirty} carry outputs; clear them before committing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=NB_IDS)
+def test_no_cell_opts_out_of_nbval(path):
+    nb = nbformat.read(path, as_version=4)
+    for i, c in enumerate(nb.cells):
+        tags = c.metadata.get("tags", [])
+        assert "nbval-skip" not in tags and "NBVAL_SKIP" not in c.source, f"cell {i} skips nbval"
+
+
+def test_nbval_collects_every_notebook():
+    """`pytest --nbval-lax notebooks/` (CI) must see each notebook: no notebook goes unrun."""
+    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "--nbval-lax",
+                        "-p", "no:cacheprovider", "notebooks/"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    collected = {line.split("::")[0] for line in r.stdout.splitlines() if "::" in line}
+    missing = [p.name for p in NOTEBOOKS if f"notebooks/{p.name}" not in collected]
+    assert not missing, f"nbval does not collect {missing}"
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_parameters_documented_and_quick_is_the_default(name):
+    """nbval runs the notebook as committed, so its defaults must be the quick preset."""
+    exp = get_experiment(name)
+    params = notebook_parameters(exp.notebook)
+    assert "out_dir" in params
+    for p, spec in params.items():
+        assert spec["inferred_type_name"] != "None", f"{name}: parameter {p!r} has no type"
+        assert spec["help"], f"{name}: parameter {p!r} has no comment"
+    defaults = {p: ast.literal_eval(s["default"]) for p, s in params.items()}
+    for key, value in exp.presets["quick"].items():
+        assert defaults[key] == value, (f"{name}: quick preset {key}={value!r} but the notebook "
+                                        f"default is {defaults[key]!r}")
+    for preset in ("default", "full"):
+        exp.params(preset)  # every preset validates against the parameters cell
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_runs_at_quick_preset(name, tmp_path):
+    """Papermill run through the runner: executed notebook, .hgrm, summary, PNG, marker."""
+    assert run_batch([name], "quick", artifacts=tmp_path, progress=False) == 0
+    (run,) = (tmp_path / name).iterdir()
+    assert (run / MARKER).exists()
+    assert (run / f"{name}.ipynb").exists()
+    assert list(run.glob("*.hgrm")) and list(run.glob("*.png"))
+    s = json.loads((run / "summary.json").read_text())
+    assert s["conclusion"] and s["key_table"] in s["tables"] and s["conditions"]
+    assert s["tables"][s["key_table"]], "key table is empty"
