@@ -1,0 +1,216 @@
+"""Workloads: the seeds' command streams rebuilt exactly, plus lob's own lobster-style streams.
+
+>>> from lob.workloads import build, workload_names
+>>> wl = build("cpp_comprehensive", scale=0.01)
+>>> len(wl), wl.n_timed, wl.config
+
+Families: ``orderbook_rs`` (seed 000, :mod:`lob.workloads.orderbook_rs`), ``cpp``
+(seed 001, :mod:`lob.workloads.cpp_bench`), ``lobster`` (lob's designs after seed 003,
+:mod:`lob.workloads.lobster`). Each family module exposes ``WORKLOADS``: name ->
+``dict(build, defaults, description, provenance)``; ``build(scale=, seed=, **defaults)``
+returns ``(commands, BookConfig)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import types
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lob.semantics import COMMAND_DTYPE, BookConfig
+
+__all__ = ["Workload", "WorkloadFileError", "build", "describe", "workload_names", "spec"]
+
+FORMAT = "lob-workload"
+SCHEMA_VERSION = 1
+_FAMILIES = (("orderbook_rs", "lob.workloads.orderbook_rs"), ("cpp", "lob.workloads.cpp_bench"),
+             ("lobster", "lob.workloads.lobster"))
+
+
+class WorkloadFileError(ValueError):
+    """A workload file that is truncated, foreign, of another schema or inconsistent."""
+
+
+@dataclass(eq=False)
+class Workload:
+    """A command stream with its book config and where it comes from.
+
+    ``commands`` is a 1-d :data:`~lob.semantics.COMMAND_DTYPE` array; rows with
+    ``timed == False`` are pre-loads, warmups and refills that latency capture skips.
+    """
+
+    name: str
+    family: str
+    commands: np.ndarray
+    config: BookConfig
+    seed: int
+    params: dict = field(default_factory=dict)
+    description: str = ""
+    provenance: str = ""
+
+    def __len__(self) -> int:
+        return len(self.commands)
+
+    @property
+    def n_timed(self) -> int:
+        return int(np.count_nonzero(self.commands["timed"]))
+
+    def __repr__(self) -> str:
+        return (f"Workload({self.name!r}, family={self.family!r}, commands={len(self)}, "
+                f"timed={self.n_timed}, seed={self.seed:#x}, config={self.config})")
+
+    def _meta(self) -> dict:
+        return {"format": FORMAT, "schema_version": SCHEMA_VERSION, "name": self.name,
+                "family": self.family, "seed": int(self.seed), "params": self.params,
+                "config": self.config.to_dict(), "description": self.description,
+                "provenance": self.provenance, "n_commands": len(self.commands),
+                "sha256": hashlib.sha256(self.commands.tobytes()).hexdigest()}
+
+    def save(self, path: str | Path) -> Path:
+        """Write one ``.npz`` file (commands + JSON metadata with a content hash)."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_suffix(path.suffix + ".npz")
+        meta = json.dumps(self._meta(), sort_keys=True)
+        with open(path, "wb") as f:
+            np.savez(f, commands=self.commands, meta=np.array(meta))
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Workload:
+        """Read a file written by :meth:`save`; anything else raises :class:`WorkloadFileError`."""
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                keys = set(z.files)
+                if keys != {"commands", "meta"}:
+                    raise WorkloadFileError(
+                        f"{path}: not a lob workload file (arrays {sorted(keys)}, "
+                        "expected ['commands', 'meta'])")
+                meta_s = str(z["meta"][()])
+                cmds = z["commands"]
+        except WorkloadFileError:
+            raise
+        except FileNotFoundError:
+            raise
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as e:
+            raise WorkloadFileError(
+                f"{path}: not a readable lob workload file (truncated or corrupt?): {e}") from e
+        try:
+            meta = json.loads(meta_s)
+        except json.JSONDecodeError as e:
+            raise WorkloadFileError(f"{path}: metadata is not valid JSON: {e}") from e
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise WorkloadFileError(f"{path}: metadata does not say format {FORMAT!r}")
+        if meta.get("schema_version") != SCHEMA_VERSION:
+            raise WorkloadFileError(f"{path}: schema_version {meta.get('schema_version')!r}, "
+                                    f"this lob reads {SCHEMA_VERSION}")
+        if cmds.dtype != COMMAND_DTYPE:
+            raise WorkloadFileError(f"{path}: commands have dtype {cmds.dtype}, expected "
+                                    f"lob.semantics.COMMAND_DTYPE {COMMAND_DTYPE}")
+        if cmds.ndim != 1 or len(cmds) != meta.get("n_commands"):
+            raise WorkloadFileError(f"{path}: commands have shape {cmds.shape}, metadata says "
+                                    f"{meta.get('n_commands')} commands")
+        if hashlib.sha256(cmds.tobytes()).hexdigest() != meta.get("sha256"):
+            raise WorkloadFileError(f"{path}: commands do not match their sha256 (corrupt file)")
+        try:
+            config = BookConfig.from_dict(meta["config"])
+            return cls(meta["name"], meta["family"], cmds, config, int(meta["seed"]),
+                       dict(meta["params"]), meta["description"], meta["provenance"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise WorkloadFileError(f"{path}: bad metadata field: {e!r}") from e
+
+
+# --- registry ------------------------------------------------------------------------------
+
+_SPECS: dict[str, dict] = {}
+
+
+def _specs() -> dict[str, dict]:
+    if not _SPECS:
+        import importlib
+
+        for family, module in _FAMILIES:
+            for name, s in importlib.import_module(module).WORKLOADS.items():
+                _SPECS[name] = dict(s, family=family)
+    return _SPECS
+
+
+def workload_names() -> list[str]:
+    """Every registered workload name."""
+    return list(_specs())
+
+
+def spec(name: str) -> dict:
+    """The registry entry of a workload (defaults, description, provenance, family)."""
+    specs = _specs()
+    if name not in specs:
+        raise ValueError(f"unknown workload {name!r}; workloads: {', '.join(specs)}")
+    return specs[name]
+
+
+def _check_params(name: str, defaults: dict, params: dict) -> dict:
+    allowed = {"scale": 1.0, **defaults}
+    out = dict(allowed)
+    for k, v in params.items():
+        if k not in allowed:
+            raise ValueError(f"unknown parameter {k!r} for workload {name!r}; "
+                             f"parameters: {', '.join(allowed)}")
+        want = type(allowed[k])
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer, float, np.floating)):
+            raise TypeError(f"parameter {k!r} of {name!r} must be a number, got "
+                            f"{type(v).__name__} ({v!r})")
+        if want is int and not isinstance(v, (int, np.integer)):
+            raise TypeError(f"parameter {k!r} of {name!r} must be an int, got {v!r}")
+        out[k] = want(v)
+    if not 0 < out["scale"] <= 100:
+        raise ValueError(f"parameter 'scale' must be in (0, 100], got {out['scale']}")
+    for k, v in out.items():
+        if k != "seed" and v < 0:
+            raise ValueError(f"parameter {k!r} of {name!r} must be >= 0, got {v}")
+    if not 0 <= out["seed"] < 2**64:
+        raise ValueError(f"parameter 'seed' must be in [0, 2**64), got {out['seed']}")
+    return out
+
+
+def build(name: str, **params) -> Workload:
+    """Build a workload: ``scale`` (1.0 = published size), ``seed`` and its own parameters."""
+    if not isinstance(name, str):
+        raise TypeError(f"workload name must be a str, got {type(name).__name__}")
+    s = spec(name)
+    p = _check_params(name, s["defaults"], params)
+    cmds, config = s["build"](**p)
+    return Workload(name, s["family"], cmds, config, p["seed"], p, s["description"],
+                    s["provenance"])
+
+
+def describe(name: str, *, sample_every: int | None = None, **params) -> str:
+    """Parameters, provenance and a diagnostics summary of a workload, as text."""
+    from lob.workloads.diagnostics import diagnose, summary_text
+
+    wl = build(name, **params)
+    head = [f"{wl.name}  ({wl.family})", f"  {wl.description}", f"  provenance: {wl.provenance}",
+            f"  params: {wl.params}", f"  config: {wl.config}",
+            f"  commands: {len(wl):,} ({wl.n_timed:,} timed)"]
+    return "\n".join(head) + "\n" + summary_text(diagnose(wl, sample_every=sample_every))
+
+
+class _CallableModule(types.ModuleType):
+    """``lob.workloads()`` lists names even after ``import lob.workloads`` binds the package.
+
+    Importing this package sets the attribute ``lob.workloads`` to the package itself,
+    replacing the function of that name in ``lob/__init__.py``; a callable package keeps
+    the documented ``lob.workloads()`` working either way.
+    """
+
+    def __call__(self) -> list[str]:
+        return workload_names()
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -59,7 +59,7 @@ def _fill(out, raw, limit_only):
 
 def generate(n: int, seed: int, limit_only: bool) -> np.ndarray:
     """The first ``n`` commands of the stream (the prefix of the full stream, for any n)."""
-    per_cmd = 6 if limit_only else 8  # mean raw draws per command is ~5.6 / ~7.05
+    per_cmd = 7 if limit_only else 8  # mean raw draws per command is ~6.1 / ~7.05
     budget = n * per_cmd + 1024
     while True:
         out = np.zeros(n, dtype=COMMAND_DTYPE)

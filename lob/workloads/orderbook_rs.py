@@ -160,7 +160,8 @@ def _stp(out, x, measured):
 
 
 def _n(v: int, scale: float) -> int:
-    return max(1, round(v * scale))
+    """A published count scaled; a non-zero count never scales down to zero."""
+    return 0 if v == 0 else max(1, round(v * scale))
 
 
 def _new(n: int) -> np.ndarray:

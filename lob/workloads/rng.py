@@ -9,8 +9,10 @@
   that state into numpy's public ``MT19937`` bit generator and returns raw 32-bit outputs.
 * **libc++ ``uniform_int_distribution``** over a 32-bit engine (REFERENCE.md §2): for
   ``[a, b]`` with ``r = b - a + 1`` it takes ``w`` = bits to hold ``r - 1``, and repeats
-  ``u = next32() & (2**w - 1)`` until ``u < r``. :func:`libcxx_int` is that sampler over a
-  pre-drawn buffer (numba), :func:`libcxx_ints` a Python reference used by the tests.
+  ``u = next32() & (2**w - 1)`` until ``u < r``; a range of one value (``r == 1``) returns
+  ``a`` without drawing, as libc++ does (REFERENCE.md's recipe would draw once; the seed's
+  stream never hits that case at seed 99, the tests pin it). :func:`libcxx_int` is that
+  sampler over a pre-drawn buffer (numba), :func:`libcxx_ints` a Python reference used by the tests.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ _S17 = np.uint64(17)
 @numba.njit(cache=True, inline="always")
 def xs_next(x: np.uint64) -> np.uint64:
     """One xorshift64 step (13, 7, 17); the returned state is also the output."""
+    x = np.uint64(x)  # a Python int below 2**63 would otherwise be typed int64
     x ^= x << _S13
     x ^= x >> _S7
     x ^= x << _S17
@@ -81,7 +84,11 @@ def libcxx_int(buf: np.ndarray, pos: int, a: int, b: int):
 
     ``pos == -1`` when the buffer ran out (the caller grows the buffer and retries).
     """
+    if pos < 0:  # an earlier draw already ran out: stay out
+        return 0, -1
     r = b - a + 1
+    if r == 1:
+        return a, pos  # libc++: `if (__rp == 1) return __p.a();` consumes nothing
     w = 0
     while (r - 1) >> w:
         w += 1
@@ -101,6 +108,9 @@ def libcxx_ints(raw, bounds: list[tuple[int, int]]) -> list[int]:
     out = []
     for a, b in bounds:
         r = b - a + 1
+        if r == 1:
+            out.append(a)
+            continue
         mask = (1 << (r - 1).bit_length()) - 1
         while (u := next(it) & mask) >= r:
             pass
