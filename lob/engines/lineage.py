@@ -36,3 +36,28 @@ def toggles(name: str) -> dict:
         raise ValueError(f"unknown version {name!r}; versions: {', '.join(VERSIONS)}")
     v = VERSIONS[base]
     return {k: v[k] for k in ("levels", "best", "fok")}
+
+
+def all_toggle_combinations() -> list[dict]:
+    """Every (levels, best, fok) combination of the ladder engine, as toggle dicts."""
+    from itertools import product
+
+    from lob.engines.ladder import TOGGLES
+
+    return [dict(levels=lv, best=b, fok=f)
+            for lv, b, f in product(TOGGLES["levels"], TOGGLES["best"], TOGGLES["fok"])]
+
+
+def _register_python_versions() -> None:
+    from functools import partial
+
+    from lob.engines.base import register
+    from lob.engines.ladder import LadderEngine
+
+    for name in VERSIONS:
+        t = toggles(name)
+        register(name, partial(LadderEngine, **t), description=VERSIONS[name]["step"],
+                 toggles=t)
+
+
+_register_python_versions()
