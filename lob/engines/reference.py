@@ -147,7 +147,7 @@ class ReferenceEngine(PyEngine):
         if o is None:
             return (NOT_FOUND, int(Reason.UNKNOWN_ID), oid, 0, 0, 0, 0)
         self._remove(o)
-        return (CANCELLED, 0, oid, 0, 0, 0, 1)
+        return (CANCELLED, 0, oid, 0, 0, 0, 1)  # remaining=0: the C++ convention (semantics.py)
 
     def _modify(self, oid, qty, price):
         o = self._index.get(oid)

@@ -1,0 +1,65 @@
+"""Shared fixtures: every registered engine, and an ABIDES-style ``book_with`` builder.
+
+The engine list is read from the registry at collection time, so engines registered later
+(the ladder lineage, the numba backend) are covered by every test without edits here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import lob
+from lob.semantics import BookConfig, OrderType, Outcome, Reason, Side, Status, StpMode
+
+ENGINES: list[str] = lob.engines()
+OTHER_ENGINES: list[str] = [e for e in ENGINES if e != "reference"]
+
+BUY, SELL = int(Side.BUY), int(Side.SELL)
+LIMIT, IOC, FOK, POST_ONLY, MARKET, NOTIONAL = (int(t) for t in OrderType)
+
+
+@pytest.fixture(params=ENGINES)
+def engine_name(request) -> str:
+    """Each registered engine in turn (the reference oracle included)."""
+    return request.param
+
+
+def book_with(engine_name: str, bids=(), asks=(), stp: StpMode = StpMode.NONE,
+              band: tuple[int, int] = (1, 10_000)):
+    """A fresh engine holding the given resting orders.
+
+    ``bids`` and ``asks`` are ``(price, qty, owner)`` triples submitted as LIMIT orders in
+    the order given, bids first: the bids get ids 1..len(bids), the asks the ids after.
+    The book must not cross (each order must rest untouched), which is asserted.
+    """
+    eng = lob.get_engine(engine_name, BookConfig(band[0], band[1], stp))
+    n = 0
+    for side, orders in ((BUY, bids), (SELL, asks)):
+        for price, qty, owner in orders:
+            n += 1
+            out = eng.submit(owner, side, LIMIT, price, qty)
+            assert out == Outcome(Status.ACCEPTED, Reason.NONE, n, qty), out
+    return eng
+
+
+def l2(eng, depth: int = 100) -> dict:
+    """The L2 snapshot as plain ints: {"bids": [(price, qty, count), ...], "asks": [...]}."""
+    snap = eng.snapshot(depth)
+    return {k: [tuple(int(x) for x in lvl) for lvl in snap[k]] for k in ("bids", "asks")}
+
+
+def fills(eng, since: int = 0) -> list[tuple]:
+    """(taker, maker, price, qty) of every fill recorded by ``eng`` from index ``since`` on."""
+    return [tuple(int(x) for x in f) for f in eng.fills[since:]]
+
+
+def state(eng) -> tuple:
+    """Everything observable about the book: deep L2 snapshot plus per-order detail if any."""
+    detail = eng.resting() if hasattr(eng, "resting") else None
+    return (l2(eng, 1_000_000), detail)
+
+
+def out(status: Status, id: int, remaining: int, filled: int = 0, fills: int = 0,
+        removed: int = 0, reason: Reason = Reason.NONE) -> Outcome:
+    """An expected outcome, spelled in the order tests usually think of it."""
+    return Outcome(status, reason, id, remaining, filled, fills, removed)
