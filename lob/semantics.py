@@ -81,6 +81,18 @@ Other commands
   enters it again as a LIMIT order with the same id and owner, which may trade (the
   outcome is then that of the re-entry). Status ACCEPTED unless it traded.
 * mass cancel: CANCELLED, id = 0, remaining = 0, removed = number of orders removed.
+* NOT_FOUND outcomes echo the target id.
+
+Fine points (each pinned by a test):
+
+* modify to the same quantity and price keeps the queue place (it is not an increase);
+  the modify's own removal of the order is not counted in ``removed``.
+* a price-change modify whose re-entry is stopped by CANCEL_TAKER / CANCEL_BOTH ends as
+  the re-entry does (CANCELLED / SELF_TRADE, or PARTIALLY_FILLED): the order is gone.
+* a partial fill stopped by STP carries reason SELF_TRADE; other partials reason NONE.
+* POST_ONLY checks only the best opposite price, whoever owns it: against an own order it
+  is cancelled WOULD_CROSS under every STP mode.
+* a NOTIONAL order that empties the opposite side with budget left is PARTIALLY_FILLED.
 
 ``removed`` counts resting orders this command took off the book without a fill
 (cancels, mass cancels and STP maker cancels). ``filled`` is the quantity traded and
@@ -305,7 +317,8 @@ def commands(rows) -> np.ndarray:
 def as_commands(arr) -> np.ndarray:
     """Check that ``arr`` is a 1-d command array, with a clear error otherwise."""
     if not isinstance(arr, np.ndarray):
-        raise TypeError(f"commands must be a numpy array of COMMAND_DTYPE, got {type(arr).__name__}")
+        raise TypeError(
+            f"commands must be a numpy array of COMMAND_DTYPE, got {type(arr).__name__}")
     if arr.dtype != COMMAND_DTYPE:
         missing = [f for f in COMMAND_FIELDS if arr.dtype.names is None or f not in arr.dtype.names]
         detail = f"missing fields {missing}" if missing else f"dtype {arr.dtype}"
