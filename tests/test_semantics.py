@@ -84,7 +84,7 @@ DEMO = [
     dict(kind=Kind.SUBMIT, owner=2, side=BUY, otype=IOC, price=100, qty=3),     # id 4: nothing
     dict(kind=Kind.SUBMIT, owner=2, side=BUY, otype=LIMIT, price=99, qty=4),    # id 5 rests
     dict(kind=Kind.SUBMIT, owner=0, side=BUY, otype=LIMIT, price=99, qty=4),    # rejected
-    dict(kind=Kind.CANCEL, id=5),                                               # 4 open
+    dict(kind=Kind.CANCEL, id=5),                                               # remaining 0
     dict(kind=Kind.CANCEL, id=5),                                               # not found
     dict(kind=Kind.SUBMIT, owner=3, side=BUY, otype=MARKET, qty=10),            # id 6: 3 of 10
 ]
@@ -98,7 +98,7 @@ def test_counters_by_hand(engine_name):
     res = demo_run(engine_name)
     assert res.counters == {"filled": 1, "partial": 1, "accepted": 3, "cancelled": 2,
                             "rejected": 1, "notfound": 1, "trades": 3, "matched_volume": 10,
-                            "remaining_sum": 5 + 5 + 0 + 3 + 4 + 0 + 4 + 0 + 7}
+                            "remaining_sum": 5 + 5 + 0 + 3 + 4 + 0 + 0 + 0 + 7}
     assert res.fills.tolist() == [(3, 1, 101, 5), (3, 2, 102, 2), (6, 2, 102, 3)]
     assert [Outcome.from_tuple(tuple(r)) for r in res.outcomes.tolist()][-1] == out(
         Status.PARTIALLY_FILLED, 6, 7, 3, 1)
