@@ -34,7 +34,8 @@ def _cmd_run(args) -> int:
     overrides = dict(parse_assignment(p) for p in args.param)
     names = experiment_names() if args.all else args.names
     return run_batch(names, preset=args.preset, overrides=overrides, artifacts=args.out,
-                     force=args.force)
+                     force=args.force, executor=args.executor, scheduler=args.scheduler,
+                     workers=args.workers, concurrent_timing=args.concurrent_timing)
 
 
 def _cmd_report(args) -> int:
@@ -58,6 +59,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="override a notebook parameter (value parsed as YAML); repeatable")
     s.add_argument("--out", default=None, help=OUT_HELP)
     s.add_argument("--force", action="store_true", help="redo runs that are already complete")
+    s.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="local: one run after another here (default); dask: one task per run "
+                        "on a Dask cluster")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="dask: an existing scheduler (tcp://host:8786); default: start a "
+                        "local cluster")
+    s.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="dask: worker processes of the local cluster (default: CPU count)")
+    s.add_argument("--concurrent-timing", action="store_true",
+                   help="dask: let timing runs share a host (default: one at a time per host)")
     s.set_defaults(func=_cmd_run)
 
     r = sub.add_parser("report", help="write artifacts/index.md: latest complete run of each")

@@ -4,10 +4,23 @@ A definition names its notebook, a description, tags and three parameter presets
 ``quick`` (CI, seconds; equal to the notebook's own defaults so nbval runs it), ``default``
 (the README's main batch) and ``full`` (the seeds' sizes). Parameters are checked against
 the notebook's ``parameters`` cell (papermill's ``inspect_notebook``) before anything runs.
+
+A preset may hold a ``grid``: parameter -> list of values. It expands into one run per point
+of the cartesian product, each point on top of the preset's other parameters::
+
+    presets:
+      quick:
+        scale: 0.002
+        grid: {engine: [v1, v2], workload: [mixed_70_20_10, stp_sweep]}   # 4 runs
+
+``timing: false`` declares an experiment that measures no latency; by default every
+experiment is a timing run, which the Dask executor never overlaps with another timing run
+on the same host.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, field
 from functools import cache
@@ -40,21 +53,43 @@ class Experiment:
     tags: tuple[str, ...] = ()
     presets: dict[str, dict] = field(default_factory=dict)
     timeout: int | None = None  # per-cell execution timeout in seconds (None: no limit)
+    grids: dict[str, dict[str, list]] = field(default_factory=dict)  # preset -> axis -> values
+    timing: bool = True  # measures latency: never run beside another timing run on a host
 
-    def params(self, preset: str, overrides: dict | None = None) -> dict:
-        """The preset's parameters with ``overrides`` on top, validated against the notebook."""
+    def param_sets(self, preset: str, overrides: dict | None = None) -> list[dict]:
+        """One parameter dict per run of the preset: its grid expanded (cartesian product, in
+        the YAML's axis order) on top of its parameters, ``overrides`` on top of each point.
+
+        An override of a grid axis pins that axis to the one value. Every set is validated
+        against the notebook (``ValueError`` naming the parameter).
+        """
         if preset not in self.presets:
             raise ValueError(f"experiment {self.name!r} has no preset {preset!r}; "
                              f"presets: {', '.join(self.presets)}")
-        merged = {**self.presets[preset], **(overrides or {})}
-        validate_params(self, merged)
-        return merged
+        overrides = overrides or {}
+        axes = {k: v for k, v in self.grids.get(preset, {}).items() if k not in overrides}
+        sets = []
+        for point in itertools.product(*axes.values()):
+            merged = {**self.presets[preset], **dict(zip(axes, point, strict=True)),
+                      **overrides}
+            validate_params(self, merged)
+            sets.append(merged)
+        return sets
+
+    def params(self, preset: str, overrides: dict | None = None) -> dict:
+        """The preset's parameters with ``overrides`` on top, validated against the notebook
+        (a preset whose grid has more than one point: ``ValueError``, see :meth:`param_sets`)."""
+        sets = self.param_sets(preset, overrides)
+        if len(sets) != 1:
+            raise ValueError(f"experiment {self.name!r}: preset {preset!r} is a grid of "
+                             f"{len(sets)} runs; use param_sets()")
+        return sets[0]
 
 
 def load(path: Path) -> Experiment:
     """Read one definition; the notebook path is relative to the YAML file's directory."""
     data = yaml.safe_load(path.read_text()) or {}
-    unknown = set(data) - {"notebook", "description", "tags", "presets", "timeout"}
+    unknown = set(data) - {"notebook", "description", "tags", "presets", "timeout", "timing"}
     if unknown:
         raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
     if "notebook" not in data:
@@ -63,14 +98,39 @@ def load(path: Path) -> Experiment:
     missing = [p for p in PRESETS if p not in presets]
     if missing:
         raise ValueError(f"{path}: missing presets {missing} (need {', '.join(PRESETS)})")
+    presets = {k: dict(v or {}) for k, v in presets.items()}
+    grids = {k: _grid(path, k, v.pop("grid")) for k, v in presets.items() if "grid" in v}
+    for preset, grid in grids.items():
+        both = sorted(set(grid) & set(presets[preset]))
+        if both:
+            raise ValueError(f"{path}: preset {preset!r} sets {both} both as a parameter "
+                             "and as a grid axis")
+    timing = data.get("timing", True)
+    if not isinstance(timing, bool):
+        raise ValueError(f"{path}: 'timing' must be true or false, got {timing!r}")
     return Experiment(
         name=path.stem,
         notebook=(path.parent / data["notebook"]).resolve(),
         description=str(data.get("description", "")).strip(),
         tags=tuple(data.get("tags") or ()),
-        presets={k: dict(v or {}) for k, v in presets.items()},
+        presets=presets,
         timeout=data.get("timeout"),
+        grids=grids,
+        timing=timing,
     )
+
+
+def _grid(path: Path, preset: str, grid) -> dict[str, list]:
+    """A preset's ``grid``, checked: each axis a non-empty list of distinct values."""
+    if not isinstance(grid, dict) or not grid:
+        raise ValueError(f"{path}: preset {preset!r}: 'grid' must map parameters to lists")
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"{path}: preset {preset!r}: grid axis {key!r} must be a "
+                             f"non-empty list, got {values!r}")
+        if any(values.index(v) != i for i, v in enumerate(values)):
+            raise ValueError(f"{path}: preset {preset!r}: grid axis {key!r} repeats a value")
+    return dict(grid)
 
 
 def experiment_names() -> list[str]:

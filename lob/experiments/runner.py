@@ -12,10 +12,12 @@ Layout, one directory per run::
 ``run_id`` is derived from (experiment, preset, params), so a re-run after an interruption
 finds the finished runs (marker present) and skips them, and removes and redoes a partial one.
 
-The seam for other executors (Dask, issue 8): :func:`run_job` runs one :class:`Job` from
-start to marker and is a picklable top-level function; :func:`run_batch` takes ``mapper``,
-any ``mapper(run_job, jobs) -> iterable of RunRecord`` (default: one after another).
-``execute`` (default :func:`execute_notebook`) is the step that runs the notebook itself.
+Two sides, whatever the executor (:mod:`lob.experiments.executors`): :func:`run_job` runs
+one :class:`Job` from start to marker wherever it is sent (a picklable top-level function
+that never touches the manifest); the driver, :func:`run_batch`, plans, skips complete runs,
+hands the rest to the executor and appends each manifest line itself (:func:`record`), a
+``complete`` one only when it sees the run's marker. ``execute`` (default
+:func:`execute_notebook`) is the step that runs the notebook itself.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -57,11 +61,12 @@ class Job:
     run_dir: str
     artifacts: str
     timeout: int | None = None
+    timing: bool = True  # a latency run: never beside another timing run on its host
 
 
 @dataclass
 class RunRecord:
-    """What one job did: the manifest line."""
+    """What one job did: the manifest line (``extra``: the notebook's error cell, if any)."""
 
     experiment: str
     run_id: str
@@ -73,7 +78,18 @@ class RunRecord:
     started: str = ""
     error: str = ""
     run_dir: str = ""
+    executor: str = "local"  # local | dask
+    host: str = ""  # hostname of the process that ran the notebook
+    timing_exclusive: bool = True  # no other timing run shared the host meanwhile
     extra: dict = field(default_factory=dict)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run; carries the run's record so the driver can log it."""
+
+    def __init__(self, rec: RunRecord):
+        super().__init__("KeyboardInterrupt")
+        self.record = rec
 
 
 def default_artifacts() -> Path:
@@ -125,15 +141,16 @@ def plan(names: Iterable[str], preset: str = "default", overrides: dict | None =
          artifacts: Path | str | None = None) -> list[Job]:
     """The jobs of a batch, every one validated before anything runs (bad input: ValueError)."""
     art = Path(artifacts or default_artifacts()).resolve()
-    jobs = []
+    jobs: dict[str, Job] = {}  # by run dir: a name given twice is one run, not two racing
     for name in names:
         exp: Experiment = get_experiment(name)
-        params = exp.params(preset, overrides)
-        rid = run_id(name, preset, params)
-        jobs.append(Job(experiment=name, notebook=str(exp.notebook), preset=preset,
-                        params=params, run_id=rid, run_dir=str(art / name / rid),
-                        artifacts=str(art), timeout=exp.timeout))
-    return jobs
+        for params in exp.param_sets(preset, overrides):  # a grid: one job per point
+            rid = run_id(name, preset, params)
+            jobs.setdefault(str(art / name / rid), Job(
+                experiment=name, notebook=str(exp.notebook), preset=preset, params=params,
+                run_id=rid, run_dir=str(art / name / rid), artifacts=str(art),
+                timeout=exp.timeout, timing=exp.timing))
+    return list(jobs.values())
 
 
 def _kernel_env() -> None:
@@ -160,7 +177,7 @@ def execute_notebook(job: Job) -> None:
 
 def _append_manifest(artifacts: Path, rec: RunRecord) -> None:
     line = json.dumps(asdict(rec), sort_keys=True) + "\n"
-    # one write of one line in append mode: concurrent workers do not interleave lines
+    # one write of one line in append mode: lines never interleave
     with open(artifacts / MANIFEST, "a") as f:
         f.write(line)
 
@@ -170,9 +187,13 @@ def _finalize(job: Job, rec: RunRecord) -> None:
     path = out / SUMMARY
     summary = json.loads(path.read_text()) if path.exists() else {}
     summary["schema_version"] = SCHEMA_VERSION
-    summary["run"] = {k: v for k, v in asdict(rec).items() if k not in ("status", "error")}
+    summary["run"] = {k: v for k, v in asdict(rec).items()
+                      if k not in ("status", "error", "extra")}
     summary["run"]["notebook"] = f"{job.experiment}.ipynb"
-    summary.setdefault("conditions", run_conditions())
+    cond = summary.setdefault("conditions", run_conditions())
+    if isinstance(cond, dict):  # where it ran is a condition of the measurement
+        cond.update(executor=rec.executor, worker_host=rec.host,
+                    timing_exclusive=rec.timing_exclusive)
     summary["files"] = sorted(p.name for p in out.iterdir() if p.name != MARKER)
     tmp = out / (SUMMARY + ".tmp")
     tmp.write_text(json.dumps(summary, indent=1, default=str))  # tables keep column order
@@ -180,12 +201,33 @@ def _finalize(job: Job, rec: RunRecord) -> None:
     (out / MARKER).write_text(rec.git_sha + "\n")  # last: the run is complete only now
 
 
-def run_job(job: Job, execute: Callable[[Job], None] | None = None,
-            force: bool = False) -> RunRecord:
-    """Run one job to its marker: skip it if complete, else clear any partial dir and run."""
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def describe_error(exc: BaseException) -> tuple[str, dict]:
+    """The error text for the manifest, and details: a notebook error names its cell."""
+    ename = getattr(exc, "ename", None)
+    if ename is None:  # not papermill's PapermillExecutionError
+        return f"{type(exc).__name__}: {str(exc)[-2000:]}", {}
+    cell, count = getattr(exc, "cell_index", None), getattr(exc, "exec_count", None)
+    tb = _ANSI.sub("", "\n".join(getattr(exc, "traceback", None) or []))
+    head = f"{ename}: {exc.evalue} (notebook cell {cell}, In [{count}])"
+    return f"{head}\n{tb[-1500:]}", {"ename": ename, "evalue": str(exc.evalue),
+                                     "cell_index": cell, "exec_count": count}
+
+
+def run_job(job: Job, execute: Callable[[Job], None] | None = None, force: bool = False, *,
+            executor: str = "local", timing_exclusive: bool = True) -> RunRecord:
+    """Run one job to its marker: skip it if complete, else clear any partial dir and run.
+
+    Writes only the run dir, never the manifest (the driver does: :func:`record`). A failed
+    notebook gives a ``failed`` record; Ctrl-C raises :class:`RunInterrupted`. ``executor``
+    and ``timing_exclusive`` describe where it runs, for the record and the conditions.
+    """
     out = Path(job.run_dir)
     rec = RunRecord(experiment=job.experiment, run_id=job.run_id, preset=job.preset,
-                    params=job.params, status="skipped", run_dir=str(out))
+                    params=job.params, status="skipped", run_dir=str(out), executor=executor,
+                    host=socket.gethostname(), timing_exclusive=timing_exclusive)
     if is_complete(out) and not force:
         return rec
     if out.exists():
@@ -197,52 +239,81 @@ def run_job(job: Job, execute: Callable[[Job], None] | None = None,
     try:
         (execute or execute_notebook)(job)
         rec.status = "complete"
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         rec.status, rec.error = "interrupted", "KeyboardInterrupt"
         rec.wall_s = round(time.perf_counter() - t0, 3)
-        _append_manifest(Path(job.artifacts), rec)
-        raise
+        raise RunInterrupted(rec) from e
     except Exception as e:  # a failed notebook must not stop the batch
-        rec.status, rec.error = "failed", f"{type(e).__name__}: {str(e)[-2000:]}"
+        rec.status = "failed"
+        rec.error, rec.extra = describe_error(e)
     rec.wall_s = round(time.perf_counter() - t0, 3)
     if rec.status == "complete":
         _finalize(job, rec)
-    _append_manifest(Path(job.artifacts), rec)
     return rec
 
 
-def _sequential(fn: Callable[[Job], RunRecord], jobs: list[Job]) -> Iterable[RunRecord]:
-    return map(fn, jobs)
+def record(job: Job, rec: RunRecord) -> RunRecord:
+    """Driver side: append the run's manifest line (a skipped run has none).
+
+    A run reported complete whose marker the driver cannot see is logged ``failed``: the
+    workers wrote somewhere else (the artifacts must be on a filesystem they all share).
+    """
+    if rec.status == "skipped":
+        return rec
+    if rec.status == "complete" and not is_complete(Path(job.run_dir)):
+        rec.status = "failed"
+        rec.error = (f"the run reported complete on {rec.host or '?'} but the driver finds no "
+                     f"{MARKER} in {job.run_dir}: is the artifacts directory on a filesystem "
+                     "shared by the driver and every worker?")
+    _append_manifest(Path(job.artifacts), rec)
+    return rec
 
 
 def run_batch(names: Iterable[str] | None = None, preset: str = "default",
               overrides: dict | None = None, artifacts: Path | str | None = None, *,
               force: bool = False, execute: Callable[[Job], None] | None = None,
-              mapper: Callable | None = None, progress: bool = True) -> int:
+              executor: str = "local", scheduler: str | None = None,
+              workers: int | None = None, concurrent_timing: bool = False,
+              progress: bool = True) -> int:
     """Run experiments (all when ``names`` is None) at a preset; exit code 0 if all complete.
 
-    Every job is validated before the first one runs. ``mapper(fn, jobs)`` may run jobs
-    elsewhere (e.g. a Dask client); ``execute`` replaces papermill (tests use it).
+    Every job is validated before the first one runs, and complete runs are skipped here.
+    ``executor``: ``"local"`` (one after another in this process) or ``"dask"`` (one task per
+    run on the Dask scheduler at ``scheduler``, else on a local cluster of ``workers``
+    processes; timing runs never overlap on a host unless ``concurrent_timing``; see
+    :mod:`lob.experiments.executors`). ``execute`` replaces papermill (tests use it).
     """
-    from functools import partial
-
     from tqdm.auto import tqdm
+
+    from lob.experiments.executors import open_executor
 
     jobs = plan(experiment_names() if names is None else list(names), preset, overrides,
                 artifacts)
     if not jobs:
         raise ValueError("no experiments to run")
     Path(jobs[0].artifacts).mkdir(parents=True, exist_ok=True)
-    fn = partial(run_job, execute=execute, force=force)
-    bar = tqdm(total=len(jobs), desc=f"experiments ({preset})", unit="run", disable=not progress)
+    todo = [j for j in jobs if force or not is_complete(Path(j.run_dir))]
+    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=f"experiments ({preset})",
+               unit="run", disable=not progress)
     failed = []
     try:
-        for rec in (mapper or _sequential)(fn, jobs):
-            bar.set_postfix_str(f"{rec.experiment}: {rec.status} {rec.wall_s:.0f}s")
-            bar.update(1)
-            if rec.status == "failed":
-                failed.append(rec)
-                bar.write(f"FAILED {rec.experiment} ({rec.run_dir}): {rec.error[-500:]}")
+        with open_executor(executor, scheduler=scheduler, workers=workers,
+                           concurrent_timing=concurrent_timing) as runs:
+            try:
+                for job, rec in runs(todo, execute, force):
+                    record(job, rec)
+                    bar.set_postfix_str(f"{rec.experiment}: {rec.status} {rec.wall_s:.0f}s")
+                    bar.update(1)
+                    if rec.status == "failed":
+                        failed.append(rec)
+                        bar.write(f"FAILED {rec.experiment} {rec.run_id} ({rec.run_dir}):\n"
+                                  f"{rec.error[-800:]}")
+            except RunInterrupted as e:  # local: the run that was going on is logged
+                record(next(j for j in todo if j.run_dir == e.record.run_dir), e.record)
+                raise
     finally:
         bar.close()
+    if failed:
+        print(f"{len(failed)} of {len(jobs)} runs failed: "
+              + ", ".join(f"{r.experiment}/{r.run_id}" for r in failed), file=sys.stderr)
     return 1 if failed else 0
