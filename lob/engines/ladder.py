@@ -75,7 +75,7 @@ class LadderEngine(PyEngine):
     name = "ladder"
 
     def __init__(self, config: BookConfig | None = None, *, levels: str = "deque",
-                 best: str = "scan", fok: str = "full", capacity: int = 1024):
+                 best: str = "scan", fok: str = "full", capacity: int = 64):
         super().__init__(config)
         for field, value in (("levels", levels), ("best", best), ("fok", fok)):
             if value not in TOGGLES[field]:
