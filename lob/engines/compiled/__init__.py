@@ -1,0 +1,58 @@
+"""The numba backend: compiled twins ``<version>@numba`` of every lineage version.
+
+Importing this package only registers the engines; numba itself is imported, and the
+kernels loaded from numba's on-disk cache (or compiled, ~30-60 s the first time), when the
+first compiled engine is built. Design notes:
+
+* one kernel (:mod:`.kernel`) serves every version: the toggles are constants in the state
+  array, and the branches on them are loop-invariant (perfectly predicted), so they are
+  not specialised at compile time - a specialisation per version would multiply the
+  compile time by six for no measured gain;
+* ``levels``: every compiled version uses the index-linked node pool; ``deque`` twins (v0,
+  v0+bitmap) are compiled the same way, since a per-level deque has no compiled form
+  cheaper than the pool;
+* ``best``: ``scan`` re-scans the ladder from the band edge at every match step;
+  ``bitmap`` keeps a two-level bitmap (words + summary word level) and a cached best;
+* ``fok``: ``full`` | ``early_exit`` | ``level_sums`` (per-level totals plus per-level
+  per-owner sums for owners 1..4095 that got one of up to 16 slots; other owners' own
+  quantity is found by walking the level);
+* the pool, fill buffer and id index grow (doubling) between kernel calls; with
+  ``grow=False`` a LIMIT/POST_ONLY submit finding the pool full is REJECTED / POOL_FULL.
+"""
+
+from __future__ import annotations
+
+from lob.engines.base import register
+from lob.engines.lineage import VERSIONS, toggles
+
+
+def _factory(version: str):
+    def make(config):
+        from lob.engines.compiled.engine import CompiledEngine
+
+        return CompiledEngine(config, **toggles(version))
+
+    return make
+
+
+def _register_all() -> None:
+    for version, spec in VERSIONS.items():
+        t = toggles(version)
+        levels = "pool" if t["levels"] == "deque" else t["levels"]
+        note = " (compiled with the node pool)" if t["levels"] == "deque" else ""
+        register(f"{version}@numba", _factory(version),
+                 f"numba twin of {version}: {spec['step']}{note}; levels={levels}",
+                 backend="numba", toggles=t)
+
+
+_register_all()
+
+
+def kernel_clock_overhead(samples: int = 100_000) -> dict[str, float]:
+    """Cost of the in-kernel clock (back-to-back reads inside compiled code), in ns."""
+    from lob.engines.compiled.clock import kernel_clock_overhead as _overhead
+
+    return _overhead(samples)
+
+
+__all__ = ["kernel_clock_overhead"]

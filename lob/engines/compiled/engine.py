@@ -1,0 +1,255 @@
+"""``CompiledEngine``: the numba book behind the same interface as ``PyEngine``.
+
+Python owns the arrays (see :mod:`lob.engines.compiled.book`) and grows them between
+kernel calls; the interactive API runs one command through the same kernel as ``replay``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from lob.engines.base import EXEC_FIELDS, ReplayResult, _as_int
+from lob.engines.compiled import book as bk
+from lob.engines.compiled import kernel as kn
+from lob.engines.compiled.check import MESSAGES, check_book, walk_level
+from lob.semantics import (
+    COMMAND_DTYPE,
+    FILL_DTYPE,
+    OUTCOME_DTYPE,
+    BookConfig,
+    Outcome,
+    Scope,
+    as_commands,
+)
+
+_BEST = {"scan": bk.BEST_SCAN, "bitmap": bk.BEST_BITMAP}
+_FOK = {"full": bk.FOK_FULL, "early_exit": bk.FOK_EARLY_EXIT, "level_sums": bk.FOK_LEVEL_SUMS}
+OWNER_MAP_SIZE = 4096  # owners 1..4095 can get a level_sums slot; larger ids use a walk
+OWNER_TABLE_ENTRIES = 1 << 21  # cap on levels x owner slots (16 MB) for level_sums
+_INT32_MAX = 2**31 - 1
+
+
+def _touched(n: int) -> np.ndarray:
+    """A zeroed outcome array whose pages are already mapped (np.zeros maps them lazily,
+    which would put ~one page fault per 120 commands inside the timed kernel)."""
+    out = np.empty(n, dtype=OUTCOME_DTYPE)
+    out.view(np.uint8).fill(0)
+    return out
+
+
+class CompiledEngine:
+    """A numba ladder book. ``levels`` is accepted for symmetry with the Python ladder, but
+    every compiled version uses the node pool (a per-level deque has no compiled form
+    cheaper than the pool); ``best`` and ``fok`` select the kernel's code paths.
+
+    ``capacity`` is the initial node-pool size; with ``grow=True`` (default) the pool
+    doubles between kernel calls whenever it is full, with ``grow=False`` a LIMIT or
+    POST_ONLY submit that finds no free node is REJECTED with reason POOL_FULL (no id
+    consumed, book unchanged). ``fill_capacity`` is the initial fill buffer (always grows).
+    """
+
+    name = "compiled"
+
+    def __init__(self, config: BookConfig | None = None, *, levels: str = "pool",
+                 best: str = "bitmap", fok: str = "early_exit", capacity: int = 1024,
+                 grow: bool = True, fill_capacity: int = 1024):
+        if config is None:
+            config = BookConfig()
+        if not isinstance(config, BookConfig):
+            raise TypeError(f"config must be a lob.BookConfig, got {type(config).__name__}")
+        if levels not in ("deque", "pool"):
+            raise ValueError(f"levels must be 'deque' or 'pool', got {levels!r}")
+        if best not in _BEST:
+            raise ValueError(f"best must be one of {sorted(_BEST)}, got {best!r}")
+        if fok not in _FOK:
+            raise ValueError(f"fok must be one of {sorted(_FOK)}, got {fok!r}")
+        capacity = _as_int("capacity", capacity)
+        fill_capacity = _as_int("fill_capacity", fill_capacity)
+        if capacity < 1 or fill_capacity < 1:
+            raise ValueError(f"capacity and fill_capacity must be >= 1, got {capacity}, "
+                             f"{fill_capacity}")
+        self.config = config
+        self.toggles = {"levels": levels, "best": best, "fok": fok}
+        w = config.width
+        nw0 = (w + 63) // 64
+        nw1 = (nw0 + 63) // 64
+        sums = fok == "level_sums"
+        k = max(1, min(16, OWNER_TABLE_ENTRIES // (2 * w))) if sums else 0
+        oslot_size = OWNER_MAP_SIZE if sums else 0
+        os_off, oslot_off, size = bk.layout(w, k, oslot_size)
+        G = np.zeros(size, dtype=np.int64)
+        G[bk.LO:bk.OSLOT_SIZE + 1] = [config.min_price, config.max_price, w, int(config.stp),
+                                      _BEST[best], _FOK[fok], k, 0 if grow else 1, nw0, nw1,
+                                      os_off, oslot_off, oslot_size]
+        G[bk.BEST0] = G[bk.BEST1] = G[bk.FREE] = -1
+        levels_view = G[bk.LOFF:os_off].reshape(2 * w, bk.LEVEL_COLS)
+        levels_view[:, bk.HEAD] = levels_view[:, bk.TAIL] = -1
+        G[oslot_off:] = -1
+        self._G = G
+        self._B = np.zeros(2 * nw0 + 2 * nw1, dtype=np.uint64)
+        self._N = np.zeros((0, bk.NODE_COLS), dtype=np.int64)
+        self._grow_pool(capacity)
+        self._IDX = np.full(1024, -1, dtype=np.int64)
+        self._F = np.zeros((fill_capacity, 4), dtype=np.int64)
+        self._one = np.zeros(1, dtype=COMMAND_DTYPE)
+        self._one_out = np.zeros(1, dtype=OUTCOME_DTYPE)
+        self.grows = {"pool": 0, "fills": 0, "index": 0}
+
+    # --- growth (outside the kernel) -----------------------------------------------------
+    def _grow_pool(self, extra: int) -> None:
+        old = self._N.shape[0]
+        new = np.zeros((old + extra, bk.NODE_COLS), dtype=np.int64)
+        new[:old] = self._N
+        new[old:, bk.NXT] = np.arange(old + 1, old + extra + 1)
+        new[-1, bk.NXT] = self._G[bk.FREE]
+        self._G[bk.FREE] = old
+        self._N = new
+
+    def _grow(self, what: int) -> None:
+        if what == kn.GROW_POOL:
+            self._grow_pool(self._N.shape[0])
+            self.grows["pool"] += 1
+        elif what == kn.GROW_FILLS:
+            need = int(self._G[bk.NFILL] + self._G[bk.NLIVE]) + 1
+            f = np.empty((max(2 * self._F.shape[0], need), 4), dtype=np.int64)
+            f.fill(0)  # touch every page here, not as page faults inside the kernel
+            f[: self._F.shape[0]] = self._F
+            self._F = f
+            self.grows["fills"] += 1
+        elif what == kn.GROW_INDEX:
+            idx = np.full(2 * self._IDX.size, -1, dtype=np.int64)
+            idx[: self._IDX.size] = self._IDX
+            self._IDX = idx
+            self.grows["index"] += 1
+        else:
+            raise RuntimeError(f"kernel returned unknown code {what}")
+
+    def _run(self, cmds: np.ndarray, out: np.ndarray, durs: np.ndarray | None) -> int:
+        """Run the kernel over every command, growing arrays as asked; returns ns spent."""
+        timed = durs is not None
+        if durs is None:
+            durs = np.zeros(0, dtype=np.int64)
+        elapsed = 0
+        i = 0
+        while True:
+            t0 = time.perf_counter_ns()
+            i, code = kn.run(cmds, i, out, self._F, self._N, self._IDX, self._B, self._G,
+                             timed, durs)
+            elapsed += time.perf_counter_ns() - t0
+            if code == kn.DONE:
+                return elapsed
+            self._grow(code)
+
+    # --- batch -----------------------------------------------------------------------
+    def _prepare(self, commands: np.ndarray) -> np.ndarray:
+        cmds = np.ascontiguousarray(as_commands(commands))
+        need = int(self._G[bk.NEXT_ID]) + int(np.count_nonzero(cmds["kind"] == 0)) + 2
+        if need > self._IDX.size:  # ids are sequential: size the index once, up front
+            idx = np.full(need, -1, dtype=np.int64)
+            idx[: self._IDX.size] = self._IDX
+            self._IDX = idx
+        self._G[bk.NFILL] = 0  # like PyEngine.replay, fills restart with each replay
+        return cmds
+
+    def replay(self, commands: np.ndarray) -> ReplayResult:
+        """Run every command in one compiled call (re-entered only to grow arrays)."""
+        cmds = self._prepare(commands)
+        out = _touched(len(cmds))
+        elapsed = self._run(cmds, out, None)
+        return ReplayResult(self.name, out, self.fills, elapsed, self)
+
+    def replay_timed(self, commands: np.ndarray) -> tuple[ReplayResult, np.ndarray]:
+        """``replay`` plus one in-kernel duration (ns) per command whose ``timed`` flag is set.
+
+        Each duration is two ``clock_gettime(CLOCK_MONOTONIC)`` reads around the command,
+        taken inside the kernel (see :func:`kernel_clock_overhead` for their own cost).
+        """
+        cmds = self._prepare(commands)
+        out = _touched(len(cmds))
+        durs = np.ones(int(np.count_nonzero(cmds["timed"])), dtype=np.int64)
+        self._G[bk.NDUR] = 0
+        elapsed = self._run(cmds, out, durs)
+        return ReplayResult(self.name, out, self.fills, elapsed, self), durs
+
+    @property
+    def fills(self) -> np.ndarray:
+        return self._F[: self._G[bk.NFILL]].copy().view(FILL_DTYPE).reshape(-1)
+
+    # --- interactive API ---------------------------------------------------------------
+    def _exec_one(self, vals: dict) -> Outcome:
+        row = self._one
+        for f in EXEC_FIELDS:
+            v = vals.get(f, 0)
+            info = np.iinfo(COMMAND_DTYPE[f])
+            if not info.min <= v <= info.max:
+                raise ValueError(f"command field {f!r} = {v} is outside {COMMAND_DTYPE[f]}")
+            row[f] = v
+        if self._G[bk.NEXT_ID] + 2 > self._IDX.size:
+            self._grow(kn.GROW_INDEX)
+        self._run(row, self._one_out, None)
+        return Outcome.from_tuple(self._one_out[0].item())
+
+    def execute(self, row) -> Outcome:
+        """Run one command given as a COMMAND_DTYPE record or a dict of fields."""
+        if isinstance(row, np.void) and row.dtype == COMMAND_DTYPE:
+            return self._exec_one({f: int(row[f]) for f in EXEC_FIELDS})
+        if isinstance(row, dict):
+            unknown = set(row) - set(COMMAND_DTYPE.names)
+            if unknown:
+                raise ValueError(f"unknown command field(s) {sorted(unknown)}")
+            return self._exec_one({f: _as_int(f, row.get(f, 0)) for f in EXEC_FIELDS})
+        raise TypeError("execute takes a COMMAND_DTYPE record or a dict of command fields")
+
+    def submit(self, owner: int, side: int, otype: int, price: int, qty: int) -> Outcome:
+        return self.execute(dict(kind=0, owner=owner, side=side, otype=otype, price=price,
+                                 qty=qty))
+
+    def cancel(self, oid: int) -> Outcome:
+        return self.execute(dict(kind=1, id=oid))
+
+    def modify(self, oid: int, qty: int, price: int = 0) -> Outcome:
+        return self.execute(dict(kind=2, id=oid, qty=qty, price=price))
+
+    def mass_cancel(self, scope: int = Scope.ALL, *, side: int = 0, owner: int = 0,
+                    price_lo: int = 0, price_hi: int = 0) -> Outcome:
+        return self.execute(dict(kind=3, otype=_as_int("scope", scope), side=side,
+                                 owner=owner, price=_as_int("price_lo", price_lo),
+                                 price_hi=price_hi))
+
+    # --- views and invariants ----------------------------------------------------------
+    def _levels(self, side: int) -> np.ndarray:
+        """Non-empty level indices of one side in priority order."""
+        w = self.config.width
+        heads = self._G[bk.LOFF + bk.HEAD:bk.LOFF + 2 * w * bk.LEVEL_COLS:bk.LEVEL_COLS]
+        xs = np.flatnonzero(heads[side * w:(side + 1) * w] >= 0)
+        return xs[::-1] if side == 0 else xs
+
+    def snapshot(self, depth: int = 10) -> dict:
+        out = {}
+        w, lo = self.config.width, self.config.min_price
+        for side, key in ((0, "bids"), (1, "asks")):
+            rows = []
+            for x in self._levels(side)[:depth]:
+                nodes = walk_level(self._N, self._G, side * w + x)
+                rows.append((int(lo + x), int(self._N[nodes, bk.QTY].sum()), len(nodes)))
+            out[key] = rows
+        return out
+
+    def resting(self) -> list[tuple]:
+        """(id, owner, side, price, qty) of every resting order, in priority order per side."""
+        out = []
+        w, lo = self.config.width, self.config.min_price
+        for side in (0, 1):
+            for x in self._levels(side):
+                for node in walk_level(self._N, self._G, side * w + x):
+                    n = self._N[node]
+                    out.append((int(n[bk.OID]), int(n[bk.OWN]), side, int(lo + x),
+                                int(n[bk.QTY])))
+        return out
+
+    def _check(self) -> None:
+        code, where = check_book(self._N, self._IDX, self._B, self._G)
+        if code:
+            raise AssertionError(f"{self.name}: {MESSAGES[code]} (at {where})")

@@ -1,0 +1,371 @@
+"""The compiled matching kernel: every command kind of :mod:`lob.semantics`, and the replay loop.
+
+This is a line-for-line port of ``lob.engines.reference`` (same outcome rows, same fills in
+the same order) over the array layout of :mod:`lob.engines.compiled.book`. Toggles are
+runtime constants in ``G``; the branches on them are loop-invariant and perfectly
+predicted, so one compiled kernel serves every version (see the package docstring).
+
+:func:`run` replays ``cmds[start:]`` and stops *before* a command whenever the pool, the
+fill buffer or the id index might not have room for it, returning the command index and
+what to grow; Python grows the arrays (doubling) and calls again. No per-op path ever
+allocates or writes out of bounds.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from lob.engines.compiled.book import (
+    FIXED,
+    FOK,
+    FOK_LEVEL_SUMS,
+    FREE,
+    HEAD,
+    HI,
+    LEVEL_COLS,
+    LO,
+    LOFF,
+    NDUR,
+    NEXT_ID,
+    NFILL,
+    NLIVE,
+    NXT,
+    OID,
+    OS_OFF,
+    OSLOT_OFF,
+    OSLOT_SIZE,
+    OWN,
+    QREMOVED,
+    QTRADED,
+    QTY,
+    ROW,
+    STP,
+    SUM,
+    WIDTH,
+    K,
+    add_sums,
+    after,
+    best,
+    first_from,
+    remove,
+    rest,
+)
+from lob.engines.compiled.clock import monotonic_ns
+
+# status / reason / enum values (mirrors lob.semantics; numba freezes module ints)
+FILLED, PARTIAL, ACCEPTED, CANCELLED, REJECTED, NOT_FOUND = 0, 1, 2, 3, 4, 5
+R_BAD_KIND, R_BAD_TYPE, R_BAD_SIDE, R_BAD_OWNER, R_BAD_QTY, R_BAD_PRICE = 1, 2, 3, 4, 5, 6
+R_BAD_SCOPE, R_UNKNOWN_ID, R_NO_LIQUIDITY, R_FOK_UNFILLABLE = 7, 8, 9, 10
+R_WOULD_CROSS, R_SELF_TRADE, R_POOL_FULL = 11, 12, 13
+LIMIT, IOC, FOK_T, POST_ONLY, MARKET, NOTIONAL = 0, 1, 2, 3, 4, 5
+STP_NONE, STP_MAKER, STP_TAKER, STP_BOTH = 0, 1, 2, 3
+
+# what run() asks Python to do
+DONE, GROW_POOL, GROW_FILLS, GROW_INDEX = 0, 1, 2, 3
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def put(out, i, status, reason, oid, remaining, filled, fills, removed):
+    r = out[i]
+    r.status = status
+    r.reason = reason
+    r.id = oid
+    r.remaining = remaining
+    r.filled = filled
+    r.fills = fills
+    r.removed = removed
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def crosses(side, market, limit, p):
+    return market or (p <= limit if side == 0 else p >= limit)
+
+
+@njit(cache=True, _nrt=False)
+def own_at(N, G, row, owner):
+    """Open quantity of ``owner`` at level ``row`` (level_sums table, or a walk as fallback)."""
+    if owner < G[OSLOT_SIZE]:
+        s = G[G[OSLOT_OFF] + owner]
+        if s >= 0:
+            return G[G[OS_OFF] + row * G[K] + s]
+        if s == -1:
+            return 0  # never rested an order
+    total = 0
+    node = G[LOFF + row * LEVEL_COLS + HEAD]
+    while node >= 0:
+        if N[node, OWN] == owner:
+            total += N[node, QTY]
+        node = N[node, NXT]
+    return total
+
+
+@njit(cache=True, _nrt=False)
+def available(N, B, G, side, market, limit, owner, want):
+    """Quantity a FOK could trade, honouring the STP mode (``full`` counts it all)."""
+    opp = 1 - side
+    w = G[WIDTH]
+    lo = G[LO]
+    stp = G[STP]
+    mode = G[FOK]
+    total = 0
+    x = best(G, opp)
+    while x >= 0:
+        if not crosses(side, market, limit, lo + x):
+            break
+        row = opp * w + x
+        own = -1
+        if mode == FOK_LEVEL_SUMS:
+            own = 0 if stp == STP_NONE else own_at(N, G, row, owner)
+        if own == 0:
+            total += G[LOFF + row * LEVEL_COLS + SUM]
+        elif own > 0 and stp == STP_MAKER:
+            total += G[LOFF + row * LEVEL_COLS + SUM] - own
+        else:  # walk the level in priority order
+            node = G[LOFF + row * LEVEL_COLS + HEAD]
+            while node >= 0:
+                if stp != STP_NONE and N[node, OWN] == owner:
+                    if stp != STP_MAKER:
+                        return total
+                else:
+                    total += N[node, QTY]
+                    if mode != 0 and total >= want:
+                        return total
+                node = N[node, NXT]
+        if mode != 0 and total >= want:
+            return total
+        x = after(B, G, opp, x)
+    return total
+
+
+@njit(cache=True, _nrt=False)
+def match(out, i, F, N, IDX, B, G,
+          oid, owner, side, otype, market, limit, price, qty):
+    opp = 1 - side
+    w = G[WIDTH]
+    lo = G[LO]
+    stp = G[STP]
+    notional = otype == NOTIONAL
+    left = qty  # lots, or quote amount for NOTIONAL
+    filled = 0
+    nfills = 0
+    removed = 0
+    stopped = False
+    too_dear = False
+    nf = G[NFILL]
+    while left > 0:
+        x = best(G, opp)
+        if x < 0:
+            break
+        p = lo + x
+        if not crosses(side, market, limit, p):
+            break
+        if notional and p > left:
+            too_dear = True
+            break
+        m = G[LOFF + (opp * w + x) * LEVEL_COLS + HEAD]
+        if stp != STP_NONE and N[m, OWN] == owner:
+            if stp != STP_TAKER:
+                remove(N, IDX, B, G, m)
+                removed += 1
+            if stp != STP_MAKER:
+                stopped = True
+                break
+            continue
+        mq = N[m, QTY]
+        take = left // p if notional else left
+        if mq < take:
+            take = mq
+        left -= take * p if notional else take
+        filled += take
+        nfills += 1
+        F[nf, 0] = oid
+        F[nf, 1] = N[m, OID]
+        F[nf, 2] = p
+        F[nf, 3] = take
+        nf += 1
+        if take == mq:
+            remove(N, IDX, B, G, m)
+            G[QREMOVED] -= mq  # traded, not removed
+        else:
+            N[m, QTY] = mq - take
+            if G[FOK] == FOK_LEVEL_SUMS:
+                add_sums(N, G, m, -take)
+    G[NFILL] = nf
+    G[QTRADED] += filled
+    reason = R_SELF_TRADE if stopped else 0
+    if notional:
+        if filled == 0:
+            put(out, i, CANCELLED, reason or R_NO_LIQUIDITY, oid, left, 0, 0, removed)
+        else:
+            done = (too_dear or left == 0) and not stopped
+            put(out, i, FILLED if done else PARTIAL, reason, oid, left, filled, nfills, removed)
+    elif left == 0:
+        put(out, i, FILLED, 0, oid, 0, filled, nfills, removed)
+    elif (otype == LIMIT or otype == POST_ONLY) and not stopped:
+        rest(N, IDX, B, G, oid, owner, side, price, left)
+        put(out, i, PARTIAL if filled else ACCEPTED, 0, oid, left, filled, nfills, removed)
+    elif filled:
+        put(out, i, PARTIAL, reason, oid, left, filled, nfills, removed)
+    else:
+        put(out, i, CANCELLED, reason or R_NO_LIQUIDITY, oid, left, 0, 0, removed)
+
+
+@njit(cache=True, _nrt=False)
+def submit(out, i, F, N, IDX, B, G, owner, side, otype, price, qty):
+    if otype < 0 or otype > NOTIONAL:
+        put(out, i, REJECTED, R_BAD_TYPE, 0, 0, 0, 0, 0)
+    elif side != 0 and side != 1:
+        put(out, i, REJECTED, R_BAD_SIDE, 0, 0, 0, 0, 0)
+    elif owner <= 0:
+        put(out, i, REJECTED, R_BAD_OWNER, 0, 0, 0, 0, 0)
+    elif qty <= 0:
+        put(out, i, REJECTED, R_BAD_QTY, 0, 0, 0, 0, 0)
+    elif otype < MARKET and (price < G[LO] or price > G[HI]):
+        put(out, i, REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
+    elif G[FREE] < 0 and (otype == LIMIT or otype == POST_ONLY):
+        put(out, i, REJECTED, R_POOL_FULL, 0, 0, 0, 0, 0)  # fixed-capacity mode only
+    else:
+        G[NEXT_ID] += 1
+        oid = G[NEXT_ID]
+        market = otype >= MARKET
+        if otype == POST_ONLY:
+            x = best(G, 1 - side)
+            if x >= 0 and crosses(side, False, price, G[LO] + x):
+                put(out, i, CANCELLED, R_WOULD_CROSS, oid, qty, 0, 0, 0)
+                return
+        if otype == FOK_T and available(N, B, G, side, market, price, owner, qty) < qty:
+            put(out, i, CANCELLED, R_FOK_UNFILLABLE, oid, qty, 0, 0, 0)
+            return
+        match(out, i, F, N, IDX, B, G,
+              oid, owner, side, otype, market, price, price, qty)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def lookup(IDX, oid):
+    if oid <= 0 or oid >= IDX.size:
+        return -1
+    return IDX[oid]
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def cancel(out, i, N, IDX, B, G, oid):
+    node = lookup(IDX, oid)
+    if node < 0:
+        put(out, i, NOT_FOUND, R_UNKNOWN_ID, oid, 0, 0, 0, 0)
+        return
+    remove(N, IDX, B, G, node)
+    put(out, i, CANCELLED, 0, oid, 0, 0, 0, 1)  # remaining=0: the C++ convention
+
+
+@njit(cache=True, _nrt=False)
+def modify(out, i, F, N, IDX, B, G, oid, qty, price):
+    if qty <= 0:
+        put(out, i, REJECTED, R_BAD_QTY, 0, 0, 0, 0, 0)
+        return
+    if price != 0 and (price < G[LO] or price > G[HI]):
+        put(out, i, REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
+        return
+    node = lookup(IDX, oid)
+    if node < 0:
+        put(out, i, NOT_FOUND, R_UNKNOWN_ID, oid, 0, 0, 0, 0)
+        return
+    w = G[WIDTH]
+    row = N[node, ROW]
+    side = row // w
+    old_price = G[LO] + row - side * w
+    owner = N[node, OWN]
+    oq = N[node, QTY]
+    if price == 0 or price == old_price:
+        if qty <= oq:  # keeps its place in the queue
+            G[QREMOVED] += oq - qty
+            N[node, QTY] = qty
+            if G[FOK] == FOK_LEVEL_SUMS:
+                add_sums(N, G, node, qty - oq)
+        else:  # loses priority: to the tail of its level
+            remove(N, IDX, B, G, node)
+            rest(N, IDX, B, G, oid, owner, side, old_price, qty)
+        put(out, i, ACCEPTED, 0, oid, qty, 0, 0, 0)
+        return
+    remove(N, IDX, B, G, node)
+    match(out, i, F, N, IDX, B, G,
+          oid, owner, side, LIMIT, False, price, price, qty)
+
+
+@njit(cache=True, _nrt=False)
+def mass_cancel(out, i, N, IDX, B, G, scope, side, owner, plo, phi):
+    if scope < 0 or scope > 3:
+        put(out, i, REJECTED, R_BAD_SCOPE, 0, 0, 0, 0, 0)
+        return
+    if scope == 1 and side != 0 and side != 1:
+        put(out, i, REJECTED, R_BAD_SIDE, 0, 0, 0, 0, 0)
+        return
+    if scope == 2 and owner <= 0:
+        put(out, i, REJECTED, R_BAD_OWNER, 0, 0, 0, 0, 0)
+        return
+    if scope == 3 and plo > phi:
+        put(out, i, REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
+        return
+    w = G[WIDTH]
+    xa = 0
+    xb = w - 1
+    if scope == 3:
+        xa = max(plo - G[LO], 0)
+        xb = min(phi - G[LO], w - 1)
+    n = 0
+    for s in range(2):
+        if scope == 1 and s != side:
+            continue
+        x = first_from(B, G, s, xa)
+        while 0 <= x <= xb:
+            node = G[LOFF + (s * w + x) * LEVEL_COLS + HEAD]
+            while node >= 0:
+                nxt = N[node, NXT]
+                if scope != 2 or N[node, OWN] == owner:
+                    remove(N, IDX, B, G, node)
+                    n += 1
+                node = nxt
+            x = first_from(B, G, s, x + 1)
+    put(out, i, CANCELLED, 0, 0, 0, 0, 0, n)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def execute(out, i, c, F, N, IDX, B, G):
+    kind = c.kind
+    if kind == 0:
+        submit(out, i, F, N, IDX, B, G, c.owner, c.side, c.otype, c.price, c.qty)
+    elif kind == 1:
+        cancel(out, i, N, IDX, B, G, c.id)
+    elif kind == 2:
+        modify(out, i, F, N, IDX, B, G, c.id, c.qty, c.price)
+    elif kind == 3:
+        mass_cancel(out, i, N, IDX, B, G, c.otype, c.side, c.owner,
+                    c.price, c.price_hi)
+    else:
+        put(out, i, REJECTED, R_BAD_KIND, 0, 0, 0, 0, 0)
+
+
+@njit(cache=True, _nrt=False)
+def run(cmds, start, out, F, N, IDX, B, G, timed, durs):
+    """Replay ``cmds[start:]`` into ``out``; returns (next command, DONE or what to grow).
+
+    With ``timed``, commands whose ``timed`` flag is set are bracketed by in-kernel clock
+    reads and their durations written to ``durs[G[NDUR]]`` onwards.
+    """
+    grow = G[FIXED] == 0
+    for i in range(start, cmds.size):
+        if grow and G[FREE] < 0:
+            return i, GROW_POOL
+        if F.shape[0] - G[NFILL] <= G[NLIVE]:  # one command fills at most every resting order
+            return i, GROW_FILLS
+        if G[NEXT_ID] + 1 >= IDX.size:
+            return i, GROW_INDEX
+        c = cmds[i]
+        if timed and c.timed:
+            t0 = monotonic_ns()
+            execute(out, i, c, F, N, IDX, B, G)
+            t1 = monotonic_ns()
+            durs[G[NDUR]] = t1 - t0
+            G[NDUR] += 1
+        else:
+            execute(out, i, c, F, N, IDX, B, G)
+    return cmds.size, DONE

@@ -1,0 +1,247 @@
+"""The numba backend agrees with the reference bit for bit, grows cleanly, and times in-kernel."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lob.engines.compiled  # noqa: F401  (registers the @numba engines)
+from lob.engines.base import engine_info, engine_names, get_engine
+from lob.engines.lineage import VERSIONS, toggles
+from lob.semantics import (
+    COMMAND_DTYPE,
+    BookConfig,
+    Kind,
+    OrderType,
+    Reason,
+    Scope,
+    Side,
+    Status,
+    StpMode,
+    checksum,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+NUMBA_VERSIONS = [f"{v}@numba" for v in VERSIONS]
+
+
+def random_stream(seed: int, n: int, cfg: BookConfig, spread: int = 12) -> np.ndarray:
+    """Every command kind, order type, scope and validation failure, prices near a mid."""
+    rng = np.random.default_rng(seed)
+    mid = (cfg.min_price + cfg.max_price) // 2
+    cmds = np.zeros(n, dtype=COMMAND_DTYPE)
+    cmds["timed"] = rng.random(n) < 0.7
+    submitted = 0
+    for i in range(n):
+        c = cmds[i]
+        r = rng.random()
+        price = int(np.clip(mid + rng.integers(-spread, spread + 1), cfg.min_price,
+                            cfg.max_price))
+        if rng.random() < 0.02:  # the band edges, far from the action (two-level bitmap)
+            price = int(rng.choice([cfg.min_price, cfg.max_price]))
+        if r < 0.6:
+            c["kind"] = Kind.SUBMIT
+            c["otype"] = rng.choice(6, p=[0.45, 0.12, 0.12, 0.11, 0.1, 0.1])
+            c["side"] = rng.integers(0, 2)
+            c["owner"] = rng.integers(1, 5) if rng.random() < 0.97 else rng.integers(5000, 9000)
+            c["price"] = price
+            c["qty"] = rng.integers(1, 30) if c["otype"] != OrderType.NOTIONAL else \
+                rng.integers(1, 40 * price + 2)
+            submitted += 1
+        elif r < 0.8:
+            c["kind"] = Kind.CANCEL
+            c["id"] = rng.integers(-1, submitted + 3)
+        elif r < 0.93:
+            c["kind"] = Kind.MODIFY
+            c["id"] = rng.integers(0, submitted + 2)
+            c["qty"] = rng.integers(1, 40)
+            c["price"] = 0 if rng.random() < 0.5 else price
+        elif r < 0.96:
+            c["kind"] = Kind.MASS_CANCEL
+            c["otype"] = rng.integers(0, 4)
+            c["side"] = rng.integers(0, 2)
+            c["owner"] = rng.integers(1, 5)
+            c["price"] = price
+            c["price_hi"] = price + rng.integers(0, spread)
+        else:  # invalid input of every kind
+            c["kind"] = rng.choice([0, 0, 0, 0, 2, 2, 3, 3, 3, 3, 7])
+            bad = rng.integers(0, 5)
+            c["otype"] = 9 if bad == 0 else rng.integers(0, 4)
+            c["side"] = 5 if bad == 1 else rng.integers(0, 2)
+            c["owner"] = -3 if bad == 2 else rng.integers(1, 5)
+            c["qty"] = 0 if bad == 3 else rng.integers(1, 10)
+            c["price"] = cfg.max_price + 1 if bad == 4 else price
+            c["price_hi"] = c["price"] - 1
+            c["id"] = rng.integers(0, submitted + 1)
+    return cmds
+
+
+def assert_same(name: str, cfg: BookConfig, cmds: np.ndarray, **engine_kw) -> object:
+    ref = get_engine("reference", cfg)
+    expected = ref.replay(cmds)
+    eng = get_engine(name, cfg) if not engine_kw else _engine(name, cfg, **engine_kw)
+    got = eng.replay(cmds)
+    bad = np.flatnonzero(got.outcomes != expected.outcomes)
+    assert bad.size == 0, (f"{name}: first mismatch at command {bad[0]}: {cmds[bad[0]]} "
+                           f"got {got.outcomes[bad[0]]} want {expected.outcomes[bad[0]]}")
+    np.testing.assert_array_equal(got.fills, expected.fills)
+    assert got.checksum == expected.checksum
+    assert got.counters == expected.counters
+    assert eng.resting() == ref.resting()
+    assert eng.snapshot(5) == ref.snapshot(5)
+    eng._check()
+    return eng
+
+
+def _engine(name, cfg, **kw):
+    from lob.engines.compiled.engine import CompiledEngine
+
+    eng = CompiledEngine(cfg, **{**toggles(name), **kw})
+    eng.name = name
+    return eng
+
+
+def test_every_version_has_a_registered_numba_twin():
+    for v in VERSIONS:
+        info = engine_info(f"{v}@numba")
+        assert info.backend == "numba"
+        assert info.toggles == toggles(v)
+    assert set(NUMBA_VERSIONS) <= set(engine_names())
+
+
+@pytest.mark.parametrize("stp", list(StpMode), ids=lambda m: m.name)
+@pytest.mark.parametrize("name", NUMBA_VERSIONS)
+def test_agrees_with_reference_narrow_band(name, stp):
+    cfg = BookConfig(1, 40, stp)
+    assert_same(name, cfg, random_stream(1000 + int(stp), 2500, cfg))
+
+
+@pytest.mark.parametrize("name", NUMBA_VERSIONS)
+def test_agrees_with_reference_wide_band(name):
+    cfg = BookConfig(1, 200_000, StpMode.CANCEL_BOTH)
+    assert_same(name, cfg, random_stream(7, 1500, cfg, spread=300))
+
+
+@pytest.mark.parametrize("name", ["v1@numba", "v3@numba"])
+def test_million_tick_band_uses_the_two_level_bitmap(name):
+    cfg = BookConfig(1, 1_000_000, StpMode.CANCEL_MAKER)
+    eng = assert_same(name, cfg, random_stream(11, 1500, cfg, spread=5000))
+    assert eng._B.size == 2 * 15_625 + 2 * 245  # words + summary words per side
+
+
+def test_interactive_api_matches_reference_and_keeps_invariants():
+    cfg = BookConfig(1, 30, StpMode.CANCEL_TAKER)
+    cmds = random_stream(3, 600, cfg, spread=6)
+    ref, eng = get_engine("reference", cfg), get_engine("v3@numba", cfg)
+    for row in cmds:
+        assert eng.execute(row) == ref.execute(row)
+        eng._check()
+    np.testing.assert_array_equal(eng.fills, ref.fills)
+    assert eng.submit(1, Side.BUY, OrderType.LIMIT, 10, 5) == \
+        ref.submit(1, Side.BUY, OrderType.LIMIT, 10, 5)
+    assert eng.modify(1, 3, 12) == ref.modify(1, 3, 12)
+    assert eng.mass_cancel(Scope.OWNER, owner=2) == ref.mass_cancel(Scope.OWNER, owner=2)
+    assert eng.cancel(10**12) == ref.cancel(10**12)
+
+
+def test_out_of_range_field_is_a_clear_error():
+    eng = get_engine("v2@numba", BookConfig(1, 10))
+    with pytest.raises(ValueError, match="owner"):
+        eng.submit(2**40, 0, 0, 5, 1)
+    with pytest.raises(TypeError, match="qty"):
+        eng.submit(1, 0, 0, 5, 1.5)
+    with pytest.raises(ValueError, match="best"):
+        _engine("v2", BookConfig(1, 10), best="tree")
+
+
+def test_pool_fills_and_index_grow_between_kernel_calls():
+    cfg = BookConfig(1, 40, StpMode.NONE)
+    eng = assert_same("v2@numba", cfg, random_stream(5, 3000, cfg), capacity=1,
+                      fill_capacity=1)
+    assert eng.grows["pool"] >= 5 and eng.grows["fills"] >= 1
+    assert eng._N.shape[0] >= len(eng.resting())
+
+
+def test_fixed_capacity_pool_rejects_resting_submits_cleanly():
+    eng = _engine("v3", BookConfig(1, 10), capacity=2, grow=False)
+    assert eng.submit(1, Side.SELL, OrderType.LIMIT, 5, 1).status == Status.ACCEPTED
+    assert eng.submit(1, Side.SELL, OrderType.LIMIT, 6, 1).status == Status.ACCEPTED
+    full = eng.submit(1, Side.SELL, OrderType.LIMIT, 7, 1)
+    assert (full.status, full.reason, full.id) == (Status.REJECTED, Reason.POOL_FULL, 0)
+    eng._check()
+    ioc = eng.submit(2, Side.BUY, OrderType.IOC, 5, 1)  # needs no node: still trades
+    assert (ioc.status, ioc.id, ioc.filled) == (Status.FILLED, 3, 1)
+    again = eng.submit(1, Side.SELL, OrderType.LIMIT, 7, 1)  # a node was freed by the fill
+    assert (again.status, again.id) == (Status.ACCEPTED, 4)
+    assert eng.resting() == [(2, 1, 1, 6, 1), (4, 1, 1, 7, 1)]
+    eng._check()
+
+
+def test_replay_timed_gives_one_duration_per_timed_command():
+    cfg = BookConfig(1, 40, StpMode.CANCEL_MAKER)
+    cmds = random_stream(9, 2000, cfg)
+    plain = get_engine("v2@numba", cfg).replay(cmds)
+    timed, durs = get_engine("v2@numba", cfg).replay_timed(cmds)
+    assert durs.shape == (int(cmds["timed"].sum()),)
+    assert durs.min() >= 0 and durs.max() < 10**9
+    assert timed.checksum == plain.checksum
+
+
+def test_kernel_clock_overhead_is_measured():
+    from lob.engines.compiled import kernel_clock_overhead
+
+    o = kernel_clock_overhead(20_000)
+    assert 0 <= o["min"] <= o["median"] < 10_000
+
+
+_SUBPROCESS = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {repo!r})
+    import lob.engines.compiled
+    from lob.engines.base import get_engine
+    from lob.engines.compiled import kernel
+    from lob.semantics import BookConfig, StpMode
+    from tests.test_compiled import random_stream
+    cfg = BookConfig(1, 40, StpMode.CANCEL_BOTH)
+    cmds = random_stream(21, 2000, cfg)
+    sums = {{n: get_engine(n, cfg).replay(cmds).checksum for n in ("v0@numba", "v3@numba")}}
+    misses = sum(kernel.run.stats.cache_misses.values())
+    print(json.dumps({{"sums": sums, "misses": misses}}))
+""")
+
+
+def _run_fresh(env_extra: dict) -> dict:
+    env = dict(os.environ, **env_extra)
+    out = subprocess.run([sys.executable, "-c", _SUBPROCESS.format(repo=str(REPO))],
+                         env=env, capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _expected_sums() -> dict:
+    cfg = BookConfig(1, 40, StpMode.CANCEL_BOTH)
+    cmds = random_stream(21, 2000, cfg)
+    ref = get_engine("reference", cfg).replay(cmds)
+    return {n: checksum(ref.outcomes, ref.fills) for n in ("v0@numba", "v3@numba")}
+
+
+@pytest.mark.slow
+def test_boundschecked_build_agrees(tmp_path):
+    """A fresh cache dir forces a full compile with NUMBA_BOUNDSCHECK=1: any out-of-bounds
+    index in the kernels raises IndexError instead of silently writing memory."""
+    res = _run_fresh({"NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path)})
+    assert res["sums"] == _expected_sums()
+
+
+def test_warm_start_loads_from_cache_without_recompiling():
+    get_engine("v2@numba", BookConfig(1, 10)).replay(random_stream(1, 10, BookConfig(1, 10)))
+    res = _run_fresh({})
+    assert res["misses"] == 0
+    assert res["sums"] == _expected_sums()
