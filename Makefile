@@ -17,9 +17,10 @@ setup: $(STAMP)
 run: $(STAMP)  ## the main job: the default experiment batch, writing artifacts/
 	$(BIN)/lob main
 
-test: $(STAMP)  ## the test suite (quick sizes + the seed-sized checks that matter)
+test: $(STAMP)  ## the test suite (quick sizes + the seed-sized checks that matter) and nbval
 	$(BIN)/ruff check lob tests
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --durations=20 tests
+	$(BIN)/pytest -q -n 2 --dist loadfile --nbval-lax -p no:cacheprovider notebooks
 
 bench: $(STAMP)  ## benchmarks (not tests)
 	$(BIN)/pytest -q -m bench -s
