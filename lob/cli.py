@@ -22,8 +22,11 @@ def _cmd_engines(args) -> int:
 def _cmd_main(args) -> int:
     """The default batch (see README): every experiment at the default preset."""
     from lob.experiments import run_batch
+    from lob.report import write_index
 
-    return run_batch(preset=args.preset)
+    code = run_batch(preset=args.preset)
+    print(f"index of the latest complete runs: {write_index()}")
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:
