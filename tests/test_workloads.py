@@ -294,3 +294,14 @@ def test_lobster_streams_are_valid(name):
     assert len(np.unique(c["id"][can])) == can.sum()  # the sender never cancels an id twice
     pre = wl.params["preload"]
     assert not c["timed"][: round(pre * 0.01)].any() and c["timed"][round(pre * 0.01):].all()
+
+
+def test_fok_depth_probes_never_fill_and_leave_the_book_alone():
+    wl = lob.workload("fok_depth", depth=500, n=50)
+    assert len(wl) == 550 and wl.n_timed == 50
+    eng = lob.get_engine("reference", wl.config)
+    run = eng.replay(wl.commands)
+    probes = run.outcomes[500:]
+    assert (probes["status"] == lob.Status.CANCELLED).all()
+    assert (probes["reason"] == lob.Reason.FOK_UNFILLABLE).all()
+    assert sum(q for *_, q in eng.resting()) == int(wl.commands["qty"][:500].sum())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from lob.semantics import COMMAND_DTYPE, BookConfig, StpMode
+from lob.semantics import COMMAND_DTYPE, BookConfig, Kind, OrderType, Side, StpMode
 from lob.workloads.rng import libcxx_int, mt19937_raw
 
 CONFIG = BookConfig(1, 99, StpMode.CANCEL_MAKER)
@@ -75,6 +75,25 @@ def _build(limit_only: bool):
     return build
 
 
+def _build_fok_depth(*, scale: float, seed: int, depth: int, n: int):
+    """``depth`` resting asks (untimed), then ``n`` timed FOK buys that can never fill."""
+    rng = np.random.Generator(np.random.MT19937(seed))
+    d = max(1, round(depth * scale))
+    out = np.zeros(d + n, dtype=COMMAND_DTYPE)
+    asks = out[:d]
+    asks["kind"], asks["otype"], asks["side"] = Kind.SUBMIT, OrderType.LIMIT, Side.SELL
+    asks["price"] = rng.integers(50, 100, size=d)
+    asks["qty"] = rng.integers(1, 21, size=d)
+    asks["owner"] = rng.integers(1, 5, size=d)
+    probes = out[d:]
+    probes["kind"], probes["otype"], probes["side"] = Kind.SUBMIT, OrderType.FOK, Side.BUY
+    probes["price"] = 99
+    probes["qty"] = int(asks["qty"].sum()) + 1  # more than the whole book: never fillable
+    probes["owner"] = rng.integers(1, 5, size=n)
+    probes["timed"] = True
+    return out, CONFIG
+
+
 _PROV = "seed 001 (C++ binary-market engine, bench.cpp); REFERENCE.md §2"
 
 WORKLOADS = {
@@ -100,5 +119,17 @@ WORKLOADS = {
             "99-tick book that grows deep; cancels mostly miss."),
         provenance=_PROV + "; published sink 37,115,352 over three passes "
                            "(12,371,784 per pass)",
+    ),
+    "fok_depth": dict(
+        build=_build_fok_depth,
+        defaults={"seed": 7, "depth": 100_000, "n": 2_000},
+        description=(
+            "lob's probe of the FOK check against book depth (the C++ seed's next target): "
+            "``depth`` resting asks at 50..99 from four owners (untimed), then ``n`` timed FOK "
+            "buys at 99 for one lot more than the whole book. Every probe is cancelled and "
+            "the book never changes, so each timed op is exactly one worst-case availability "
+            "check: ``full`` and ``early_exit`` walk every resting order, ``level_sums`` walks "
+            "the 50 levels. ``scale`` scales the depth."),
+        provenance="lob design after seed 001's 'per-level quantity sums' next target",
     ),
 }
