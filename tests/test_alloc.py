@@ -99,3 +99,17 @@ def test_counter_overhead_bench():
     o = alloc.counter_overhead(lambda: get_engine("v0", wl.config), wl.commands, repeat=5)
     print(o)
     assert o["counting_slowdown"] <= 1.2
+
+
+def test_compiled_replay_makes_almost_no_allocations():
+    import lob
+    from lob.measure.alloc import count_allocations
+
+    pytest.importorskip("numba")
+    wl = lob.workload("mixed_70_20_10", scale=0.005)
+    lob.get_engine("v2@numba", wl.config).replay(wl.commands[:10])  # compile / load first
+    compiled = count_allocations(lob.get_engine("v2@numba", wl.config), wl.commands)
+    python = count_allocations(lob.get_engine("v2", wl.config), wl.commands)
+    assert compiled.ops == python.ops > 1000
+    assert compiled.allocs_per_op < 0.05  # a handful per replay call, none per op
+    assert python.allocs_per_op > 1

@@ -106,10 +106,21 @@ def _run(ex, rows) -> None:
 
 
 def count_allocations(engine, commands: np.ndarray) -> AllocCounts:
-    """Total allocator calls per op of a fresh PyEngine over the timed window."""
-    if not hasattr(engine, "_exec"):
-        raise TypeError("allocation counting needs an engine with the PyEngine per-op path")
+    """Total allocator calls per op of a fresh engine over the timed window.
+
+    A PyEngine runs op by op; an engine without that path (the compiled backend) replays the
+    untimed prefix, then the window in one counted ``replay`` call, so the count includes
+    that call's own result arrays (O(1) allocations, O(n) bytes).
+    """
     cmds = as_commands(commands)
+    if not hasattr(engine, "_exec"):
+        if not hasattr(engine, "replay"):
+            raise TypeError("allocation counting needs an engine with replay or _exec")
+        a, b = _window(cmds)
+        engine.replay(cmds[:a])
+        with counting(ops=b - a) as c:
+            engine.replay(cmds[a:b])
+        return c.counts
     rows = command_tuples(cmds)
     a, b = _window(cmds)
     engine._fills = []
