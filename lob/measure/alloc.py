@@ -105,30 +105,32 @@ def _run(ex, rows) -> None:
         ex(*r)
 
 
-def count_allocations(engine, commands: np.ndarray) -> AllocCounts:
-    """Total allocator calls per op of a fresh engine over the timed window.
+def _prepared(engine, cmds: np.ndarray):
+    """Run the untimed prefix; return a thunk that runs the timed window.
 
-    A PyEngine runs op by op; an engine without that path (the compiled backend) replays the
-    untimed prefix, then the window in one counted ``replay`` call, so the count includes
-    that call's own result arrays (O(1) allocations, O(n) bytes).
+    A PyEngine runs op by op; an engine without that path (the compiled backend) replays
+    the window in one ``replay`` call, whose own result arrays are then counted too (a few
+    allocations per call, none per op).
     """
-    cmds = as_commands(commands)
-    if not hasattr(engine, "_exec"):
-        if not hasattr(engine, "replay"):
-            raise TypeError("allocation counting needs an engine with replay or _exec")
-        a, b = _window(cmds)
-        engine.replay(cmds[:a])
-        with counting(ops=b - a) as c:
-            engine.replay(cmds[a:b])
-        return c.counts
-    rows = command_tuples(cmds)
     a, b = _window(cmds)
-    engine._fills = []
-    ex = engine._exec
-    _run(ex, rows[:a])
-    win = rows[a:b]
-    with counting(ops=len(win)) as c:
-        _run(ex, win)
+    if hasattr(engine, "_exec"):
+        rows = command_tuples(cmds)
+        engine._fills = []
+        _run(engine._exec, rows[:a])
+        win = rows[a:b]
+        return b - a, lambda: _run(engine._exec, win)
+    if not hasattr(engine, "replay"):
+        raise TypeError("allocation counting needs an engine with replay or _exec")
+    engine.replay(cmds[:a])
+    win = cmds[a:b]
+    return b - a, lambda: engine.replay(win)
+
+
+def count_allocations(engine, commands: np.ndarray) -> AllocCounts:
+    """Total allocator calls per op of a fresh engine over the timed window."""
+    ops, run_window = _prepared(engine, as_commands(commands))
+    with counting(ops=ops) as c:
+        run_window()
     return c.counts
 
 
@@ -148,15 +150,7 @@ def harness_allocations(n: int = 10_000) -> AllocCounts:
 
 def trace_allocations(engine, commands: np.ndarray, top: int = 10) -> dict:
     """tracemalloc over the timed window: net and peak bytes, top sites by size (file:line)."""
-    if not hasattr(engine, "_exec"):
-        raise TypeError("allocation tracing needs an engine with the PyEngine per-op path")
-    cmds = as_commands(commands)
-    rows = command_tuples(cmds)
-    a, b = _window(cmds)
-    engine._fills = []
-    ex = engine._exec
-    _run(ex, rows[:a])
-    win = rows[a:b]
+    ops, run_window = _prepared(engine, as_commands(commands))
     was = tracemalloc.is_tracing()
     if not was:
         tracemalloc.start(1)
@@ -164,7 +158,7 @@ def trace_allocations(engine, commands: np.ndarray, top: int = 10) -> dict:
         before = tracemalloc.take_snapshot()
         tracemalloc.reset_peak()
         base, _ = tracemalloc.get_traced_memory()
-        _run(ex, win)
+        run_window()
         cur, peak = tracemalloc.get_traced_memory()
         after = tracemalloc.take_snapshot()
     finally:
@@ -175,7 +169,7 @@ def trace_allocations(engine, commands: np.ndarray, top: int = 10) -> dict:
     sites = [{"site": f"{s.traceback[0].filename}:{s.traceback[0].lineno}",
               "size_diff": int(s.size_diff), "count_diff": int(s.count_diff)}
              for s in stats[:top]]
-    return {"ops": len(win), "net_bytes": int(cur - base), "peak_bytes": int(peak - base),
+    return {"ops": ops, "net_bytes": int(cur - base), "peak_bytes": int(peak - base),
             "top_sites": sites}
 
 
