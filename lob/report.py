@@ -14,15 +14,23 @@ MARKER = "COMPLETE"
 
 
 def latest_runs(artifacts: Path) -> dict[str, Path]:
-    """experiment -> run dir of its most recently completed run (by marker time)."""
-    best: dict[str, tuple[float, Path]] = {}
+    """Label -> run dir: for each experiment, every complete run of the preset it last ran.
+
+    A grid expands into several runs of one preset (run ids ``<preset>-<hash>``); all of
+    them are listed, labelled ``experiment (run_id)``.
+    """
+    by_exp: dict[str, list[tuple[float, Path]]] = {}
     for marker in Path(artifacts).glob(f"*/*/{MARKER}"):
-        run = marker.parent
-        t = marker.stat().st_mtime
-        name = run.parent.name
-        if name not in best or t > best[name][0]:
-            best[name] = (t, run)
-    return {k: v[1] for k, v in sorted(best.items())}
+        by_exp.setdefault(marker.parent.parent.name, []).append(
+            (marker.stat().st_mtime, marker.parent))
+    out: dict[str, Path] = {}
+    for name in sorted(by_exp):
+        runs = sorted(by_exp[name])
+        preset = runs[-1][1].name.split("-")[0]
+        same = [r for _, r in runs if r.name.split("-")[0] == preset]
+        for r in same:
+            out[name if len(same) == 1 else f"{name} ({r.name})"] = r
+    return out
 
 
 def _cell(v) -> str:

@@ -229,3 +229,23 @@ def test_killed_batch_resumes_without_redoing_or_keeping_partial(defs, monkeypat
         {"i": 0, "label": "hang"}]
     assert [(r["experiment"], r["status"]) for r in _manifest(art)] == [
         ("exp_a", "complete"), ("exp_b", "complete"), ("exp_c", "complete")]
+
+
+def test_report_lists_every_run_of_the_latest_preset(tmp_path):
+    import os
+
+    from lob.report import latest_runs
+
+    def run(exp, rid, t):
+        d = tmp_path / exp / rid
+        d.mkdir(parents=True)
+        (d / "COMPLETE").write_text("x\n")
+        os.utime(d / "COMPLETE", (t, t))
+        return d
+
+    run("bisection", "quick-aaa", 100)
+    g1, g2 = run("bisection", "default-bbb", 200), run("bisection", "default-ccc", 300)
+    (tmp_path / "bisection" / "default-ddd").mkdir()  # partial: no marker, never listed
+    only = run("tail_analysis", "default-eee", 50)
+    assert latest_runs(tmp_path) == {"bisection (default-bbb)": g1,
+                                     "bisection (default-ccc)": g2, "tail_analysis": only}
