@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench lab clean
+.PHONY: setup run test test-extended bench lab clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,9 @@ test: $(STAMP)  ## the test suite (quick sizes + the seed-sized checks that matt
 	$(BIN)/ruff check lob tests
 	$(BIN)/pytest -q -n 2 --durations=20 tests
 	$(BIN)/pytest -q -n 2 --dist loadfile --nbval-lax -p no:cacheprovider notebooks
+
+test-extended: $(STAMP)  ## the long checks CI covers another way (full-size counters of every version, ...)
+	$(BIN)/pytest -q -n 2 -m extended tests
 
 bench: $(STAMP)  ## benchmarks (not tests)
 	$(BIN)/pytest -q -m bench -s

@@ -216,6 +216,21 @@ def describe_error(exc: BaseException) -> tuple[str, dict]:
                                      "cell_index": cell, "exec_count": count}
 
 
+def _clear(path: Path, wait_s: float = 10.0) -> None:
+    """Remove a run dir; retry while a killed run's orphaned kernel still writes into it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def run_job(job: Job, execute: Callable[[Job], None] | None = None, force: bool = False, *,
             executor: str = "local", timing_exclusive: bool = True) -> RunRecord:
     """Run one job to its marker: skip it if complete, else clear any partial dir and run.
@@ -231,7 +246,7 @@ def run_job(job: Job, execute: Callable[[Job], None] | None = None, force: bool 
     if is_complete(out) and not force:
         return rec
     if out.exists():
-        shutil.rmtree(out)  # a partial (or forced) run: never build on its leftovers
+        _clear(out)  # a partial (or forced) run: never build on its leftovers
     out.mkdir(parents=True)
     rec.git_sha = git_sha()
     rec.started = datetime.now(UTC).isoformat(timespec="seconds")
