@@ -84,7 +84,7 @@ def test_parameters_documented_and_quick_is_the_default(name):
         assert defaults[key] == value, (f"{name}: quick preset {key}={value!r} but the notebook "
                                         f"default is {defaults[key]!r}")
     for preset in ("default", "full"):
-        exp.params(preset)  # every preset validates against the parameters cell
+        exp.param_sets(preset)  # every preset (and grid point) validates against the cell
 
 
 # nbval runs every notebook in CI; through the runner (artifacts checked) CI runs one, and
