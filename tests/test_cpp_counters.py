@@ -104,14 +104,10 @@ def _check(run, remaining):
     assert c["remaining_sum"] == remaining
 
 
-# Python versions with the `full` FOK scan take ~2 min each on the 2M stream: CI runs the
-# seed's v0 of them (and reference, v2, v3, every compiled twin); `make test-extended` the rest
-_EXTENDED = {"v0+pool", "v0+bitmap", "v1"}
-
-
+# Every engine on the 2M stream, in CI: the pure-Python versions with the `full` FOK scan take
+# ~90-145 s each on 2 cores, the compiled twins ~15 s
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", [pytest.param(e, marks=pytest.mark.extended)
-                                    if e in _EXTENDED else e for e in lob.engines()])
+@pytest.mark.parametrize("engine", lob.engines())
 def test_comprehensive_published_counters(engine, cpp_comprehensive):
     _check(lob.replay(engine, cpp_comprehensive), REMAINING_COMPREHENSIVE)
 
