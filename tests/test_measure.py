@@ -54,7 +54,8 @@ def test_external_calibration():
 def test_closed_loop_records_only_timed_ops(native):
     cmds = _stream()
     cap = latency.capture_latency(get_engine("reference"), cmds, use_native=native)
-    assert cap.method == ("native-loop" if native else "python-loop")
+    assert cap.method == (("native-tsc" if clock.tsc_usable() else "native-loop") if native
+                           else "python-loop")
     assert cap.durations_ns.size == int(cmds["timed"].sum()) == 500
     assert (cap.durations_ns > 0).all()
     plain = get_engine("reference").replay(cmds)
@@ -156,3 +157,30 @@ def test_result_needs_conditions_and_known_schema(tmp_path):
         results.read_result(tmp_path / "old.json")
     with pytest.raises(FileNotFoundError):
         results.load_results(tmp_path / "missing")
+
+
+def test_tsc_capture_agrees_with_the_monotonic_clock():
+    """The TSC path converts ticks to ns: a ~50 us busy op must read ~50 us on both clocks."""
+    import time
+
+    from lob.measure._native import native
+    from lob.measure.clock import tsc_usable
+    from lob.measure.latency import _native_timed
+
+    m = native()
+    if m is None or not tsc_usable():
+        pytest.skip("no native helper or no constant TSC here")
+
+    def busy(*_):
+        end = time.perf_counter_ns() + 50_000
+        while time.perf_counter_ns() < end:
+            pass
+
+    rows, timed = [()] * 200, bytes([1]) * 200
+    tsc = np.zeros(200, dtype=np.int64)
+    k, method = _native_timed(m, busy, rows, timed, tsc, None)
+    mono = np.zeros(200, dtype=np.int64)
+    m.timed_loop(busy, rows, timed, mono, None)
+    assert k == 200 and method == "native-tsc"
+    assert 45_000 < np.median(tsc) < 80_000
+    assert abs(np.median(tsc) - np.median(mono)) < 0.1 * np.median(mono)

@@ -131,6 +131,19 @@ def _python_timed_loop(ex, rows, timed, buf, outs) -> int:
     return k
 
 
+def _native_timed(m, ex, rows, timed: bytes, buf: np.ndarray, outs) -> tuple[int, str]:
+    """The C capture loop, on the TSC when usable (ticks converted to ns in ``buf``)."""
+    from lob.measure.clock import tsc_rate, tsc_usable
+
+    if not tsc_usable():
+        return m.timed_loop(ex, rows, timed, buf, outs), "native-loop"
+    p0 = m.tsc_pair()
+    k = m.timed_loop(ex, rows, timed, buf, outs, True)
+    rate = tsc_rate(p0, m.tsc_pair())
+    buf[:k] = np.rint(buf[:k] * rate).astype(np.int64)
+    return k, "native-tsc"
+
+
 def capture_latency(engine, commands: np.ndarray, *, use_native: bool = True) -> Capture:
     """Closed-loop per-op durations (ns) of the timed commands, replayed through ``engine``.
 
@@ -154,8 +167,7 @@ def capture_latency(engine, commands: np.ndarray, *, use_native: bool = True) ->
     engine._fills = []
     m = native() if use_native else None
     if m is not None:
-        k = m.timed_loop(engine._exec, rows, timed.tobytes(), buf, outs)
-        method = "native-loop"
+        k, method = _native_timed(m, engine._exec, rows, timed.tobytes(), buf, outs)
     else:
         k = _python_timed_loop(engine._exec, rows, timed.tolist(), buf, outs)
         method = "python-loop"
@@ -179,7 +191,7 @@ def capture_cost(n: int = 200_000, *, use_native: bool = True) -> dict:
     rows = [(0, 0, 0, 1, 100, 1, 0, 0)] * n
     buf = np.zeros(n, dtype=np.int64)
     m = native() if use_native else None
-    loop = (m.timed_loop if m is not None else
+    loop = ((lambda f, r, t, b, o: _native_timed(m, f, r, t, b, o)[0]) if m is not None else
             lambda f, r, t, b, o: _python_timed_loop(f, r, list(t), b, o))
     best = {}
     for flag in (0, 1):
@@ -191,7 +203,10 @@ def capture_cost(n: int = 200_000, *, use_native: bool = True) -> dict:
             loop(ex, rows, t, buf, outs)
             runs.append(time.perf_counter_ns() - a)
         best[flag] = min(runs) / n
-    return {"method": "native-loop" if m is not None else "python-loop",
+    from lob.measure.clock import tsc_usable
+
+    method = ("native-tsc" if tsc_usable() else "native-loop") if m is not None else "python-loop"
+    return {"method": method,
             "untimed_ns_per_op": best[0], "capture_ns_per_sample": best[1] - best[0],
             "noop_sample_median_ns": float(np.median(buf))}
 
