@@ -14,6 +14,19 @@ from lob.semantics import BookConfig, OrderType, Outcome, Reason, Side, Status, 
 ENGINES: list[str] = lob.engines()
 OTHER_ENGINES: list[str] = [e for e in ENGINES if e != "reference"]
 
+
+
+def pytest_configure(config):
+    """Under xdist, load or build numba's on-disk cache once, in the controller, before the
+    workers start: otherwise every worker compiles the same ~80 s kernel at the same time."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        import numpy as np
+
+        eng = lob.get_engine("v2@numba", BookConfig(1, 10))
+        eng.replay_timed(np.zeros(1, dtype=lob.semantics.COMMAND_DTYPE))
+        eng._check()
+
+
 BUY, SELL = int(Side.BUY), int(Side.SELL)
 LIMIT, IOC, FOK, POST_ONLY, MARKET, NOTIONAL = (int(t) for t in OrderType)
 

@@ -184,6 +184,42 @@ def test_fixed_capacity_pool_rejects_resting_submits_cleanly():
     eng._check()
 
 
+@pytest.mark.parametrize("ids", ["array", "bitset"])
+@pytest.mark.parametrize("stp", [StpMode.NONE, StpMode.CANCEL_BOTH], ids=lambda m: m.name)
+def test_both_id_index_layouts_agree_with_reference(ids, stp):
+    cfg = BookConfig(1, 40, stp)
+    eng = assert_same("v2@numba", cfg, random_stream(31 + int(stp), 3000, cfg), ids=ids)
+    live = int(sum(bin(int(w)).count("1") for w in eng._LV))
+    assert live == (len(eng.resting()) if ids == "bitset" else 0)
+
+
+def test_invariant_check_catches_a_stray_live_bit():
+    cfg = BookConfig(1, 40)
+    eng = assert_same("v2@numba", cfg, random_stream(41, 500, cfg))
+    dead = next(i for i in range(1, eng._IDX.size) if not eng._LV[i >> 6] >> (i & 63) & 1)
+    eng._LV[dead >> 6] |= np.uint64(1) << np.uint64(dead & 63)
+    with pytest.raises(AssertionError, match="live-id bitset"):
+        eng._check()
+
+
+def test_unknown_id_layout_is_a_clear_error():
+    with pytest.raises(ValueError, match="ids must be one of"):
+        _engine("v2", BookConfig(1, 10), ids="hash")
+
+
+def test_stale_kernel_cache_is_dropped_when_a_source_changes(tmp_path):
+    from lob.engines.compiled.engine import _drop_stale_cache
+
+    (tmp_path / "kernel.run-1.py311.nbi").write_text("stale")
+    (tmp_path / "book.rest-2.py311.1.nbc").write_text("stale")
+    (tmp_path / "lob-sources.sha1").write_text("digest of older sources")
+    assert _drop_stale_cache(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lob-sources.sha1"]
+    (tmp_path / "kernel.run-1.py311.nbi").write_text("fresh")
+    assert not _drop_stale_cache(tmp_path)  # same sources: the cache is kept
+    assert (tmp_path / "kernel.run-1.py311.nbi").exists()
+
+
 def test_replay_timed_gives_one_duration_per_timed_command():
     cfg = BookConfig(1, 40, StpMode.CANCEL_MAKER)
     cmds = random_stream(9, 2000, cfg)

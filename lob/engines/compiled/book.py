@@ -7,7 +7,12 @@ non-inlined call as ~7 scalars, which dominated the per-op cost with one array p
 * ``N`` int64 ``(capacity, 8)``: the node pool, one 64-byte row per order (``NXT``, ``PRV``,
   ``QTY``, ``OWN``, ``OID``, ``SEQ``, ``ROW`` = side * width + level, ``SLOT`` = owner slot
   for the per-owner level sums or -1). Free nodes are chained through ``NXT``. Grows.
-* ``IDX`` int64: order id -> node (-1 when not resting); ids are sequential. Grows.
+* ``IDX`` int64: order id -> node; ids are sequential. Grows. With ``ids="array"`` an entry
+  is -1 when the order does not rest; with ``ids="bitset"`` (default) the bit ``oid`` of
+  ``LV`` says whether it rests and a dead id's entry is stale and never read.
+* ``LV`` uint64: the live-id bitset (one bit per id: 2M ids take 250 KB, which stays in
+  cache, where the 16 MB index does not: a cancel of a dead id - most cancels in the C++
+  seed's stream - is answered without a cache miss). Grows with ``IDX``.
 * ``G`` int64, fixed size, holding in turn:
   the scalar state ``S`` (``G[0:16]``: next id, sequence, free head, fill count, cached
   best levels, conservation totals); the constants ``C`` (``G[16:32]``: band, STP mode,
@@ -37,11 +42,13 @@ LEVEL_COLS = 4
 # scalar state S = G[0:16]
 NEXT_ID, SEQN, FREE, NFILL, BEST0, BEST1, NLIVE, QIN, QTRADED, QREMOVED, NSLOTS, NDUR = range(12)
 # constants C = G[16:32]
-LO, HI, WIDTH, STP, BEST, FOK, K, FIXED, NW0, NW1, OS_OFF, OSLOT_OFF, OSLOT_SIZE = range(16, 29)
+(LO, HI, WIDTH, STP, BEST, FOK, K, FIXED, NW0, NW1, OS_OFF, OSLOT_OFF, OSLOT_SIZE,
+ IDS) = range(16, 30)
 LOFF = 32
 
 BEST_SCAN, BEST_BITMAP = 0, 1
 FOK_FULL, FOK_EARLY_EXIT, FOK_LEVEL_SUMS = 0, 1, 2
+IDS_ARRAY, IDS_BITSET = 0, 1
 
 _ONE = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -74,7 +81,7 @@ def bm_clear(B, G, s, x):
         B[2 * G[NW0] + s * G[NW1] + (w >> 6)] &= ~(_ONE << np.uint64(w & 63))
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def bm_next(B, G, s, x):
     """Lowest set level >= x on side s, or -1."""
     nw0 = G[NW0]
@@ -101,7 +108,7 @@ def bm_next(B, G, s, x):
     return (w << 6) + np.int64(trailing_zeros(B[b0 + w]))
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def bm_prev(B, G, s, x):
     """Highest set level <= x on side s, or -1."""
     if x < 0:
@@ -149,7 +156,7 @@ def best(G, s):
     return -1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def after(B, G, s, x):
     """The next non-empty level after x in side s's priority order, or -1."""
     w = G[WIDTH]
@@ -260,7 +267,7 @@ def owner_slot(G, owner):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def rest(N, IDX, B, G, oid, owner, side, price, qty):
+def rest(N, IDX, LV, B, G, oid, owner, side, price, qty):
     """Put an order on the book (the caller guarantees a free node)."""
     node = G[FREE]
     G[FREE] = N[node, NXT]
@@ -274,16 +281,22 @@ def rest(N, IDX, B, G, oid, owner, side, price, qty):
     N[node, SLOT] = owner_slot(G, owner)
     push(N, B, G, node, row)
     IDX[oid] = node
+    if G[IDS] == IDS_BITSET:
+        LV[oid >> 6] |= _ONE << np.uint64(oid & 63)
     G[NLIVE] += 1
     G[QIN] += qty
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def remove(N, IDX, B, G, node):
+def remove(N, IDX, LV, B, G, node):
     """Take a resting order off the book and free its node; its open qty counts as removed."""
     unlink(N, B, G, node)
     G[QREMOVED] += N[node, QTY]
-    IDX[N[node, OID]] = -1
+    oid = N[node, OID]
+    if G[IDS] == IDS_BITSET:  # the bit alone marks the id dead: no write to the index
+        LV[oid >> 6] &= ~(_ONE << np.uint64(oid & 63))
+    else:
+        IDX[oid] = -1
     N[node, NXT] = G[FREE]
     G[FREE] = node
     G[NLIVE] -= 1

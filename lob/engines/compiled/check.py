@@ -18,6 +18,8 @@ from lob.engines.compiled.book import (
     FOK_LEVEL_SUMS,
     FREE,
     HEAD,
+    IDS,
+    IDS_BITSET,
     LEVEL_COLS,
     LOFF,
     NLIVE,
@@ -56,7 +58,7 @@ MESSAGES = {
     11: "cached best price is wrong",
     12: "book is crossed",
     13: "resting-order count does not match the book",
-    14: "id index holds orders that are not on the book",
+    14: "id index (or live-id bitset) holds orders that are not on the book",
     15: "free list + resting orders != pool size",
     16: "quantity not conserved",
     17: "per-owner level sum is wrong",
@@ -64,9 +66,10 @@ MESSAGES = {
 
 
 @njit(cache=True)
-def check_book(N, IDX, B, G):
+def check_book(N, IDX, LV, B, G):
     w = G[WIDTH]
     bitmap = G[BEST_MODE] == BEST_BITMAP
+    bitset = G[IDS] == IDS_BITSET
     sums = G[FOK] == FOK_LEVEL_SUMS
     k = G[K]
     os_off = G[OS_OFF]
@@ -94,6 +97,8 @@ def check_book(N, IDX, B, G):
                 return 5, row
             oid = N[node, OID]
             if oid <= 0 or oid >= IDX.size or IDX[oid] != node:
+                return 6, oid
+            if bitset and (LV[oid >> 6] >> np.uint64(oid & 63)) & np.uint64(1) == 0:
                 return 6, oid
             if N[node, SEQ] <= last_seq:
                 return 7, row
@@ -137,7 +142,16 @@ def check_book(N, IDX, B, G):
                 return 17, j // k
     if seen != G[NLIVE]:
         return 13, seen
-    if np.count_nonzero(IDX >= 0) != seen:
+    if bitset:  # as many live bits as resting orders (each of which has its bit, above)
+        live = 0
+        for wd in range(LV.size):
+            v = LV[wd]
+            while v != 0:
+                v &= v - np.uint64(1)
+                live += 1
+        if live != seen:
+            return 14, live
+    elif np.count_nonzero(IDX >= 0) != seen:
         return 14, seen
     free = 0
     node = G[FREE]

@@ -6,7 +6,9 @@ kernel calls; the interactive API runs one command through the same kernel as ``
 
 from __future__ import annotations
 
+import hashlib
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -26,9 +28,44 @@ from lob.semantics import (
 
 _BEST = {"scan": bk.BEST_SCAN, "bitmap": bk.BEST_BITMAP}
 _FOK = {"full": bk.FOK_FULL, "early_exit": bk.FOK_EARLY_EXIT, "level_sums": bk.FOK_LEVEL_SUMS}
+_IDS = {"array": bk.IDS_ARRAY, "bitset": bk.IDS_BITSET}
 OWNER_MAP_SIZE = 4096  # owners 1..4095 can get a level_sums slot; larger ids use a walk
 OWNER_TABLE_ENTRIES = 1 << 21  # cap on levels x owner slots (16 MB) for level_sums
 _INT32_MAX = 2**31 - 1
+
+
+_COMPILED_SOURCES = ("book.py", "check.py", "clock.py", "kernel.py")  # the @njit code
+
+
+def _drop_stale_cache(cache_dir: Path | None = None) -> bool:
+    """Drop this package's numba cache when any of its sources changed since it was written.
+
+    numba invalidates a cached function when its *own* file changes, not when a function
+    it inlines from another module does (``kernel.run`` inlines most of ``book``), so an
+    edit to ``book.py`` alone would leave a stale ``run`` in the cache. The cache dir holds
+    only this package's entries; they are rebuilt on first use. Returns True if it dropped.
+    """
+    here = Path(__file__).parent
+    digest = hashlib.sha1(b"".join((here / f).read_bytes() for f in _COMPILED_SOURCES))
+    if cache_dir is None:
+        cache_dir = Path(getattr(kn.run._cache, "_cache_path", ""))
+    stamp = cache_dir / "lob-sources.sha1"
+    try:
+        if stamp.read_text() == digest.hexdigest():
+            return False
+    except OSError:
+        pass
+    try:
+        for f in list(cache_dir.glob("*.nbi")) + list(cache_dir.glob("*.nbc")):
+            f.unlink(missing_ok=True)
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(digest.hexdigest())
+    except OSError:  # a read-only install: numba then caches elsewhere or not at all
+        pass
+    return True
+
+
+_drop_stale_cache()
 
 
 def _touched(n: int) -> np.ndarray:
@@ -48,13 +85,20 @@ class CompiledEngine:
     doubles between kernel calls whenever it is full, with ``grow=False`` a LIMIT or
     POST_ONLY submit that finds no free node is REJECTED with reason POOL_FULL (no id
     consumed, book unchanged). ``fill_capacity`` is the initial fill buffer (always grows).
+
+    ``ids`` is how a cancel or modify finds its order: ``"bitset"`` (default) checks a
+    live-id bitset (one bit per id, cache-resident) before the id -> node index, so an id
+    that no longer rests costs no cache miss, and a removal writes one bit instead of the
+    index; ``"array"`` reads and writes the id-indexed array alone. Both give identical
+    outcomes; the bitset is a backend layout choice like the pool, not a lineage step, and
+    ``ids="array"`` is kept so its effect can be measured (see the issue notes).
     """
 
     name = "compiled"
 
     def __init__(self, config: BookConfig | None = None, *, levels: str = "pool",
                  best: str = "bitmap", fok: str = "early_exit", capacity: int = 1024,
-                 grow: bool = True, fill_capacity: int = 1024):
+                 grow: bool = True, fill_capacity: int = 1024, ids: str = "bitset"):
         if config is None:
             config = BookConfig()
         if not isinstance(config, BookConfig):
@@ -65,6 +109,8 @@ class CompiledEngine:
             raise ValueError(f"best must be one of {sorted(_BEST)}, got {best!r}")
         if fok not in _FOK:
             raise ValueError(f"fok must be one of {sorted(_FOK)}, got {fok!r}")
+        if ids not in _IDS:
+            raise ValueError(f"ids must be one of {sorted(_IDS)}, got {ids!r}")
         capacity = _as_int("capacity", capacity)
         fill_capacity = _as_int("fill_capacity", fill_capacity)
         if capacity < 1 or fill_capacity < 1:
@@ -72,6 +118,7 @@ class CompiledEngine:
                              f"{fill_capacity}")
         self.config = config
         self.toggles = {"levels": levels, "best": best, "fok": fok}
+        self.ids = ids
         w = config.width
         nw0 = (w + 63) // 64
         nw1 = (nw0 + 63) // 64
@@ -80,9 +127,9 @@ class CompiledEngine:
         oslot_size = OWNER_MAP_SIZE if sums else 0
         os_off, oslot_off, size = bk.layout(w, k, oslot_size)
         G = np.zeros(size, dtype=np.int64)
-        G[bk.LO:bk.OSLOT_SIZE + 1] = [config.min_price, config.max_price, w, int(config.stp),
-                                      _BEST[best], _FOK[fok], k, 0 if grow else 1, nw0, nw1,
-                                      os_off, oslot_off, oslot_size]
+        G[bk.LO:bk.IDS + 1] = [config.min_price, config.max_price, w, int(config.stp),
+                               _BEST[best], _FOK[fok], k, 0 if grow else 1, nw0, nw1,
+                               os_off, oslot_off, oslot_size, _IDS[ids]]
         G[bk.BEST0] = G[bk.BEST1] = G[bk.FREE] = -1
         levels_view = G[bk.LOFF:os_off].reshape(2 * w, bk.LEVEL_COLS)
         levels_view[:, bk.HEAD] = levels_view[:, bk.TAIL] = -1
@@ -92,6 +139,7 @@ class CompiledEngine:
         self._N = np.zeros((0, bk.NODE_COLS), dtype=np.int64)
         self._grow_pool(capacity)
         self._IDX = np.full(1024, -1, dtype=np.int64)
+        self._LV = np.zeros(self._IDX.size // 64 + 1, dtype=np.uint64)
         self._F = np.zeros((fill_capacity, 4), dtype=np.int64)
         self._one = np.zeros(1, dtype=COMMAND_DTYPE)
         self._one_out = np.zeros(1, dtype=OUTCOME_DTYPE)
@@ -119,12 +167,17 @@ class CompiledEngine:
             self._F = f
             self.grows["fills"] += 1
         elif what == kn.GROW_INDEX:
-            idx = np.full(2 * self._IDX.size, -1, dtype=np.int64)
-            idx[: self._IDX.size] = self._IDX
-            self._IDX = idx
+            self._grow_index(2 * self._IDX.size)
             self.grows["index"] += 1
         else:
             raise RuntimeError(f"kernel returned unknown code {what}")
+
+    def _grow_index(self, size: int) -> None:
+        idx = np.full(size, -1, dtype=np.int64)
+        idx[: self._IDX.size] = self._IDX
+        lv = np.zeros(size // 64 + 1, dtype=np.uint64)
+        lv[: self._LV.size] = self._LV
+        self._IDX, self._LV = idx, lv
 
     def _run(self, cmds: np.ndarray, out: np.ndarray, durs: np.ndarray | None) -> int:
         """Run the kernel over every command, growing arrays as asked; returns ns spent."""
@@ -135,7 +188,8 @@ class CompiledEngine:
         i = 0
         while True:
             t0 = time.perf_counter_ns()
-            i, code = kn.run(cmds, i, out, self._F, self._N, self._IDX, self._B, self._G,
+            i, code = kn.run(cmds, i, out, self._F, self._N, self._IDX, self._LV, self._B,
+                             self._G,
                              timed, durs)
             elapsed += time.perf_counter_ns() - t0
             if code == kn.DONE:
@@ -147,9 +201,7 @@ class CompiledEngine:
         cmds = np.ascontiguousarray(as_commands(commands))
         need = int(self._G[bk.NEXT_ID]) + int(np.count_nonzero(cmds["kind"] == 0)) + 2
         if need > self._IDX.size:  # ids are sequential: size the index once, up front
-            idx = np.full(need, -1, dtype=np.int64)
-            idx[: self._IDX.size] = self._IDX
-            self._IDX = idx
+            self._grow_index(need)
         self._G[bk.NFILL] = 0  # like PyEngine.replay, fills restart with each replay
         return cmds
 
@@ -250,6 +302,6 @@ class CompiledEngine:
         return out
 
     def _check(self) -> None:
-        code, where = check_book(self._N, self._IDX, self._B, self._G)
+        code, where = check_book(self._N, self._IDX, self._LV, self._B, self._G)
         if code:
             raise AssertionError(f"{self.name}: {MESSAGES[code]} (at {where})")
