@@ -1,0 +1,155 @@
+"""The compiled backend's figures (issue 5): a benchmark, not a test - ``make bench`` runs it.
+
+Writes ``artifacts/bench/compiled/report.json``, ``report.md`` and the in-kernel latency
+``.hgrm``, and prints the markdown. Every throughput figure is the min and median of
+``REPEAT`` replays whose rounds are interleaved across engines (round 1 of every engine,
+then round 2, ...), so a noisy stretch of the shared machine hits every engine alike.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lob
+from lob.engines.compiled import kernel_clock_overhead
+from lob.engines.compiled.engine import CompiledEngine
+from lob.engines.lineage import VERSIONS, toggles
+from lob.measure.alloc import count_allocations
+from lob.measure.conditions import run_conditions
+from lob.measure.hgrm import write_hgrm
+from lob.measure.latency import histogram_from
+
+REPEAT = 5
+OUT = Path(__file__).resolve().parents[1] / "artifacts" / "bench" / "compiled"
+PERCENTILES = (50, 90, 99, 99.9, 99.99)
+
+
+def _interleaved(makers: dict, cmds: np.ndarray, repeat: int = REPEAT) -> dict:
+    """ns/op of each engine: {name: {"min", "median", "all"}} over interleaved rounds."""
+    runs = {name: [] for name in makers}
+    for _ in range(repeat):
+        for name, make in makers.items():
+            runs[name].append(make().replay(cmds).elapsed_ns / len(cmds))
+    return {n: {"min": min(v), "median": float(np.median(v)), "all": [round(x, 1) for x in v]}
+            for n, v in runs.items()}
+
+
+def _maker(name: str, config, **kw):
+    if kw:
+        return lambda: CompiledEngine(config, **{**toggles(name), **kw})
+    return lambda: lob.get_engine(name, config)
+
+
+def _table(rows: dict, unit: str = "ns/op") -> list[str]:
+    lines = [f"| engine | min {unit} | median {unit} | all |", "|---|---:|---:|---|"]
+    for name, r in rows.items():
+        lines.append(f"| {name} | {r['min']:.1f} | {r['median']:.1f} | {r['all']} |")
+    return lines
+
+
+@pytest.mark.bench
+def test_compiled_backend_report():
+    OUT.mkdir(parents=True, exist_ok=True)
+    report: dict = {"conditions": run_conditions(params={"repeat": REPEAT})}
+    md: list[str] = ["# Compiled backend report (issue 5)", ""]
+
+    # warm every kernel first (compile or load from the cache), and time a cold-process load
+    t0 = time.perf_counter()
+    full = lob.workload("cpp_comprehensive")
+    cfg = full.config
+    for v in VERSIONS:
+        lob.get_engine(f"{v}@numba", cfg).replay(full.commands[:100])
+    report["warm_seconds"] = round(time.perf_counter() - t0, 2)
+
+    # 1. the full 2M C++ comprehensive stream: every compiled version, the two fast Python
+    #    versions, and the id-index layout ablation of the fastest compiled version
+    makers = {f"{v}@numba": _maker(f"{v}@numba", cfg) for v in VERSIONS}
+    makers["v2@numba ids=array"] = _maker("v2", cfg, ids="array")
+    makers["v2"] = _maker("v2", cfg)
+    makers["v3"] = _maker("v3", cfg)
+    rows = _interleaved(makers, full.commands)
+    report["cpp_comprehensive_full"] = rows
+    compiled = {k: v for k, v in rows.items() if k.endswith("@numba")}
+    best_c = min(compiled, key=lambda k: compiled[k]["min"])
+    best_p = min(("v2", "v3"), key=lambda k: rows[k]["min"])
+    report["fastest"] = {"compiled": best_c, "python": best_p,
+                         "ratio_min": rows[best_p]["min"] / rows[best_c]["min"],
+                         "ratio_median": rows[best_p]["median"] / rows[best_c]["median"]}
+    md += [f"## cpp_comprehensive, 2,000,000 commands, min/median of {REPEAT}", ""]
+    md += _table(rows)
+    md += ["", f"Fastest compiled {best_c}: {rows[best_c]['min']:.1f} ns/op (min), "
+           f"{rows[best_c]['median']:.1f} (median); fastest Python {best_p}: "
+           f"{rows[best_p]['min']:.1f}; ratio {report['fastest']['ratio_min']:.1f}x (min), "
+           f"{report['fastest']['ratio_median']:.1f}x (median).", ""]
+
+    # 2. the lineage on both backends, on the first 10% of the stream (the Python versions
+    #    with the `full` FOK scan need ~100 s per full replay)
+    part = lob.workload("cpp_comprehensive", scale=0.1)
+    makers = {}
+    for v in VERSIONS:
+        makers[v] = _maker(v, cfg)
+        makers[f"{v}@numba"] = _maker(f"{v}@numba", cfg)
+    rows = _interleaved(makers, part.commands)
+    report["lineage_200k"] = rows
+    md += [f"## Lineage on both backends: first 200,000 commands, min/median of {REPEAT}", "",
+           "| version | python ns/op | numba ns/op | python/numba |", "|---|---:|---:|---:|"]
+    for v in VERSIONS:
+        p, c = rows[v]["min"], rows[f"{v}@numba"]["min"]
+        md.append(f"| {v} | {p:.0f} | {c:.1f} | {p / c:.0f}x |")
+    md.append("")
+
+    # 3. in-kernel latency of the fastest compiled version over the full stream
+    res, durs = lob.get_engine(best_c, cfg).replay_timed(full.commands)
+    hist, _ = histogram_from(durs)
+    write_hgrm(hist, OUT / f"{best_c.replace('@', '_')}_cpp_comprehensive.hgrm")
+    clock = kernel_clock_overhead()
+    lat = {f"p{q:g}": int(hist.get_value_at_percentile(q)) for q in PERCENTILES}
+    report["latency"] = {"engine": best_c, "samples": int(durs.size), "ns": lat,
+                         "max": int(durs.max()), "clock_overhead_ns": clock}
+    md += [f"## In-kernel latency, {best_c}, {durs.size:,} ops (ns, clock read included)", "",
+           " ".join(f"{k}={v}" for k, v in lat.items()) + f" max={int(durs.max())}",
+           f"(one in-kernel clock read: min {clock['min']:.0f}, median "
+           f"{clock['median']:.0f} ns)", ""]
+
+    # 4. allocations per op on mixed_70_20_10
+    wl = lob.workload("mixed_70_20_10", scale=0.1)
+    allocs = {}
+    for name in ("v2", "v3", "v2@numba", "v3@numba"):
+        lob.get_engine(name, wl.config).replay(wl.commands[:10])
+        a = count_allocations(lob.get_engine(name, wl.config), wl.commands)
+        allocs[name] = {"ops": a.ops, "allocs_per_op": a.allocs_per_op,
+                        "bytes_per_op": a.bytes_per_op}
+    report["allocs_mixed_70_20_10"] = allocs
+    md += [f"## Allocations per op, mixed_70_20_10 ({len(wl):,} commands)", "",
+           "| engine | allocs/op | bytes/op |", "|---|---:|---:|"]
+    md += [f"| {k} | {v['allocs_per_op']:.4f} | {v['bytes_per_op']:.1f} |"
+           for k, v in allocs.items()]
+    md.append("")
+
+    # 5. FOK check cost against book depth: one never-fillable FOK per timed op
+    depth_rows = {}
+    for depth in (1_000, 10_000, 100_000, 1_000_000):
+        wl = lob.workload("fok_depth", depth=depth, n=500 if depth < 1_000_000 else 100)
+        for name in ("v1@numba", "v2@numba", "v3@numba"):
+            meds = []
+            for _ in range(3):
+                _, d = lob.get_engine(name, wl.config).replay_timed(wl.commands)
+                meds.append(float(np.median(d)))
+            depth_rows.setdefault(name, {})[depth] = min(meds)
+    report["fok_depth_median_ns"] = depth_rows
+    md += ["## FOK check vs book depth (median ns per never-fillable FOK, best of 3)", "",
+           "| engine (fok) | 1k | 10k | 100k | 1M | 1M / 1k |", "|---|---:|---:|---:|---:|---:|"]
+    for name, r in depth_rows.items():
+        vals = list(r.values())
+        md.append(f"| {name} ({toggles(name)['fok']}) | "
+                  + " | ".join(f"{x:,.0f}" for x in vals) + f" | {vals[-1] / vals[0]:.1f}x |")
+
+    (OUT / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    (OUT / "report.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    assert res.counters["trades"] > 0  # the timed replay ran the stream
