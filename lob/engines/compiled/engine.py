@@ -48,7 +48,10 @@ def _drop_stale_cache(cache_dir: Path | None = None) -> bool:
     here = Path(__file__).parent
     digest = hashlib.sha1(b"".join((here / f).read_bytes() for f in _COMPILED_SOURCES))
     if cache_dir is None:
-        cache_dir = Path(getattr(kn.run._cache, "_cache_path", ""))
+        found = getattr(getattr(kn.run, "_cache", None), "_cache_path", None)
+        if not found:  # a numba without this (private) attribute: leave the cache alone
+            return False
+        cache_dir = Path(found)
     stamp = cache_dir / "lob-sources.sha1"
     try:
         if stamp.read_text() == digest.hexdigest():
