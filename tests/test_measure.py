@@ -86,7 +86,11 @@ def test_capture_needs_a_per_op_path():
 
 def test_capture_cost_is_measured():
     c = latency.capture_cost(20_000)
-    assert c["capture_ns_per_sample"] > 0 and c["untimed_ns_per_op"] > 0
+    assert c["untimed_ns_per_op"] > 0 and c["noop_sample_median_ns"] > 0
+    # a difference of two timings: its sign is at the mercy of a noisy machine, so it is
+    # reported, not asserted
+    assert np.isfinite(c["capture_ns_per_sample"])
+    assert c["method"] in ("native-tsc", "native-loop", "python-loop")
 
 
 def test_open_loop_below_and_above_capacity():
