@@ -4,18 +4,21 @@
 >>> wl = lob.workload("cpp_comprehensive", scale=0.01)
 >>> run = lob.replay("v2", wl)
 >>> run.counters, run.checksum
+>>> lob.engine_names(), lob.workload_names()
+
+``lob.engines`` and ``lob.workloads`` are the subpackages (``import lob.engines.reference``
+leaves them modules); the listings are :func:`engine_names` and :func:`workload_names`.
 """
 
 from __future__ import annotations
 
-from lob.engines import ReplayResult, get_engine
-from lob.engines import engine_names as engines
+from lob._version import __version__
+from lob.engines.base import EngineSpec, ReplayResult
+from lob.engines.registry import engine_names, get_engine, register_engine
 from lob.semantics import BookConfig, Kind, OrderType, Outcome, Reason, Scope, Side, Status, StpMode
 
-__version__ = "0.1.0"
 
-
-def workloads() -> list[str]:
+def workload_names() -> list[str]:
     """Names of every registered workload."""
     from lob.workloads import workload_names
 
@@ -47,6 +50,6 @@ def bench(engine: str, wl, **kwargs):
     return _bench(engine, wl, **kwargs)
 
 
-__all__ = ["BookConfig", "Kind", "OrderType", "Outcome", "Reason", "ReplayResult", "Scope",
-           "Side", "Status", "StpMode", "bench", "engines", "get_engine", "replay",
-           "workload", "workloads", "__version__"]
+__all__ = ["BookConfig", "EngineSpec", "Kind", "OrderType", "Outcome", "Reason", "ReplayResult",
+           "Scope", "Side", "Status", "StpMode", "bench", "engine_names", "get_engine",
+           "register_engine", "replay", "workload", "workload_names", "__version__"]

@@ -7,22 +7,39 @@ computes anything a notebook could not get from ``lob`` itself.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 
-def _cmd_engines(args) -> int:
-    from lob.engines import engine_info, engine_names
+def engines_table() -> list[str]:
+    """One line per registered engine: name, backend, toggles, parent, source, description."""
+    from lob.engines.registry import engine_names, engine_spec
 
+    lines = [f"{'name':<16} {'backend':<7} {'toggles':<28} {'parent':<14} description"]
     for name in engine_names():
-        info = engine_info(name)
-        print(f"{name:<16} {info.backend:<7} {info.description}")
+        s = engine_spec(name)
+        tog = ",".join(s.toggles.get(k, "-") for k in ("levels", "best", "fok")) \
+            if s.toggles else "-"
+        src = "" if s.source == "lob" else f" [from {s.source}]"
+        lines.append(f"{name:<16} {s.backend:<7} {tog:<28} {s.parent or '-':<14} "
+                     f"{s.description}{src}")
+    return lines
+
+
+def _cmd_engines(args) -> int:
+    print("\n".join(engines_table()))
+    from lob.engines.toggles import VALUES
+
+    print("toggles are levels,best,fok; each backend registers only the versions it implements:")
+    for backend, have in VALUES.items():
+        print(f"  {backend}: " + "; ".join(f"{k}={'|'.join(v)}" for k, v in have.items()))
     return 0
 
 
 def _cmd_main(args) -> int:
     """The default batch (see README): every experiment at the default preset."""
     from lob.experiments import run_batch
-    from lob.report import write_index
+    from lob.experiments.report import write_index
 
     code = run_batch(preset=args.preset)
     print(f"index of the latest complete runs: {write_index()}")
@@ -42,13 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # subcommands of the other areas register themselves here
     for mod in ("lob.workloads.cli", "lob.measure.cli", "lob.experiments.cli"):
-        try:
-            m = __import__(mod, fromlist=["add_parsers"])
-        except ModuleNotFoundError as e:
-            if e.name != mod:
-                raise
-            continue
-        m.add_parsers(sub)
+        importlib.import_module(mod).add_parsers(sub)
     return p
 
 

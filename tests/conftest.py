@@ -11,7 +11,7 @@ import pytest
 import lob
 from lob.semantics import BookConfig, OrderType, Outcome, Reason, Side, Status, StpMode
 
-ENGINES: list[str] = lob.engines()
+ENGINES: list[str] = lob.engine_names()
 OTHER_ENGINES: list[str] = [e for e in ENGINES if e != "reference"]
 
 
@@ -24,7 +24,7 @@ def pytest_configure(config):
 
         eng = lob.get_engine("v2@numba", BookConfig(1, 10))
         eng.replay_timed(np.zeros(1, dtype=lob.semantics.COMMAND_DTYPE))
-        eng._check()
+        eng.check()
 
 
 BUY, SELL = int(Side.BUY), int(Side.SELL)

@@ -81,7 +81,7 @@ def test_bad_command_changes_nothing(engine_name, name, cmd, want):
     assert eng.execute(cmd) == want
     assert book_state(eng) == before
     assert len(eng.fills) == nfills
-    eng._check()
+    eng.check()
     assert eng.submit(1, BUY, LIMIT, 95, 1) == out(Status.ACCEPTED, 4, 1)  # no id was taken
 
 
@@ -206,7 +206,7 @@ def test_config_must_be_a_book_config(engine_name, config):
 def test_unknown_engine_lists_the_names():
     with pytest.raises(ValueError, match="no-such-engine") as info:
         lob.get_engine("no-such-engine")
-    for name in lob.engines():
+    for name in lob.engine_names():
         assert name in str(info.value)
     with pytest.raises(TypeError, match="engine name"):
         lob.get_engine(3)
@@ -218,4 +218,4 @@ def test_fills_untouched_by_rejections(engine_name):
     for _, cmd, _ in BAD:
         eng.execute(cmd)
     assert fills(eng) == snap
-    eng._check()
+    eng.check()

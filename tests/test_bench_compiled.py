@@ -18,7 +18,7 @@ import pytest
 import lob
 from lob.engines.compiled import kernel_clock_overhead
 from lob.engines.compiled.engine import CompiledEngine
-from lob.engines.lineage import VERSIONS, toggles
+from lob.engines.toggles import backend_versions, version_toggles
 from lob.measure.alloc import count_allocations
 from lob.measure.conditions import run_conditions
 from lob.measure.hgrm import write_hgrm
@@ -39,9 +39,13 @@ def _interleaved(makers: dict, cmds: np.ndarray, repeat: int = REPEAT) -> dict:
             for n, v in runs.items()}
 
 
+NUMBA = list(backend_versions("numba"))  # the versions the compiled backend implements
+TWINS = [v.removesuffix("@numba") for v in NUMBA]
+
+
 def _maker(name: str, config, **kw):
     if kw:
-        return lambda: CompiledEngine(config, **{**toggles(name), **kw})
+        return lambda: CompiledEngine(config, **{**version_toggles(name), **kw})
     return lambda: lob.get_engine(name, config)
 
 
@@ -62,13 +66,13 @@ def test_compiled_backend_report():
     t0 = time.perf_counter()
     full = lob.workload("cpp_comprehensive")
     cfg = full.config
-    for v in VERSIONS:
-        lob.get_engine(f"{v}@numba", cfg).replay(full.commands[:100])
+    for v in NUMBA:
+        lob.get_engine(v, cfg).replay(full.commands[:100])
     report["warm_seconds"] = round(time.perf_counter() - t0, 2)
 
     # 1. the full 2M C++ comprehensive stream: every compiled version, the two fast Python
     #    versions, and the id-index layout ablation of the fastest compiled version
-    makers = {f"{v}@numba": _maker(f"{v}@numba", cfg) for v in VERSIONS}
+    makers = {v: _maker(v, cfg) for v in NUMBA}
     makers["v2@numba ids=array"] = _maker("v2", cfg, ids="array")
     makers["v2"] = _maker("v2", cfg)
     makers["v3"] = _maker("v3", cfg)
@@ -91,14 +95,14 @@ def test_compiled_backend_report():
     #    with the `full` FOK scan need ~100 s per full replay)
     part = lob.workload("cpp_comprehensive", scale=0.1)
     makers = {}
-    for v in VERSIONS:
+    for v in TWINS:
         makers[v] = _maker(v, cfg)
         makers[f"{v}@numba"] = _maker(f"{v}@numba", cfg)
     rows = _interleaved(makers, part.commands)
     report["lineage_200k"] = rows
     md += [f"## Lineage on both backends: first 200,000 commands, min/median of {REPEAT}", "",
            "| version | python ns/op | numba ns/op | python/numba |", "|---|---:|---:|---:|"]
-    for v in VERSIONS:
+    for v in TWINS:
         p, c = rows[v]["min"], rows[f"{v}@numba"]["min"]
         md.append(f"| {v} | {p:.0f} | {c:.1f} | {p / c:.0f}x |")
     md.append("")
@@ -146,7 +150,7 @@ def test_compiled_backend_report():
            "| engine (fok) | 1k | 10k | 100k | 1M | 1M / 1k |", "|---|---:|---:|---:|---:|---:|"]
     for name, r in depth_rows.items():
         vals = list(r.values())
-        md.append(f"| {name} ({toggles(name)['fok']}) | "
+        md.append(f"| {name} ({version_toggles(name)['fok']}) | "
                   + " | ".join(f"{x:,.0f}" for x in vals) + f" | {vals[-1] / vals[0]:.1f}x |")
 
     (OUT / "report.json").write_text(json.dumps(report, indent=1, default=str))

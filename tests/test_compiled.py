@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import lob.engines.compiled  # noqa: F401  (registers the @numba engines)
-from lob.engines.base import engine_info, engine_names, get_engine
-from lob.engines.lineage import VERSIONS, toggles
+from lob.engines.registry import engine_names, engine_spec, get_engine
+from lob.engines.toggles import backend_versions, version_toggles
 from lob.semantics import (
     COMMAND_DTYPE,
     BookConfig,
@@ -29,7 +29,7 @@ from lob.semantics import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-NUMBA_VERSIONS = [f"{v}@numba" for v in VERSIONS]
+NUMBA_VERSIONS = list(backend_versions("numba"))
 
 
 def random_stream(seed: int, n: int, cfg: BookConfig, spread: int = 12) -> np.ndarray:
@@ -96,24 +96,28 @@ def assert_same(name: str, cfg: BookConfig, cmds: np.ndarray, **engine_kw) -> ob
     assert got.counters == expected.counters
     assert eng.resting() == ref.resting()
     assert eng.snapshot(5) == ref.snapshot(5)
-    eng._check()
+    eng.check()
     return eng
 
 
 def _engine(name, cfg, **kw):
     from lob.engines.compiled.engine import CompiledEngine
 
-    eng = CompiledEngine(cfg, **{**toggles(name), **kw})
+    eng = CompiledEngine(cfg, **{**version_toggles(name), **kw})
     eng.name = name
     return eng
 
 
-def test_every_version_has_a_registered_numba_twin():
-    for v in VERSIONS:
-        info = engine_info(f"{v}@numba")
+def test_numba_registers_only_the_versions_it_implements():
+    assert NUMBA_VERSIONS == ["v0+pool@numba", "v1@numba", "v2@numba", "v3@numba"]
+    for name in NUMBA_VERSIONS:
+        info = engine_spec(name)
         assert info.backend == "numba"
-        assert info.toggles == toggles(v)
+        assert info.toggles == version_toggles(name)
     assert set(NUMBA_VERSIONS) <= set(engine_names())
+    assert {"v0@numba", "v0+bitmap@numba"}.isdisjoint(engine_names())
+    with pytest.raises(ValueError, match="levels = pool, not 'deque'"):
+        _engine("v0@numba", BookConfig(1, 10))
 
 
 @pytest.mark.parametrize("stp", list(StpMode), ids=lambda m: m.name)
@@ -142,7 +146,7 @@ def test_interactive_api_matches_reference_and_keeps_invariants():
     ref, eng = get_engine("reference", cfg), get_engine("v3@numba", cfg)
     for row in cmds:
         assert eng.execute(row) == ref.execute(row)
-        eng._check()
+        eng.check()
     np.testing.assert_array_equal(eng.fills, ref.fills)
     assert eng.submit(1, Side.BUY, OrderType.LIMIT, 10, 5) == \
         ref.submit(1, Side.BUY, OrderType.LIMIT, 10, 5)
@@ -175,13 +179,13 @@ def test_fixed_capacity_pool_rejects_resting_submits_cleanly():
     assert eng.submit(1, Side.SELL, OrderType.LIMIT, 6, 1).status == Status.ACCEPTED
     full = eng.submit(1, Side.SELL, OrderType.LIMIT, 7, 1)
     assert (full.status, full.reason, full.id) == (Status.REJECTED, Reason.POOL_FULL, 0)
-    eng._check()
+    eng.check()
     ioc = eng.submit(2, Side.BUY, OrderType.IOC, 5, 1)  # needs no node: still trades
     assert (ioc.status, ioc.id, ioc.filled) == (Status.FILLED, 3, 1)
     again = eng.submit(1, Side.SELL, OrderType.LIMIT, 7, 1)  # a node was freed by the fill
     assert (again.status, again.id) == (Status.ACCEPTED, 4)
     assert eng.resting() == [(2, 1, 1, 6, 1), (4, 1, 1, 7, 1)]
-    eng._check()
+    eng.check()
 
 
 @pytest.mark.parametrize("ids", ["array", "bitset"])
@@ -199,7 +203,7 @@ def test_invariant_check_catches_a_stray_live_bit():
     dead = next(i for i in range(1, eng._IDX.size) if not eng._LV[i >> 6] >> (i & 63) & 1)
     eng._LV[dead >> 6] |= np.uint64(1) << np.uint64(dead & 63)
     with pytest.raises(AssertionError, match="live-id bitset"):
-        eng._check()
+        eng.check()
 
 
 def test_unknown_id_layout_is_a_clear_error():
@@ -241,13 +245,13 @@ _SUBPROCESS = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, {repo!r})
     import lob.engines.compiled
-    from lob.engines.base import get_engine
+    from lob.engines.registry import get_engine
     from lob.engines.compiled import kernel
     from lob.semantics import BookConfig, StpMode
     from tests.test_compiled import random_stream
     cfg = BookConfig(1, 40, StpMode.CANCEL_BOTH)
     cmds = random_stream(21, 2000, cfg)
-    sums = {{n: get_engine(n, cfg).replay(cmds).checksum for n in ("v0@numba", "v3@numba")}}
+    sums = {{n: get_engine(n, cfg).replay(cmds).checksum for n in ("v0+pool@numba", "v3@numba")}}
     misses = sum(kernel.run.stats.cache_misses.values())
     print(json.dumps({{"sums": sums, "misses": misses}}))
 """)
@@ -265,7 +269,7 @@ def _expected_sums() -> dict:
     cfg = BookConfig(1, 40, StpMode.CANCEL_BOTH)
     cmds = random_stream(21, 2000, cfg)
     ref = get_engine("reference", cfg).replay(cmds)
-    return {n: checksum(ref.outcomes, ref.fills) for n in ("v0@numba", "v3@numba")}
+    return {n: checksum(ref.outcomes, ref.fills) for n in ("v0+pool@numba", "v3@numba")}
 
 
 @pytest.mark.slow

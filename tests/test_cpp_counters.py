@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import lob
-from lob.engines.base import engine_info
+from lob.engines.registry import engine_spec
 from lob.semantics import Kind, OrderType, Side, StpMode
 from lob.workloads.cpp_bench import generate
 from lob.workloads.rng import libcxx_ints, mt19937_raw
@@ -109,13 +109,13 @@ def _check(run, remaining):
 # four Python versions with the `full` FOK scan take ~100-130 s each on 2 cores: at full size
 # they run under `make test-extended`; in CI they must match the reference outcome for
 # outcome on the first 10% of the stream (below).
-FOK_FULL_PYTHON = {e for e in lob.engines() if "@" not in e and e != "reference"
-                   and engine_info(e).toggles["fok"] == "full"}
+FOK_FULL_PYTHON = {e for e in lob.engine_names() if "@" not in e and e != "reference"
+                   and engine_spec(e).toggles["fok"] == "full"}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", [pytest.param(e, marks=pytest.mark.extended)
-                                    if e in FOK_FULL_PYTHON else e for e in lob.engines()])
+                                    if e in FOK_FULL_PYTHON else e for e in lob.engine_names()])
 def test_comprehensive_published_counters(engine, cpp_comprehensive):
     _check(lob.replay(engine, cpp_comprehensive), REMAINING_COMPREHENSIVE)
 

@@ -15,7 +15,7 @@ import pytest
 
 from lob.experiments import MANIFEST, MARKER, plan, run_batch, run_id
 from lob.experiments.cli import parse_assignment
-from lob.report import write_index
+from lob.experiments.report import write_index
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -234,7 +234,7 @@ def test_killed_batch_resumes_without_redoing_or_keeping_partial(defs, monkeypat
 def test_report_lists_every_run_of_the_latest_preset(tmp_path):
     import os
 
-    from lob.report import latest_runs
+    from lob.experiments.report import latest_runs
 
     def run(exp, rid, t):
         d = tmp_path / exp / rid

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lob
-from lob.engines import engine_info
+from lob.engines import engine_spec
 from lob.semantics import (
     COMMAND_DTYPE,
     FILL_DTYPE,
@@ -173,18 +173,18 @@ def reference_run(profile: str, stp: StpMode, seed: int):
 def run_checked(name: str, config: BookConfig, cmds: np.ndarray):
     """(outcomes, fills, final L2) of ``cmds`` through a fresh engine, invariants checked."""
     eng = lob.get_engine(name, config)
-    if engine_info(name).backend == "python" and hasattr(eng, "_check"):
+    if engine_spec(name).backend == "python" and hasattr(eng, "check"):
         rows = []
         for row in cmds:
             o = eng.execute(row)
             rows.append((o.status, o.reason, o.id, o.remaining, o.filled, o.fills, o.removed))
-            eng._check()
+            eng.check()
         outcomes = np.array(rows, OUTCOME_DTYPE).reshape(len(cmds))
         fills = np.asarray(eng.fills, FILL_DTYPE)
     else:
         res = eng.replay(cmds)
-        if hasattr(eng, "_check"):
-            eng._check()
+        if hasattr(eng, "check"):
+            eng.check()
         outcomes, fills = res.outcomes, res.fills
     return outcomes, fills, l2(eng, 1_000_000)
 

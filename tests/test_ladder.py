@@ -11,17 +11,18 @@ import random
 
 import numpy as np
 import pytest
+from conftest import fills
 
 import lob
-from lob.engines import engine_info
-from lob.engines._best import BEST, BitmapBest
+from lob.engines import engine_spec
+from lob.engines._best import FINDERS, BitmapBest
 from lob.engines.base import EXEC_FIELDS
 from lob.engines.ladder import LadderEngine
-from lob.engines.lineage import VERSIONS, all_toggle_combinations
 from lob.engines.reference import ReferenceEngine
+from lob.engines.toggles import VERSIONS, all_combinations
 from lob.semantics import COMMAND_DTYPE, BookConfig, OrderType, Scope, StpMode
 
-COMBOS = all_toggle_combinations()
+COMBOS = all_combinations("python")
 COMBO_IDS = ["-".join(c.values()) for c in COMBOS]
 TYPES = list(OrderType)
 TYPE_WEIGHTS = [58, 8, 14, 10, 4, 6]
@@ -107,15 +108,15 @@ def random_stream(seed: int, n: int, lo: int, hi: int, mid: int, spread: int,
 
 
 def assert_agrees(eng, ref, cmds: np.ndarray, state_every: int = 25) -> None:
-    """Outcome by outcome, fill by fill, ``_check()`` after each op, state every few ops."""
+    """Outcome by outcome, fill by fill, ``check()`` after each op, state every few ops."""
     rows = list(zip(*(cmds[f].tolist() for f in EXEC_FIELDS), strict=True))
     for n, row in enumerate(rows):
-        want = ref._exec(*row)
-        got = eng._exec(*row)
+        want = ref.step(*row)
+        got = eng.step(*row)
         assert got == want, f"op {n} {row}: {eng.name} gave {got}, reference {want}"
-        eng._check()
+        eng.check()
         if n % state_every == 0 or n == len(rows) - 1:
-            assert eng._fills == ref._fills, f"fills differ after op {n}"
+            assert fills(eng) == fills(ref), f"fills differ after op {n}"
             assert eng.resting() == ref.resting(), f"book differs after op {n}"
             assert eng.snapshot(5) == ref.snapshot(5), f"snapshot differs after op {n}"
 
@@ -148,7 +149,7 @@ def test_wide_band_matches_reference(toggles, stp):
 
 @pytest.mark.parametrize("name", list(VERSIONS))
 def test_lineage_versions_registered_with_their_toggles(name):
-    info = engine_info(name)
+    info = engine_spec(name)
     want = {k: VERSIONS[name][k] for k in ("levels", "best", "fok")}
     assert info.toggles == want and info.description == VERSIONS[name]["step"]
     eng = lob.get_engine(name, BookConfig(1, 99, StpMode.CANCEL_MAKER))
@@ -202,12 +203,12 @@ def test_bitmap_on_a_million_wide_band():
     assert_agrees(eng, ref, cmds, state_every=20)
 
 
-@pytest.mark.parametrize("kind", list(BEST))
+@pytest.mark.parametrize("kind", list(FINDERS))
 @pytest.mark.parametrize("width", [1, 64, 65, 99, 4097, 1_000_000])
 def test_best_finders_agree_with_a_sorted_set(kind, width):
     rng = random.Random(width)
     for highest in (True, False):
-        f, have = BEST[kind](width, highest), set()
+        f, have = FINDERS[kind](width, highest), set()
         for _ in range(400):
             i = rng.randrange(width) if rng.random() < 0.8 else rng.choice([0, width - 1])
             if i in have:
@@ -237,10 +238,10 @@ def test_check_catches_a_broken_book():
         eng = LadderEngine(cfg, **toggles)
         eng.submit(1, 0, 0, 40, 5)
         eng.submit(2, 1, 0, 60, 5)
-        eng._check()
+        eng.check()
         eng._bests[0].remove(39)  # the finder forgets a non-empty level
         with pytest.raises(AssertionError):
-            eng._check()
+            eng.check()
 
 
 def test_bad_toggle_names_the_field():

@@ -5,7 +5,6 @@ import json
 import numpy as np
 import pytest
 
-import lob
 from lob.engines import get_engine
 from lob.measure import clock, latency, results
 from lob.measure.conditions import machine_key, run_conditions
@@ -67,21 +66,25 @@ def test_closed_loop_uses_engine_clock_when_offered():
 
     class Timed:
         name = "fake"
+        clock = "engine"
 
         def replay_timed(self, c):
             return get_engine("reference").replay(c), np.arange(1, int(c["timed"].sum()) + 1)
 
-        def clock_calibration(self):
-            return clock.external("fake", 7.0)
+        def clock_overhead(self):
+            return {"source": "fake", "min_ns": 7.0, "median_ns": 8.0, "samples": 10}
 
     cap = latency.capture_latency(Timed(), cmds)
     assert cap.method == "engine-clock" and cap.calibration.overhead_min_ns == 7.0
+    assert cap.calibration.overhead_median_ns == 8.0 and cap.calibration.source == "fake"
     assert cap.durations_ns.tolist() == list(range(1, 101))
 
 
-def test_capture_needs_a_per_op_path():
-    with pytest.raises(TypeError, match="_exec"):
-        latency.capture_latency(object(), _stream(10))
+def test_capture_needs_a_known_clock():
+    eng = get_engine("reference")
+    eng.clock = "sundial"
+    with pytest.raises(ValueError, match="clock='sundial'"):
+        latency.capture_latency(eng, _stream(10))
 
 
 def test_capture_cost_is_measured():
@@ -105,16 +108,6 @@ def test_open_loop_below_and_above_capacity():
     assert fast.latency.p99 > 10 * fast.service.p99  # queueing dominates past capacity
     with pytest.raises(ValueError, match="rate"):
         latency.open_loop(get_engine("reference"), cmds, rate=0)
-
-
-def test_rate_sweep_frame():
-    class Wl:
-        commands = _stream(300)
-        config = lob.BookConfig()
-
-    df = latency.rate_sweep("reference", Wl(), [1_000, 1e9])
-    assert list(df["saturated"]) == [False, True]
-    assert {"latency_p99", "service_p99", "achieved_rate"} <= set(df.columns)
 
 
 def test_run_conditions():

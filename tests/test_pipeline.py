@@ -12,7 +12,7 @@ import pytest
 
 import lob
 from lob.pipeline import PipelineRun, run_pipeline
-from lob.pipeline.run import make_executor, warmup_commands
+from lob.pipeline.run import make_step_runner, warmup_commands
 from lob.pipeline.sweep import save_rows, summarize
 from lob.semantics import OUTCOME_DTYPE, BookConfig
 
@@ -75,7 +75,7 @@ def test_executors_agree_with_replay():
     c = warmup_commands(CFG, 500, seed=9)
     want = lob.get_engine("v2", CFG).replay(c).outcomes
     for mode in ("chunk", "command"):
-        run = make_executor(lob.get_engine("v2", CFG), mode)
+        run = make_step_runner(lob.get_engine("v2", CFG), mode)
         out, done = np.zeros(len(c), OUTCOME_DTYPE), np.zeros(len(c), np.int64)
         for k in range(0, len(c), 7):
             run(c[k:k + 7], out[k:k + 7], done[k:k + 7])

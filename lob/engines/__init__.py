@@ -1,15 +1,14 @@
-"""Engines: the reference oracle, the toggle-built ladder and its lineage, the compiled backend."""
+"""Engines: the reference oracle, the toggle-built ladder and its lineage, the compiled backend,
+and engines from other installed packages (entry-point group ``lob.engines``)."""
 
-from lob.engines.base import (
-    Engine,
-    EngineInfo,
-    PyEngine,
-    ReplayResult,
-    engine_info,
+from lob.engines.base import Engine, PyEngine, ReplayResult
+from lob.engines.registry import (
+    EngineSpec,
     engine_names,
+    engine_spec,
     get_engine,
-    register,
+    register_engine,
 )
 
-__all__ = ["Engine", "EngineInfo", "PyEngine", "ReplayResult", "engine_info", "engine_names",
-           "get_engine", "register"]
+__all__ = ["Engine", "EngineSpec", "PyEngine", "ReplayResult", "engine_names", "engine_spec",
+           "get_engine", "register_engine"]

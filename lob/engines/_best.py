@@ -4,7 +4,7 @@ One finder per side tracks which ladder indices (price - min_price) hold orders.
 tells it when a level becomes non-empty (``add``) or empty (``remove``) and asks for
 ``best()`` (the best non-empty index, or -1) and ``after(i)`` (the next non-empty index
 strictly worse than ``i``, or -1). A bid finder's best is the highest index, an ask
-finder's the lowest. ``indices()`` (ascending) and ``check()`` serve ``_check()`` only.
+finder's the lowest. ``indices()`` (ascending) and ``check()`` serve ``check()`` only.
 """
 
 from __future__ import annotations
@@ -232,4 +232,4 @@ class SortedBest:
         assert len(set(self._sl)) == len(self._sl), "a level is listed twice"
 
 
-BEST = {"scan": ScanBest, "bitmap": BitmapBest, "sorted": SortedBest}
+FINDERS = {"scan": ScanBest, "bitmap": BitmapBest, "sorted": SortedBest}

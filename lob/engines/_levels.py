@@ -320,4 +320,4 @@ class PoolLevels:
             assert self._tail[k] == prev, f"level {k} tail is stale"
 
 
-LEVELS = {"deque": DequeLevels, "pool": PoolLevels}
+STORES = {"deque": DequeLevels, "pool": PoolLevels}

@@ -1,21 +1,22 @@
-"""The engine protocol, the shared driver for pure-Python engines, and the engine registry.
+"""The engine protocol, the result of a replay, and the shared driver for pure-Python engines.
 
-An engine is a book plus the one semantics of :mod:`lob.semantics`. Every engine offers:
-
-* an interactive API: ``submit``, ``cancel``, ``modify``, ``mass_cancel`` and ``execute``
-  (one command row) returning :class:`~lob.semantics.Outcome`;
-* ``replay(commands)`` -> :class:`ReplayResult` (outcome and fill arrays, counters,
-  checksum) for a whole command array;
-* ``snapshot(depth)`` (L2: price, quantity, order count per level) and ``_check()``
-  (raises ``AssertionError`` when an invariant is broken).
+An engine is a book plus the one semantics of :mod:`lob.semantics`. :class:`Engine` is the
+whole interface that measurement, allocation counting, the pipeline and the experiments use:
+the interactive API (``submit``, ``cancel``, ``modify``, ``mass_cancel``, ``execute``), the
+per-op path ``step`` (plain ints in, an outcome tuple out), batch replays (``replay``,
+``replay_into`` over preallocated arrays, ``replay_timed`` for engines that read their own
+clock), the fill record, ``snapshot`` and ``check``.
 
 Pure-Python engines subclass :class:`PyEngine` and implement ``_submit``, ``_cancel``,
-``_modify``, ``_mass_cancel``, ``snapshot``, ``_check``; validation, id assignment and
-the replay loop live here once, so every engine rejects bad input the same way.
+``_modify``, ``_mass_cancel``, ``snapshot`` and ``check``; validation, id assignment, the
+interactive API and the replay loops live here once, so every engine rejects bad input the
+same way. Engines are registered by :mod:`lob.engines.registry`, which this module never
+imports.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -27,11 +28,10 @@ from lob.semantics import (
     FILL_DTYPE,
     OUTCOME_DTYPE,
     BookConfig,
-    Kind,
+    OrderType,
     Outcome,
     Reason,
     Scope,
-    Side,
     Status,
     as_commands,
     checksum,
@@ -43,10 +43,38 @@ EXEC_FIELDS = ("kind", "otype", "side", "owner", "price", "qty", "id", "price_hi
 
 _NTYPES = 6  # OrderType values 0..5
 _NSCOPES = 4
+_FILLED, _PARTIAL, _ACCEPTED, _CANCELLED = (int(Status.FILLED), int(Status.PARTIALLY_FILLED),
+                                            int(Status.ACCEPTED), int(Status.CANCELLED))
+_LIMIT, _POST_ONLY, _NOTIONAL = int(OrderType.LIMIT), int(OrderType.POST_ONLY), \
+    int(OrderType.NOTIONAL)
+_SELF_TRADE, _NO_LIQUIDITY = int(Reason.SELF_TRADE), int(Reason.NO_LIQUIDITY)
 
 
 def rejected(reason: Reason) -> tuple:
     return (REJ, int(reason), 0, 0, 0, 0, 0)
+
+
+def match_outcome(otype, oid, left, filled, nfills, removed, stopped, too_dear
+                  ) -> tuple[tuple, bool]:
+    """The one rule that turns a finished match into an outcome, for the Python engines.
+
+    ``left``: quantity (quote amount for NOTIONAL) not traded; ``stopped``: self-trade
+    prevention stopped the taker; ``too_dear``: a NOTIONAL order met a level dearer than
+    what it has left. Returns (outcome tuple, whether the remainder rests on the book).
+    """
+    reason = _SELF_TRADE if stopped else 0
+    if otype == _NOTIONAL:
+        if filled == 0:
+            return (_CANCELLED, reason or _NO_LIQUIDITY, oid, left, 0, 0, removed), False
+        done = (too_dear or left == 0) and not stopped
+        return (_FILLED if done else _PARTIAL, reason, oid, left, filled, nfills, removed), False
+    if left == 0:
+        return (_FILLED, 0, oid, 0, filled, nfills, removed), False
+    if (otype == _LIMIT or otype == _POST_ONLY) and not stopped:
+        return (_PARTIAL if filled else _ACCEPTED, 0, oid, left, filled, nfills, removed), True
+    if filled:
+        return (_PARTIAL, reason, oid, left, filled, nfills, removed), False
+    return (_CANCELLED, reason or _NO_LIQUIDITY, oid, left, 0, 0, removed), False
 
 
 def command_tuples(cmds: np.ndarray) -> list[tuple]:
@@ -78,48 +106,132 @@ class ReplayResult:
     def ns_per_op(self) -> float:
         return self.elapsed_ns / max(1, len(self.outcomes))
 
-    def fills_frame(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.fills)
-
-    def outcomes_frame(self):
-        import pandas as pd
-
-        from lob.semantics import Status as S
-
-        df = pd.DataFrame(self.outcomes)
-        df["status"] = [S(s).name for s in df["status"]]
-        df["reason"] = [Reason(r).name for r in df["reason"]]
-        return df
-
 
 @runtime_checkable
 class Engine(Protocol):
+    """Everything lob asks of an engine (see the module docstring and PyEngine)."""
+
     name: str
     config: BookConfig
+    clock: str  # "harness": the caller times each op around step(); "engine": the engine
+    #             times itself inside replay_timed() with its own clock
 
+    # one command
     def submit(self, owner: int, side: int, otype: int, price: int, qty: int) -> Outcome: ...
     def cancel(self, oid: int) -> Outcome: ...
     def modify(self, oid: int, qty: int, price: int = 0) -> Outcome: ...
     def mass_cancel(self, scope: int = Scope.ALL, *, side: int = 0, owner: int = 0,
                     price_lo: int = 0, price_hi: int = 0) -> Outcome: ...
     def execute(self, row) -> Outcome: ...
+    def step(self, kind: int, otype: int, side: int, owner: int, price: int, qty: int,
+             oid: int, price_hi: int) -> tuple: ...
+    # batch
     def replay(self, commands: np.ndarray) -> ReplayResult: ...
+    def replay_into(self, commands: np.ndarray, outcomes: np.ndarray,
+                    fills: np.ndarray | None = None) -> int: ...
+    def replay_timed(self, commands: np.ndarray) -> tuple[ReplayResult, np.ndarray]: ...
+    def clock_overhead(self) -> dict | None: ...
+    @property
+    def fills(self) -> np.ndarray: ...
+    def clear_fills(self) -> None: ...
+    # views
     def snapshot(self, depth: int = 10) -> dict: ...
-    def _check(self) -> None: ...
+    def check(self) -> None: ...
 
 
-def _as_int(name: str, v) -> int:
+@dataclass(frozen=True)
+class EngineSpec:
+    """A registered engine: ``factory(config) -> Engine`` plus what ``lob engines`` says of it.
+
+    Member modules export a list of them as ``ENGINES``; :mod:`lob.engines.registry`
+    collects them. ``backend``: ``"python"``, ``"numba"``, ... ; ``toggles``: the
+    implementation choices the factory makes (``levels``/``best``/``fok`` for lineage versions, see
+    :mod:`lob.engines.toggles`); ``parent``: the registered version this one is one step
+    from (lineage bisection walks these); ``source``: where it came from (``lob``, an entry
+    point's distribution, or ``interactive``), filled in by the registry.
+    """
+
+    name: str
+    factory: Callable[[BookConfig], object]
+    description: str
+    backend: str = "python"
+    toggles: dict = field(default_factory=dict)
+    parent: str | None = None
+    source: str = "lob"
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"EngineSpec.name must be a non-empty str, got {self.name!r}")
+        if not callable(self.factory):
+            raise TypeError(f"EngineSpec {self.name!r}: factory must be callable")
+
+
+def as_int(name: str, v) -> int:
+    """``v`` as a Python int; TypeError naming ``name`` for a bool, float or anything else."""
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(v).__name__} ({v!r})")
     return int(v)
 
 
-class PyEngine:
-    """Validation, ids, the interactive API and the replay loop for pure-Python engines."""
+def execute_values(row) -> list[int]:
+    """A COMMAND_DTYPE record or a dict of command fields as ints in ``EXEC_FIELDS`` order."""
+    if isinstance(row, np.void) and row.dtype == COMMAND_DTYPE:
+        return [int(row[f]) for f in EXEC_FIELDS]
+    if isinstance(row, dict):
+        unknown = set(row) - set(COMMAND_DTYPE.names)
+        if unknown:
+            raise ValueError(f"unknown command field(s) {sorted(unknown)}")
+        return [as_int(f, row.get(f, 0)) for f in EXEC_FIELDS]
+    raise TypeError("execute takes a COMMAND_DTYPE record or a dict of command fields")
+
+
+class Interactive:
+    """The interactive API over ``step`` (shared by every lob engine): typed arguments in,
+    :class:`~lob.semantics.Outcome` out."""
+
+    def step(self, kind, otype, side, owner, price, qty, oid, price_hi) -> tuple:
+        raise NotImplementedError
+
+    def execute(self, row) -> Outcome:
+        """Run one command given as a COMMAND_DTYPE record or a dict of fields."""
+        return Outcome.from_tuple(self.step(*execute_values(row)))
+
+    def submit(self, owner: int, side: int, otype: int, price: int, qty: int) -> Outcome:
+        v = [as_int(n, x) for n, x in
+             (("owner", owner), ("side", side), ("otype", otype), ("price", price), ("qty", qty))]
+        return Outcome.from_tuple(self.step(0, v[2], v[1], v[0], v[3], v[4], 0, 0))
+
+    def cancel(self, oid: int) -> Outcome:
+        return Outcome.from_tuple(self.step(1, 0, 0, 0, 0, 0, as_int("id", oid), 0))
+
+    def modify(self, oid: int, qty: int, price: int = 0) -> Outcome:
+        return Outcome.from_tuple(
+            self.step(2, 0, 0, 0, as_int("price", price), as_int("qty", qty),
+                      as_int("id", oid), 0))
+
+    def mass_cancel(self, scope: int = Scope.ALL, *, side: int = 0, owner: int = 0,
+                    price_lo: int = 0, price_hi: int = 0) -> Outcome:
+        return Outcome.from_tuple(
+            self.step(3, as_int("scope", scope), as_int("side", side),
+                      as_int("owner", owner), as_int("price_lo", price_lo), 0, 0,
+                      as_int("price_hi", price_hi)))
+
+
+def store_fills(fills: np.ndarray | None, got: np.ndarray) -> int:
+    """Copy ``got`` (FILL_DTYPE) into the caller's ``fills``; ValueError if it is too short."""
+    k = len(got)
+    if fills is not None:
+        if k > len(fills):
+            raise ValueError(f"{k} fills do not fit the fill array of {len(fills)}")
+        fills[:k] = got
+    return k
+
+
+class PyEngine(Interactive):
+    """Validation, ids, the interactive API and the replay loops for pure-Python engines."""
 
     name = "abstract"
+    clock = "harness"
 
     def __init__(self, config: BookConfig | None = None):
         if config is None:
@@ -139,9 +251,17 @@ class PyEngine:
     def _modify(self, oid, qty, price) -> tuple: raise NotImplementedError
     def _mass_cancel(self, scope, side, owner, lo, hi) -> tuple: raise NotImplementedError
 
+    def snapshot(self, depth: int = 10) -> dict:
+        raise NotImplementedError
+
+    def check(self) -> None:
+        """Raise AssertionError when an invariant of the book is broken."""
+        raise NotImplementedError
+
     # --- the one dispatcher -------------------------------------------------------
-    def _exec(self, kind, otype, side, owner, price, qty, oid, price_hi) -> tuple:
-        """Run one command; returns an outcome tuple in OUTCOME_DTYPE field order."""
+    def step(self, kind, otype, side, owner, price, qty, oid, price_hi) -> tuple:
+        """Run one command (plain ints, ``EXEC_FIELDS`` order); returns an outcome tuple in
+        OUTCOME_DTYPE field order. Fills go to the engine's fill record."""
         if kind == 0:  # SUBMIT
             if otype < 0 or otype >= _NTYPES:
                 return rejected(Reason.BAD_TYPE)
@@ -175,118 +295,47 @@ class PyEngine:
             return self._mass_cancel(otype, side, owner, price, price_hi)
         return rejected(Reason.BAD_KIND)
 
-    # --- interactive API ----------------------------------------------------------
-    def execute(self, row) -> Outcome:
-        """Run one command given as a COMMAND_DTYPE record or a dict of fields."""
-        if isinstance(row, np.void) and row.dtype == COMMAND_DTYPE:
-            vals = [int(row[f]) for f in EXEC_FIELDS]
-        elif isinstance(row, dict):
-            unknown = set(row) - set(COMMAND_DTYPE.names)
-            if unknown:
-                raise ValueError(f"unknown command field(s) {sorted(unknown)}")
-            vals = [_as_int(f, row.get(f, 0)) for f in EXEC_FIELDS]
-        else:
-            raise TypeError("execute takes a COMMAND_DTYPE record or a dict of command fields")
-        return Outcome.from_tuple(self._exec(*vals))
-
-    def submit(self, owner: int, side: int, otype: int, price: int, qty: int) -> Outcome:
-        v = [_as_int(n, x) for n, x in
-             (("owner", owner), ("side", side), ("otype", otype), ("price", price), ("qty", qty))]
-        return Outcome.from_tuple(self._exec(0, v[2], v[1], v[0], v[3], v[4], 0, 0))
-
-    def cancel(self, oid: int) -> Outcome:
-        return Outcome.from_tuple(self._exec(1, 0, 0, 0, 0, 0, _as_int("id", oid), 0))
-
-    def modify(self, oid: int, qty: int, price: int = 0) -> Outcome:
-        return Outcome.from_tuple(
-            self._exec(2, 0, 0, 0, _as_int("price", price), _as_int("qty", qty),
-                       _as_int("id", oid), 0))
-
-    def mass_cancel(self, scope: int = Scope.ALL, *, side: int = 0, owner: int = 0,
-                    price_lo: int = 0, price_hi: int = 0) -> Outcome:
-        return Outcome.from_tuple(
-            self._exec(3, _as_int("scope", scope), _as_int("side", side),
-                       _as_int("owner", owner), _as_int("price_lo", price_lo), 0, 0,
-                       _as_int("price_hi", price_hi)))
-
+    # --- fill record --------------------------------------------------------------
     @property
     def fills(self) -> np.ndarray:
-        return np.array(self._fills, dtype=FILL_DTYPE)
+        return np.array(self._fills, dtype=FILL_DTYPE).reshape(-1)
+
+    def clear_fills(self) -> None:
+        self._fills = []
 
     # --- batch --------------------------------------------------------------------
     def replay(self, commands: np.ndarray) -> ReplayResult:
         """Run every command in order; the fills recorded so far are reset first."""
-        import time
-
         rows = command_tuples(commands)
         self._fills = []
-        ex = self._exec
+        ex = self.step
         t0 = time.perf_counter_ns()
         out = [ex(*r) for r in rows]
         t1 = time.perf_counter_ns()
         return ReplayResult(self.name, np.array(out, dtype=OUTCOME_DTYPE).reshape(len(rows)),
                             self.fills, t1 - t0, self)
 
-    def snapshot(self, depth: int = 10) -> dict:
-        raise NotImplementedError
+    def replay_into(self, commands: np.ndarray, outcomes: np.ndarray,
+                    fills: np.ndarray | None = None) -> int:
+        """Run ``commands`` on the current book into ``outcomes[:n]``; returns the number
+        of fills they made (copied to ``fills[:k]`` when given; the fill record is left
+        empty)."""
+        rows = command_tuples(commands)
+        self._fills = []
+        ex = self.step
+        for j, r in enumerate(rows):
+            outcomes[j] = ex(*r)
+        k = len(self._fills) if fills is None else store_fills(fills, self.fills)
+        self._fills = []
+        return k
+
+    def replay_timed(self, commands: np.ndarray) -> tuple[ReplayResult, np.ndarray]:
+        raise NotImplementedError(f"{type(self).__name__} has clock='harness': the caller "
+                                  "times step() (lob.measure.capture_latency)")
+
+    def clock_overhead(self) -> dict | None:
+        return None
 
 
-# --- registry ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class EngineInfo:
-    name: str
-    factory: Callable[[BookConfig], object]
-    description: str
-    backend: str = "python"
-    toggles: dict = field(default_factory=dict)
-
-
-_REGISTRY: dict[str, EngineInfo] = {}
-
-
-def register(name: str, factory: Callable[[BookConfig], object], description: str, *,
-             backend: str = "python", toggles: dict | None = None) -> None:
-    if name in _REGISTRY:
-        raise ValueError(f"engine {name!r} is already registered")
-    _REGISTRY[name] = EngineInfo(name, factory, description, backend, dict(toggles or {}))
-
-
-def _load_all() -> None:
-    # importing these modules registers their engines
-    from lob.engines import lineage, reference  # noqa: F401
-
-    try:
-        import lob.engines.compiled  # noqa: F401  (registers the v*@numba twins)
-    except ModuleNotFoundError as e:
-        if e.name not in ("lob.engines.compiled", "numba"):
-            raise
-
-
-def engine_names() -> list[str]:
-    _load_all()
-    return list(_REGISTRY)
-
-
-def engine_info(name: str) -> EngineInfo:
-    _load_all()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown engine {name!r}; registered engines: {', '.join(_REGISTRY)}"
-        ) from None
-
-
-def get_engine(name: str, config: BookConfig | None = None):
-    """A fresh engine by registered name; an unknown name raises ValueError listing them."""
-    if not isinstance(name, str):
-        raise TypeError(f"engine name must be a str, got {type(name).__name__}")
-    info = engine_info(name)
-    eng = info.factory(config if config is not None else BookConfig())
-    eng.name = name
-    return eng
-
-
-__all__ = ["Engine", "PyEngine", "ReplayResult", "EngineInfo", "register", "engine_names",
-           "engine_info", "get_engine", "command_tuples", "EXEC_FIELDS", "Side", "Kind"]
+__all__ = ["EXEC_FIELDS", "Engine", "EngineSpec", "Interactive", "PyEngine", "ReplayResult",
+           "as_int", "command_tuples", "execute_values", "match_outcome", "rejected", "store_fills"]

@@ -18,23 +18,22 @@ implements them; the differential tests hold every combination to that, bit for 
 
 from __future__ import annotations
 
-from lob.engines._best import BEST
-from lob.engines._levels import LEVELS
-from lob.engines.base import PyEngine
+from functools import partial
+
+from lob.engines import toggles as tg
+from lob.engines._best import FINDERS
+from lob.engines._levels import STORES
+from lob.engines.base import EngineSpec, PyEngine, match_outcome
 from lob.semantics import BookConfig, OrderType, Reason, Status, StpMode
 
-FILLED, PARTIAL, ACCEPTED, CANCELLED = (int(Status.FILLED), int(Status.PARTIALLY_FILLED),
-                                        int(Status.ACCEPTED), int(Status.CANCELLED))
+ACCEPTED, CANCELLED = int(Status.ACCEPTED), int(Status.CANCELLED)
 NOT_FOUND = int(Status.NOT_FOUND)
 LIMIT, IOC, FOK, POST_ONLY, MARKET, NOTIONAL = (int(t) for t in OrderType)
 CANCEL_MAKER, CANCEL_TAKER = int(StpMode.CANCEL_MAKER), int(StpMode.CANCEL_TAKER)
-SELF_TRADE, NO_LIQUIDITY = int(Reason.SELF_TRADE), int(Reason.NO_LIQUIDITY)
 FOK_UNFILLABLE, WOULD_CROSS = int(Reason.FOK_UNFILLABLE), int(Reason.WOULD_CROSS)
 UNKNOWN_ID = int(Reason.UNKNOWN_ID)
 NO_LIMIT = 1 << 62  # "count everything": an int, so the per-order comparison stays int/int
 
-TOGGLES = {"levels": tuple(LEVELS), "best": tuple(BEST),
-           "fok": ("full", "early_exit", "level_sums")}
 
 
 class LevelSums:
@@ -77,14 +76,11 @@ class LadderEngine(PyEngine):
     def __init__(self, config: BookConfig | None = None, *, levels: str = "deque",
                  best: str = "scan", fok: str = "full", capacity: int = 64):
         super().__init__(config)
-        for field, value in (("levels", levels), ("best", best), ("fok", fok)):
-            if value not in TOGGLES[field]:
-                raise ValueError(f"{field} must be one of {TOGGLES[field]}, got {value!r}")
-        self.toggles = {"levels": levels, "best": best, "fok": fok}
+        self.toggles = tg.check("python", levels=levels, best=best, fok=fok)
         self.name = f"ladder[{levels},{best},{fok}]"
         w = self._w = self.config.width
-        self._lv = LEVELS[levels](2 * w, capacity)
-        self._bests = (BEST[best](w, True), BEST[best](w, False))  # bids: highest first
+        self._lv = STORES[levels](2 * w, capacity)
+        self._bests = (FINDERS[best](w, True), FINDERS[best](w, False))  # bids: highest first
         self._sums = LevelSums(2 * w) if fok == "level_sums" else None
         self._unfillable = {"full": self._short_full, "early_exit": self._short_early,
                             "level_sums": self._short_sums}[fok]
@@ -240,20 +236,11 @@ class LadderEngine(PyEngine):
             if sums is not None:
                 sums.sub(k, mo, take)
         self._qty_traded += filled
-        reason = SELF_TRADE if taker_stopped else 0
-        if notional:
-            if filled == 0:
-                return (CANCELLED, reason or NO_LIQUIDITY, oid, left, 0, 0, removed)
-            done = (too_dear or left == 0) and not taker_stopped
-            return (FILLED if done else PARTIAL, reason, oid, left, filled, nfills, removed)
-        if left == 0:
-            return (FILLED, 0, oid, 0, filled, nfills, removed)
-        if (otype == LIMIT or otype == POST_ONLY) and not taker_stopped:
+        out, rests = match_outcome(otype, oid, left, filled, nfills, removed, taker_stopped,
+                                   too_dear)
+        if rests:
             self._rest(oid, owner, side, lim, left)
-            return (PARTIAL if filled else ACCEPTED, 0, oid, left, filled, nfills, removed)
-        if filled:
-            return (PARTIAL, reason, oid, left, filled, nfills, removed)
-        return (CANCELLED, reason or NO_LIQUIDITY, oid, left, 0, 0, removed)
+        return out
 
     def _cancel(self, oid):
         r = self._take_off(oid)
@@ -327,7 +314,7 @@ class LadderEngine(PyEngine):
                            for oid, owner, q, _ in self._lv.level(side * self._w + i))
         return out
 
-    def _check(self) -> None:
+    def check(self) -> None:
         w, lv = self._w, self._lv
         lv.check()
         keys = lv.nonempty()
@@ -368,3 +355,9 @@ class LadderEngine(PyEngine):
         assert seen == len(lv.index), "index holds orders that are not on the book"
         assert self._qty_in == self._qty_traded + self._qty_removed + resting, \
             "quantity not conserved"
+
+
+# the lineage versions on this backend (every version: the ladder implements every toggle)
+ENGINES = [EngineSpec(name, partial(LadderEngine, **tg.version_toggles(name)),
+                      tg.VERSIONS[name]["step"], "python", tg.version_toggles(name), parent)
+           for name, parent in tg.backend_versions("python").items()]

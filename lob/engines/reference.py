@@ -10,11 +10,10 @@ from collections import deque
 
 from sortedcontainers import SortedDict
 
-from lob.engines.base import PyEngine, register
+from lob.engines.base import EngineSpec, PyEngine, match_outcome
 from lob.semantics import BookConfig, OrderType, Reason, Status, StpMode
 
-FILLED, PARTIAL, ACCEPTED, CANCELLED = (int(Status.FILLED), int(Status.PARTIALLY_FILLED),
-                                        int(Status.ACCEPTED), int(Status.CANCELLED))
+ACCEPTED, CANCELLED = int(Status.ACCEPTED), int(Status.CANCELLED)
 NOT_FOUND = int(Status.NOT_FOUND)
 LIMIT, IOC, FOK, POST_ONLY, MARKET, NOTIONAL = (int(t) for t in OrderType)
 
@@ -127,20 +126,11 @@ class ReferenceEngine(PyEngine):
                 del self._index[o.id]
                 if not q:
                     del opp[p]
-        reason = int(Reason.SELF_TRADE) if taker_stopped else 0
-        if otype == NOTIONAL:
-            if filled == 0:
-                return (CANCELLED, reason or int(Reason.NO_LIQUIDITY), oid, left, 0, 0, removed)
-            done = (too_dear or left == 0) and not taker_stopped
-            return (FILLED if done else PARTIAL, reason, oid, left, filled, nfills, removed)
-        if left == 0:
-            return (FILLED, 0, oid, 0, filled, nfills, removed)
-        if (otype == LIMIT or otype == POST_ONLY) and not taker_stopped:
+        out, rests = match_outcome(otype, oid, left, filled, nfills, removed, taker_stopped,
+                                   too_dear)
+        if rests:
             self._rest(oid, owner, side, price, left)
-            return (PARTIAL if filled else ACCEPTED, 0, oid, left, filled, nfills, removed)
-        if filled:
-            return (PARTIAL, reason, oid, left, filled, nfills, removed)
-        return (CANCELLED, reason or int(Reason.NO_LIQUIDITY), oid, left, 0, 0, removed)
+        return out
 
     def _cancel(self, oid):
         o = self._index.get(oid)
@@ -195,7 +185,7 @@ class ReferenceEngine(PyEngine):
                 out.extend((o.id, o.owner, side, p, o.qty) for o in book[p])
         return out
 
-    def _check(self) -> None:
+    def check(self) -> None:
         bids, asks = self._sides
         if bids and asks:
             assert bids.peekitem(-1)[0] < asks.peekitem(0)[0], "book is crossed"
@@ -219,4 +209,5 @@ class ReferenceEngine(PyEngine):
             "quantity not conserved"
 
 
-register("reference", ReferenceEngine, "oracle: SortedDict of price levels + FIFO deques")
+ENGINES = [EngineSpec("reference", ReferenceEngine,
+                      "oracle: SortedDict of price levels + FIFO deques")]

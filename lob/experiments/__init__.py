@@ -7,6 +7,15 @@
 
 from __future__ import annotations
 
+from lob.experiments.job import (
+    MANIFEST,
+    MARKER,
+    Job,
+    RunRecord,
+    execute_notebook,
+    run_id,
+    run_job,
+)
 from lob.experiments.registry import (
     PRESETS,
     Experiment,
@@ -15,17 +24,7 @@ from lob.experiments.registry import (
     notebook_parameters,
     validate_params,
 )
-from lob.experiments.runner import (
-    MANIFEST,
-    MARKER,
-    Job,
-    RunRecord,
-    execute_notebook,
-    plan,
-    run_batch,
-    run_id,
-    run_job,
-)
+from lob.experiments.runner import plan, run_batch
 
 __all__ = ["MANIFEST", "MARKER", "PRESETS", "Experiment", "Job", "RunRecord",
            "execute_notebook", "experiment_names", "get_experiment", "notebook_parameters",

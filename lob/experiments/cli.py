@@ -39,7 +39,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from lob.report import write_index
+    from lob.experiments.report import write_index
 
     print(write_index(args.out))
     return 0

@@ -3,7 +3,7 @@
 
 An executor is opened as a context manager that yields ``runs(jobs, execute, force)``, an
 iterator of ``(job, RunRecord)`` in completion order; the driver (``run_batch``) records
-each. Both executors call the same :func:`~lob.experiments.runner.run_job`, so the run
+each. Both executors call the same :func:`~lob.experiments.job.run_job`, so the run
 folders are the same; only where and when they are written differs.
 
 Dask specifics:
@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from lob.experiments.runner import Job, RunRecord, run_job
+from lob.experiments.job import Job, RunRecord, run_job
 
 Runs = Callable[[list[Job], Callable | None, bool], Iterator[tuple[Job, RunRecord]]]
 EXECUTORS = ("local", "dask")

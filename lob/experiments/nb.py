@@ -91,7 +91,7 @@ def per_op_latency(engine: str, wl) -> pd.DataFrame:
     import numpy as np
     import pandas as pd
 
-    from lob import get_engine
+    from lob.engines.registry import get_engine
     from lob.measure.latency import capture_latency
     from lob.workloads.diagnostics import diagnose
 

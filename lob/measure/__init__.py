@@ -8,9 +8,8 @@ histograms, .hgrm files, throughput, allocation counts, run conditions and resul
 
 from lob.measure.bench import BenchResult, bench
 from lob.measure.clock import ClockCalibration, calibrate
-from lob.measure.latency import LatencyStats, capture_latency, histogram_from, open_loop, rate_sweep
+from lob.measure.latency import LatencyStats, capture_latency, histogram_from, open_loop
 from lob.measure.results import MixedMachinesError, load_results
 
 __all__ = ["BenchResult", "ClockCalibration", "LatencyStats", "MixedMachinesError", "bench",
-           "calibrate", "capture_latency", "histogram_from", "load_results", "open_loop",
-           "rate_sweep"]
+           "calibrate", "capture_latency", "histogram_from", "load_results", "open_loop"]

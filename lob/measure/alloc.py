@@ -17,7 +17,7 @@ Two instruments, never run together:
 The window is the commands from the first to the last timed command (inclusive); the ops
 before it run uncounted. Untimed commands inside the window (refills) are counted, and the
 per-op figures divide by the number of commands in the window. The harness's own cost
-(calling ``_exec(*row)`` on a no-op engine) is measured and reported beside, never subtracted.
+(calling ``step(*row)`` on a no-op engine) is measured and reported beside, never subtracted.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from lob.engines.base import command_tuples
-from lob.semantics import as_commands
+from lob.semantics import OUTCOME_DTYPE, as_commands
 
 
 @dataclass(frozen=True)
@@ -108,22 +108,22 @@ def _run(ex, rows) -> None:
 def _prepared(engine, cmds: np.ndarray):
     """Run the untimed prefix; return a thunk that runs the timed window.
 
-    A PyEngine runs op by op; an engine without that path (the compiled backend) replays
-    the window in one ``replay`` call, whose own result arrays are then counted too (a few
-    allocations per call, none per op).
+    A harness-clock engine runs op by op through ``step``; an engine that times itself (the
+    compiled backend) replays the window in one ``replay_into`` call over preallocated
+    outcome and fill arrays (allocated here, outside the counted window).
     """
     a, b = _window(cmds)
-    if hasattr(engine, "_exec"):
+    engine.clear_fills()
+    if engine.clock == "harness":
         rows = command_tuples(cmds)
-        engine._fills = []
-        _run(engine._exec, rows[:a])
+        _run(engine.step, rows[:a])
         win = rows[a:b]
-        return b - a, lambda: _run(engine._exec, win)
-    if not hasattr(engine, "replay"):
-        raise TypeError("allocation counting needs an engine with replay or _exec")
-    engine.replay(cmds[:a])
+        return b - a, lambda: _run(engine.step, win)
+    pre = np.zeros(a, dtype=OUTCOME_DTYPE)
+    engine.replay_into(cmds[:a], pre)
     win = cmds[a:b]
-    return b - a, lambda: engine.replay(win)
+    outs = np.zeros(b - a, dtype=OUTCOME_DTYPE)
+    return b - a, lambda: engine.replay_into(win, outs)
 
 
 def count_allocations(engine, commands: np.ndarray) -> AllocCounts:
@@ -135,14 +135,14 @@ def count_allocations(engine, commands: np.ndarray) -> AllocCounts:
 
 
 def harness_allocations(n: int = 10_000) -> AllocCounts:
-    """Allocator calls of the counting loop itself (``_exec(*row)`` on a no-op engine)."""
+    """Allocator calls of the counting loop itself (``step(*row)`` on a no-op engine)."""
 
     class _Noop:
-        def _exec(self, kind, otype, side, owner, price, qty, oid, price_hi):
+        def step(self, kind, otype, side, owner, price, qty, oid, price_hi):
             return (0, 0, 0, 0, 0, 0, 0)
 
     rows = [(0, 0, 0, 1, 100, 1, 0, 0)] * n
-    ex = _Noop()._exec
+    ex = _Noop().step
     with counting(ops=n) as c:
         _run(ex, rows)
     return c.counts
@@ -183,7 +183,7 @@ def counter_overhead(engine_factory, commands: np.ndarray, repeat: int = 3) -> d
     rows = command_tuples(cmds)
 
     def once(mode: str) -> int:
-        ex = engine_factory()._exec
+        ex = engine_factory().step
         if mode == "count":
             with counting():
                 t0 = time.perf_counter_ns()

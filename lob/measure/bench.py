@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from lob.measure import alloc as _alloc
-from lob.measure.clock import ClockCalibration, calibrate, external
+from lob.measure.clock import ClockCalibration, calibrate
 from lob.measure.hgrm import decode, encode, write_hgrm
 from lob.measure.latency import LatencyStats, capture_latency, histogram_from
 from lob.measure.results import write_result
@@ -61,9 +61,9 @@ def _resolve_workload(workload, scale, seed):
         params = {"scale": scale} if seed is None else {"scale": scale, "seed": seed}
 
         def build():
-            import lob
+            from lob.workloads import build as build_workload
 
-            return lob.workload(workload, **params)
+            return build_workload(workload, **params)
 
         return build, workload
     if not (hasattr(workload, "commands") and hasattr(workload, "config")):
@@ -176,12 +176,12 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
     allocation counts and tracemalloc attribution; ``diagnostics`` adds the workload
     diagnostics (a reference replay); ``out`` saves .hgrm + JSON there.
     """
-    from lob.engines import engine_info, get_engine
+    from lob.engines.registry import engine_spec, get_engine
     from lob.measure.conditions import run_conditions
 
     if not isinstance(engine, str):
         raise TypeError(f"engine must be an engine name (str), got {type(engine).__name__}")
-    engine_info(engine)  # unknown -> ValueError listing the names
+    engine_spec(engine)  # unknown -> ValueError listing the names
     if isinstance(repeat, bool) or not isinstance(repeat, (int, np.integer)) or repeat <= 0:
         raise ValueError(f"repeat must be a positive int, got {repeat!r}")
     if not (latency or throughput or alloc):
@@ -224,9 +224,8 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
                 res.latency = LatencyStats.of(h, clamped)
                 res.latency_encoded = encode(h)
                 res.capture_method = cap.method
-                if cap.calibration is not None:
-                    c = cap.calibration
-                    res.clock = c if isinstance(c, ClockCalibration) else external(**c)
+                if cap.calibration is not None:  # the engine's own clock timed the ops
+                    res.clock = cap.calibration
                 sums.add(cap.replay.checksum)
                 res.counters = cap.replay.counters
                 tick("latency")

@@ -55,7 +55,7 @@ def machine_key(cond: dict) -> str:
 
 def run_conditions(*, seed=None, params: dict | None = None) -> dict:
     """The conditions of a run now (call it right before or after measuring)."""
-    import lob
+    from lob._version import __version__
 
     try:
         affinity = sorted(os.sched_getaffinity(0))
@@ -79,7 +79,7 @@ def run_conditions(*, seed=None, params: dict | None = None) -> dict:
         "python_implementation": platform.python_implementation(),
         "python_build": " ".join(platform.python_build()),
         "packages": _versions(),
-        "lob_version": lob.__version__,
+        "lob_version": __version__,
         "git_sha": sha,
         "git_dirty": bool(status) if status is not None else None,
         "date_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),

@@ -7,8 +7,9 @@ unclocked). The loop runs in C when the native helper builds (capture cost ~4x l
 Python loop); the samples are then added to an HDR histogram in bulk (:func:`histogram_from`),
 never one ``record_value`` per op. A mass cancel is one command, hence one sample.
 
-Engines that read their own clock (a compiled backend) offer ``replay_timed(commands) ->
-(ReplayResult, durations_ns)`` and optionally ``clock_calibration()``; those are used as is.
+Only the :class:`~lob.engines.base.Engine` protocol is used: a ``clock="harness"`` engine is
+timed around ``step``; a ``clock="engine"`` engine (the compiled backend) times itself in
+``replay_timed`` and reports the cost of its clock with ``clock_overhead()``.
 
 Open loop (:func:`open_loop`): timed commands are due at ``start + j / rate``; each starts
 at ``max(now, due)`` and its latency is ``completion - due``, so queueing behind slow ops is
@@ -17,7 +18,6 @@ counted (no coordinated omission). The per-op service time is kept beside it.
 
 from __future__ import annotations
 
-import gc
 import time
 from dataclasses import asdict, dataclass
 
@@ -112,7 +112,7 @@ class Capture:
     durations_ns: np.ndarray
     replay: ReplayResult | None
     method: str  # "native-loop" | "python-loop" | "engine-clock"
-    calibration: object = None  # ClockCalibration supplied by the engine, if any
+    calibration: object = None  # ClockCalibration of the engine's own clock, if it has one
 
 
 def _python_timed_loop(ex, rows, timed, buf, outs) -> int:
@@ -144,6 +144,18 @@ def _native_timed(m, ex, rows, timed: bytes, buf: np.ndarray, outs) -> tuple[int
     return k, "native-tsc"
 
 
+def engine_calibration(engine):
+    """The engine's own clock as a ClockCalibration (None for a harness-clock engine)."""
+    from lob.measure.clock import ClockCalibration
+
+    o = engine.clock_overhead()
+    if o is None:
+        return None
+    return ClockCalibration(str(o.get("source", engine.name)), float(o["min_ns"]),
+                            float(o["median_ns"]), float(o.get("p99_ns", o["median_ns"])),
+                            float(o.get("resolution_ns", 1.0)), int(o.get("samples", 0)))
+
+
 def capture_latency(engine, commands: np.ndarray, *, use_native: bool = True) -> Capture:
     """Closed-loop per-op durations (ns) of the timed commands, replayed through ``engine``.
 
@@ -153,23 +165,23 @@ def capture_latency(engine, commands: np.ndarray, *, use_native: bool = True) ->
     from lob.measure._native import native
 
     cmds = as_commands(commands)
-    if hasattr(engine, "replay_timed"):
+    if engine.clock == "engine":
         res, d = engine.replay_timed(cmds)
-        cal = engine.clock_calibration() if hasattr(engine, "clock_calibration") else None
-        return Capture(np.asarray(d, dtype=np.int64), res, "engine-clock", cal)
-    if not hasattr(engine, "_exec"):
-        raise TypeError(f"engine {type(engine).__name__} has neither the PyEngine per-op path "
-                        "(_exec) nor replay_timed(); cannot capture per-op latency")
+        return Capture(np.asarray(d, dtype=np.int64), res, "engine-clock",
+                       engine_calibration(engine))
+    if engine.clock != "harness":
+        raise ValueError(f"engine {engine.name!r} has clock={engine.clock!r}; "
+                         "expected 'harness' or 'engine'")
     rows = command_tuples(cmds)
     timed = cmds["timed"].astype(np.uint8)
     buf = np.zeros(int(timed.sum()), dtype=np.int64)
     outs: list = [None] * len(rows)
-    engine._fills = []
+    engine.clear_fills()
     m = native() if use_native else None
     if m is not None:
-        k, method = _native_timed(m, engine._exec, rows, timed.tobytes(), buf, outs)
+        k, method = _native_timed(m, engine.step, rows, timed.tobytes(), buf, outs)
     else:
-        k = _python_timed_loop(engine._exec, rows, timed.tolist(), buf, outs)
+        k = _python_timed_loop(engine.step, rows, timed.tolist(), buf, outs)
         method = "python-loop"
     res = ReplayResult(engine.name, np.array(outs, dtype=OUTCOME_DTYPE).reshape(len(rows)),
                        engine.fills, int(buf[:k].sum()), engine)
@@ -189,10 +201,10 @@ def capture_cost(n: int = 200_000, *, use_native: bool = True) -> dict:
         name = "noop"
         fills = np.zeros(0)
 
-        def _exec(self, kind, otype, side, owner, price, qty, oid, price_hi):
+        def step(self, kind, otype, side, owner, price, qty, oid, price_hi):
             return (0, 0, 0, 0, 0, 0, 0)
 
-    ex = _Noop()._exec
+    ex = _Noop().step
     rows = [(0, 0, 0, 1, 100, 1, 0, 0)] * n
     buf = np.zeros(n, dtype=np.int64)
     m = native() if use_native else None
@@ -268,8 +280,9 @@ def open_loop(engine, commands: np.ndarray, rate: float, *, use_native: bool = T
 
     if not rate or rate <= 0:
         raise ValueError(f"rate must be > 0 ops/s, got {rate}")
-    if not hasattr(engine, "_exec"):
-        raise TypeError("open-loop capture needs an engine with the PyEngine per-op path (_exec)")
+    if engine.clock != "harness":
+        raise ValueError(f"open-loop capture times step() from the harness; engine "
+                         f"{engine.name!r} has clock={engine.clock!r}")
     cmds = as_commands(commands)
     rows = command_tuples(cmds)
     timed = cmds["timed"].astype(np.uint8)
@@ -281,41 +294,12 @@ def open_loop(engine, commands: np.ndarray, rate: float, *, use_native: bool = T
     period = max(1, round(1e9 / rate))
     m = native() if use_native else None
     if m is not None:
-        k, start, last_due, end = m.open_loop(engine._exec, rows, timed.tobytes(), period, lat, svc)
+        k, start, last_due, end = m.open_loop(engine.step, rows, timed.tobytes(), period, lat, svc)
     else:
-        k, start, last_due, end = _python_open_loop(engine._exec, rows, timed.tolist(), period,
+        k, start, last_due, end = _python_open_loop(engine.step, rows, timed.tolist(), period,
                                                     lat, svc)
     hl, cl = histogram_from(lat[:k])
     hs, cs = histogram_from(svc[:k])
     achieved = k / max(1, end - start) * 1e9
     return OpenLoopResult(float(rate), achieved, LatencyStats.of(hl, cl), LatencyStats.of(hs, cs),
                           int(end - last_due), bool(achieved < 0.95 * rate), hl.encode().decode())
-
-
-def rate_sweep(engine: str, workload, rates, *, gc_enabled: bool = True):
-    """Open-loop latency at each offered rate (fresh engine per rate) -> pandas.DataFrame.
-
-    ``workload`` is a Workload (``.commands``, ``.config``). Columns: offered and achieved
-    rate, latency and service percentiles (ns), lag at the end, saturated flag.
-    """
-    import pandas as pd
-
-    from lob.engines import get_engine
-
-    rows = []
-    for rate in rates:
-        eng = get_engine(engine, workload.config)
-        was = gc.isenabled()
-        if not gc_enabled:
-            gc.disable()
-        try:
-            r = open_loop(eng, workload.commands, rate)
-        finally:
-            if was:
-                gc.enable()
-        rows.append({"engine": engine, "offered_rate": r.offered_rate,
-                     "achieved_rate": r.achieved_rate, "saturated": r.saturated,
-                     "behind_at_end_ns": r.behind_at_end_ns,
-                     **{f"latency_{k}": v for k, v in r.latency.to_dict().items()},
-                     **{f"service_{k}": v for k, v in r.service.to_dict().items()}})
-    return pd.DataFrame(rows)

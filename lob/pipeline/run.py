@@ -13,9 +13,9 @@ engine process then never sees the workload, as a real engine behind a queue wou
 copy of a 40-byte record is part of what a pipeline costs, so it is measured. The records
 carry their due time in a parallel int64 field.
 
-Engine modes: ``"chunk"`` hands each drained chunk to ``engine.replay`` (one call, one stamp
+Engine modes: ``"chunk"`` hands each drained chunk to ``engine.replay_into`` (one call, one stamp
 for the chunk: its outcomes are published together); ``"command"`` runs and stamps each
-command on its own (``PyEngine._exec`` directly, else ``engine.execute``). Which is cheaper
+command on its own (``engine.step``, or a one-row ``replay_into``). Which is cheaper
 depends on the engine; :func:`lob.pipeline.sweep.service_time` measures both closed-loop.
 """
 
@@ -35,7 +35,7 @@ import numpy as np
 from lob.pipeline.ring import START_NS, RingError, SpscRing, now_ns
 from lob.semantics import COMMAND_DTYPE, OUTCOME_DTYPE, BookConfig, as_commands
 
-__all__ = ["PipelineRun", "PipelineError", "run_pipeline", "make_executor", "warmup_commands"]
+__all__ = ["PipelineRun", "PipelineError", "run_pipeline", "make_step_runner", "warmup_commands"]
 
 MODES = ("chunk", "command")
 
@@ -112,49 +112,38 @@ def warmup_commands(config: BookConfig, n: int = 2000, seed: int = 1) -> np.ndar
     return out
 
 
-def make_executor(engine, mode: str):
-    """``run(cmds, outcomes_view, done_view)``: execute, write outcomes, stamp publish times."""
-    from lob.engines.base import PyEngine, command_tuples
+def make_step_runner(engine, mode: str):
+    """``run(cmds, outcomes_view, done_view)``: execute, write outcomes, stamp publish times.
+
+    Engine protocol only: ``chunk`` runs a chunk with ``replay_into`` straight into the
+    shared outcome rows (no ReplayResult, fills discarded); ``each`` runs command by
+    command (``step`` for a harness-clock engine, ``replay_into`` of one row otherwise) and
+    stamps each one.
+    """
+    from lob.engines.base import command_tuples
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if hasattr(engine, "_prepare") and hasattr(engine, "_run"):
-        # CompiledEngine: run the kernel straight into the shared outcome rows (no
-        # ReplayResult, no fills copy); _prepare sizes the id index for the chunk.
-        prep, krun = engine._prepare, engine._run
-        if mode == "chunk":
-            def run_kernel(cmds, out, done):
-                krun(prep(cmds), out, None)
-                done[:] = now_ns()
-            return run_kernel
-
-        def run_kernel_each(cmds, out, done):
-            c = prep(cmds)
-            for j in range(len(c)):
-                krun(c[j:j + 1], out[j:j + 1], None)
-                done[j] = now_ns()
-        return run_kernel_each
     if mode == "chunk":
         def run_chunk(cmds, out, done):
-            out[:] = engine.replay(cmds).outcomes
+            engine.replay_into(cmds, out)
             done[:] = now_ns()
         return run_chunk
-    if isinstance(engine, PyEngine):
-        ex = engine._exec
+    if engine.clock == "harness":
+        ex, clear = engine.step, engine.clear_fills
 
         def run_each(cmds, out, done):
             for j, r in enumerate(command_tuples(cmds)):
                 out[j] = ex(*r)
                 done[j] = now_ns()
+            clear()
         return run_each
 
-    def run_each_generic(cmds, out, done):
+    def run_each_into(cmds, out, done):
         for j in range(len(cmds)):
-            o = engine.execute(cmds[j])
-            out[j] = (int(o.status), int(o.reason), o.id, o.remaining, o.filled, o.fills,
-                      o.removed)
+            engine.replay_into(cmds[j:j + 1], out[j:j + 1])
             done[j] = now_ns()
-    return run_each_generic
+    return run_each_into
 
 
 def _pin(cpu: int | None) -> list[int]:
@@ -181,7 +170,7 @@ def _engine_main(spec, res_name, n, engine_name, config, mode, cpu, gc_on, max_t
     ring = res = cons = None
     done = due = out = None
     try:
-        from lob.engines.base import get_engine
+        from lob.engines.registry import get_engine
 
         affinity = _pin(cpu)
         ring = SpscRing.attach(spec)
@@ -191,9 +180,9 @@ def _engine_main(spec, res_name, n, engine_name, config, mode, cpu, gc_on, max_t
         warm = get_engine(engine_name, cfg)  # compile / warm the code paths, then start fresh
         wc = warmup_commands(cfg)
         wout, wdone = np.zeros(len(wc), OUTCOME_DTYPE), np.zeros(len(wc), np.int64)
-        make_executor(warm, mode)(wc, wout, wdone)
+        make_step_runner(warm, mode)(wc, wout, wdone)
         engine = get_engine(engine_name, cfg)
-        run = make_executor(engine, mode)
+        run = make_step_runner(engine, mode)
         gc.collect()
         if not gc_on:
             gc.disable()
@@ -314,9 +303,9 @@ def run_pipeline(engine: str, commands: np.ndarray, *, rate: float, batch: int =
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if batch > ring_capacity:
         raise ValueError(f"batch ({batch}) must be <= ring_capacity ({ring_capacity})")
-    from lob.engines.base import engine_info
+    from lob.engines.registry import engine_spec
 
-    engine_info(engine)  # unknown names fail here, listing the registered ones
+    engine_spec(engine)  # unknown names fail here, listing the registered ones
     config = config or BookConfig()
     ctx = mp.get_context("spawn")  # no inherited threads or numba state; works in notebooks
     ring = SpscRing.create(ring_capacity, {"cmd": COMMAND_DTYPE, "due": np.int64})

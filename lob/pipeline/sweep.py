@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lob.pipeline.run import PipelineRun, make_executor, run_pipeline
+from lob.pipeline.run import PipelineRun, make_step_runner, run_pipeline
 from lob.semantics import OUTCOME_DTYPE, BookConfig, as_commands
 
 __all__ = ["default_engine", "summarize", "service_time", "find_capacity", "sweep", "save_rows"]
@@ -27,9 +27,9 @@ __all__ = ["default_engine", "summarize", "service_time", "find_capacity", "swee
 
 def default_engine() -> str:
     """The compiled ``v2@numba`` when registered, else the pure-Python ``v2``."""
-    import lob
+    from lob.engines.registry import engine_names
 
-    return "v2@numba" if "v2@numba" in lob.engines() else "v2"
+    return "v2@numba" if "v2@numba" in engine_names() else "v2"
 
 
 def summarize(run: PipelineRun) -> dict:
@@ -55,7 +55,7 @@ def service_time(engine: str, commands: np.ndarray, *, config: BookConfig | None
     The same executor as the engine process, fed chunks of ``batch`` with no ring and no
     pacing; the best of ``repeat`` fresh-engine passes. ``1e9 / ns_per_op`` bounds capacity.
     """
-    from lob.engines.base import get_engine
+    from lob.engines.registry import get_engine
     from lob.pipeline.run import warmup_commands
 
     cmds = as_commands(commands)
@@ -64,11 +64,11 @@ def service_time(engine: str, commands: np.ndarray, *, config: BookConfig | None
     out = np.zeros(n, OUTCOME_DTYPE)
     done = np.zeros(n, np.int64)
     wc = warmup_commands(config)
-    make_executor(get_engine(engine, config), mode)(wc, np.zeros(len(wc), OUTCOME_DTYPE),
+    make_step_runner(get_engine(engine, config), mode)(wc, np.zeros(len(wc), OUTCOME_DTYPE),
                                                     np.zeros(len(wc), np.int64))
     best = math.inf
     for _ in range(repeat):
-        run = make_executor(get_engine(engine, config), mode)
+        run = make_step_runner(get_engine(engine, config), mode)
         t0 = time.perf_counter_ns()
         for k in range(0, n, batch):
             run(cmds[k:k + batch], out[k:k + batch], done[k:k + batch])

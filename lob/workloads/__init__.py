@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
-import types
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,18 +197,3 @@ def describe(name: str, *, sample_every: int | None = None, **params) -> str:
             f"  params: {wl.params}", f"  config: {wl.config}",
             f"  commands: {len(wl):,} ({wl.n_timed:,} timed)"]
     return "\n".join(head) + "\n" + summary_text(diagnose(wl, sample_every=sample_every))
-
-
-class _CallableModule(types.ModuleType):
-    """``lob.workloads()`` lists names even after ``import lob.workloads`` binds the package.
-
-    Importing this package sets the attribute ``lob.workloads`` to the package itself,
-    replacing the function of that name in ``lob/__init__.py``; a callable package keeps
-    the documented ``lob.workloads()`` working either way.
-    """
-
-    def __call__(self) -> list[str]:
-        return workload_names()
-
-
-sys.modules[__name__].__class__ = _CallableModule

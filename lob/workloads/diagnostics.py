@@ -50,7 +50,7 @@ def diagnose(workload, sample_every: int | None = None) -> dict:
         raise ValueError(f"sample_every must be >= 1, got {sample_every}")
     eng = get_engine("reference", workload.config)
     sides, index, fills = eng._sides, eng._index, eng._fills
-    ex = eng._exec
+    ex = eng.step
     timed = cmds["timed"].tolist()
     n_sub = n_cross = n_mkt = n_mkt_empty = n_can = n_can_hit = 0
     fill_counts: list[int] = []

@@ -1,6 +1,6 @@
-"""The numba backend: compiled twins ``<version>@numba`` of every lineage version.
+"""The numba backend: compiled twins ``<version>@numba`` of the lineage versions it implements.
 
-Importing this package only registers the engines; numba itself is imported, and the
+Importing this package only lists its engines (``ENGINES``); numba itself is imported, and the
 kernels loaded from numba's on-disk cache (or compiled, ~30-60 s the first time), when the
 first compiled engine is built. Design notes:
 
@@ -18,9 +18,11 @@ first compiled engine is built. Design notes:
 * ``ids``: a live-id bitset (``"bitset"``, default) answers a cancel of an id that no longer
   rests without touching the 16 MB id index; ``"array"`` keeps the index alone (a backend
   layout choice, not a lineage step; kept so its effect can be measured);
-* ``levels``: every compiled version uses the index-linked node pool; ``deque`` twins (v0,
-  v0+bitmap) are compiled the same way, since a per-level deque has no compiled form
-  cheaper than the pool;
+* ``levels``: the compiled book is the index-linked node pool, and only that: a per-level
+  deque has no compiled form cheaper than the pool. So only the versions with
+  ``levels="pool"`` are registered (``v0+pool@numba``, the backend's root, then ``v1``,
+  ``v2``, ``v3``), and ``CompiledEngine(levels="deque")`` raises ValueError
+  (:mod:`lob.engines.toggles`);
 * ``best``: ``scan`` re-scans the ladder from the band edge at every match step;
   ``bitmap`` keeps a two-level bitmap (words + summary word level) and a cached best;
 * ``fok``: ``full`` | ``early_exit`` | ``level_sums`` (per-level totals plus per-level
@@ -32,30 +34,28 @@ first compiled engine is built. Design notes:
 
 from __future__ import annotations
 
-from lob.engines.base import register
-from lob.engines.lineage import VERSIONS, toggles
+from lob.engines import toggles as tg
+from lob.engines.base import EngineSpec
 
 
 def _factory(version: str):
     def make(config):
         from lob.engines.compiled.engine import CompiledEngine
 
-        return CompiledEngine(config, **toggles(version))
+        return CompiledEngine(config, **tg.version_toggles(version))
 
     return make
 
 
-def _register_all() -> None:
-    for version, spec in VERSIONS.items():
-        t = toggles(version)
-        levels = "pool" if t["levels"] == "deque" else t["levels"]
-        note = " (compiled with the node pool)" if t["levels"] == "deque" else ""
-        register(f"{version}@numba", _factory(version),
-                 f"numba twin of {version}: {spec['step']}{note}; levels={levels}",
-                 backend="numba", toggles=t)
+def _spec(name: str, parent: str | None) -> EngineSpec:
+    t = tg.version_toggles(name)
+    base = name.removesuffix(tg.SUFFIX["numba"])
+    step = tg.VERSIONS[base]["step"] if parent else (
+        f"compiled root: {base} ({', '.join(f'{k}={v}' for k, v in t.items())})")
+    return EngineSpec(name, _factory(base), f"numba twin of {base}: {step}", "numba", t, parent)
 
 
-_register_all()
+ENGINES = [_spec(name, parent) for name, parent in tg.backend_versions("numba").items()]
 
 
 def kernel_clock_overhead(samples: int = 100_000) -> dict[str, float]:
@@ -65,4 +65,4 @@ def kernel_clock_overhead(samples: int = 100_000) -> dict[str, float]:
     return _overhead(samples)
 
 
-__all__ = ["kernel_clock_overhead"]
+__all__ = ["ENGINES", "kernel_clock_overhead"]

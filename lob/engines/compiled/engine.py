@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lob.engines.base import EXEC_FIELDS, ReplayResult, _as_int
+from lob.engines import toggles as tg
+from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int, store_fills
 from lob.engines.compiled import book as bk
 from lob.engines.compiled import kernel as kn
 from lob.engines.compiled.check import MESSAGES, check_book, walk_level
@@ -21,17 +22,16 @@ from lob.semantics import (
     FILL_DTYPE,
     OUTCOME_DTYPE,
     BookConfig,
-    Outcome,
-    Scope,
     as_commands,
 )
 
+# toggle value -> the kernel constant (the values are lob.engines.toggles.VALUES["numba"])
 _BEST = {"scan": bk.BEST_SCAN, "bitmap": bk.BEST_BITMAP}
 _FOK = {"full": bk.FOK_FULL, "early_exit": bk.FOK_EARLY_EXIT, "level_sums": bk.FOK_LEVEL_SUMS}
 _IDS = {"array": bk.IDS_ARRAY, "bitset": bk.IDS_BITSET}
 OWNER_MAP_SIZE = 4096  # owners 1..4095 can get a level_sums slot; larger ids use a walk
 OWNER_TABLE_ENTRIES = 1 << 21  # cap on levels x owner slots (16 MB) for level_sums
-_INT32_MAX = 2**31 - 1
+_LIMITS = {f: np.iinfo(COMMAND_DTYPE[f]) for f in EXEC_FIELDS}
 
 
 _COMPILED_SOURCES = ("book.py", "check.py", "clock.py", "kernel.py")  # the @njit code
@@ -79,10 +79,11 @@ def _touched(n: int) -> np.ndarray:
     return out
 
 
-class CompiledEngine:
-    """A numba ladder book. ``levels`` is accepted for symmetry with the Python ladder, but
-    every compiled version uses the node pool (a per-level deque has no compiled form
-    cheaper than the pool); ``best`` and ``fok`` select the kernel's code paths.
+class CompiledEngine(Interactive):
+    """A numba ladder book. ``levels`` is always ``"pool"`` (the only level layout the kernel
+    has; ``"deque"`` raises ValueError); ``best`` and ``fok`` select the kernel's code paths.
+    The engine reads its own clock (``clock = "engine"``): ``replay_timed`` times each timed
+    command inside the kernel.
 
     ``capacity`` is the initial node-pool size; with ``grow=True`` (default) the pool
     doubles between kernel calls whenever it is full, with ``grow=False`` a LIMIT or
@@ -98,6 +99,7 @@ class CompiledEngine:
     """
 
     name = "compiled"
+    clock = "engine"
 
     def __init__(self, config: BookConfig | None = None, *, levels: str = "pool",
                  best: str = "bitmap", fok: str = "early_exit", capacity: int = 1024,
@@ -106,21 +108,15 @@ class CompiledEngine:
             config = BookConfig()
         if not isinstance(config, BookConfig):
             raise TypeError(f"config must be a lob.BookConfig, got {type(config).__name__}")
-        if levels not in ("deque", "pool"):
-            raise ValueError(f"levels must be 'deque' or 'pool', got {levels!r}")
-        if best not in _BEST:
-            raise ValueError(f"best must be one of {sorted(_BEST)}, got {best!r}")
-        if fok not in _FOK:
-            raise ValueError(f"fok must be one of {sorted(_FOK)}, got {fok!r}")
+        self.toggles = tg.check("numba", levels=levels, best=best, fok=fok)
         if ids not in _IDS:
             raise ValueError(f"ids must be one of {sorted(_IDS)}, got {ids!r}")
-        capacity = _as_int("capacity", capacity)
-        fill_capacity = _as_int("fill_capacity", fill_capacity)
+        capacity = as_int("capacity", capacity)
+        fill_capacity = as_int("fill_capacity", fill_capacity)
         if capacity < 1 or fill_capacity < 1:
             raise ValueError(f"capacity and fill_capacity must be >= 1, got {capacity}, "
                              f"{fill_capacity}")
         self.config = config
-        self.toggles = {"levels": levels, "best": best, "fok": fok}
         self.ids = ids
         w = config.width
         nw0 = (w + 63) // 64
@@ -215,11 +211,27 @@ class CompiledEngine:
         elapsed = self._run(cmds, out, None)
         return ReplayResult(self.name, out, self.fills, elapsed, self)
 
+    def replay_into(self, commands: np.ndarray, outcomes: np.ndarray,
+                    fills: np.ndarray | None = None) -> int:
+        """Run the kernel over ``commands`` on the current book, straight into the caller's
+        ``outcomes[:n]``; returns the number of fills (copied to ``fills[:k]`` if given; the
+        fill record is left empty)."""
+        cmds = self._prepare(commands)
+        n = len(cmds)
+        if outcomes.dtype != OUTCOME_DTYPE or len(outcomes) < n:
+            raise ValueError(f"outcomes must be an OUTCOME_DTYPE array of at least {n} rows")
+        self._run(cmds, outcomes[:n], None)
+        k = int(self._G[bk.NFILL])
+        if fills is not None:
+            store_fills(fills, self.fills)
+        self._G[bk.NFILL] = 0
+        return k
+
     def replay_timed(self, commands: np.ndarray) -> tuple[ReplayResult, np.ndarray]:
         """``replay`` plus one in-kernel duration (ns) per command whose ``timed`` flag is set.
 
         Each duration is two ``clock_gettime(CLOCK_MONOTONIC)`` reads around the command,
-        taken inside the kernel (see :func:`kernel_clock_overhead` for their own cost).
+        taken inside the kernel (:meth:`clock_overhead` gives their own cost).
         """
         cmds = self._prepare(commands)
         out = _touched(len(cmds))
@@ -228,50 +240,36 @@ class CompiledEngine:
         elapsed = self._run(cmds, out, durs)
         return ReplayResult(self.name, out, self.fills, elapsed, self), durs
 
+    def clock_overhead(self, samples: int = 100_000) -> dict:
+        """Cost of one read of the in-kernel clock (back-to-back reads in compiled code)."""
+        from lob.engines.compiled.clock import kernel_clock_overhead
+
+        o = kernel_clock_overhead(samples)
+        return {"source": f"{o['clock']} in-kernel", "min_ns": o["min"],
+                "median_ns": o["median"], "p99_ns": o["p99"], "samples": o["samples"]}
+
     @property
     def fills(self) -> np.ndarray:
         return self._F[: self._G[bk.NFILL]].copy().view(FILL_DTYPE).reshape(-1)
 
-    # --- interactive API ---------------------------------------------------------------
-    def _exec_one(self, vals: dict) -> Outcome:
+    def clear_fills(self) -> None:
+        self._G[bk.NFILL] = 0
+
+    # --- one command -------------------------------------------------------------------
+    def step(self, kind, otype, side, owner, price, qty, oid, price_hi) -> tuple:
+        """Run one command (plain ints, ``EXEC_FIELDS`` order) through the kernel; returns
+        the outcome tuple. A value outside its command field's range raises ValueError."""
         row = self._one
-        for f in EXEC_FIELDS:
-            v = vals.get(f, 0)
-            info = np.iinfo(COMMAND_DTYPE[f])
+        for f, v in zip(EXEC_FIELDS, (kind, otype, side, owner, price, qty, oid, price_hi),
+                        strict=True):
+            info = _LIMITS[f]
             if not info.min <= v <= info.max:
                 raise ValueError(f"command field {f!r} = {v} is outside {COMMAND_DTYPE[f]}")
             row[f] = v
         if self._G[bk.NEXT_ID] + 2 > self._IDX.size:
             self._grow(kn.GROW_INDEX)
         self._run(row, self._one_out, None)
-        return Outcome.from_tuple(self._one_out[0].item())
-
-    def execute(self, row) -> Outcome:
-        """Run one command given as a COMMAND_DTYPE record or a dict of fields."""
-        if isinstance(row, np.void) and row.dtype == COMMAND_DTYPE:
-            return self._exec_one({f: int(row[f]) for f in EXEC_FIELDS})
-        if isinstance(row, dict):
-            unknown = set(row) - set(COMMAND_DTYPE.names)
-            if unknown:
-                raise ValueError(f"unknown command field(s) {sorted(unknown)}")
-            return self._exec_one({f: _as_int(f, row.get(f, 0)) for f in EXEC_FIELDS})
-        raise TypeError("execute takes a COMMAND_DTYPE record or a dict of command fields")
-
-    def submit(self, owner: int, side: int, otype: int, price: int, qty: int) -> Outcome:
-        return self.execute(dict(kind=0, owner=owner, side=side, otype=otype, price=price,
-                                 qty=qty))
-
-    def cancel(self, oid: int) -> Outcome:
-        return self.execute(dict(kind=1, id=oid))
-
-    def modify(self, oid: int, qty: int, price: int = 0) -> Outcome:
-        return self.execute(dict(kind=2, id=oid, qty=qty, price=price))
-
-    def mass_cancel(self, scope: int = Scope.ALL, *, side: int = 0, owner: int = 0,
-                    price_lo: int = 0, price_hi: int = 0) -> Outcome:
-        return self.execute(dict(kind=3, otype=_as_int("scope", scope), side=side,
-                                 owner=owner, price=_as_int("price_lo", price_lo),
-                                 price_hi=price_hi))
+        return self._one_out[0].item()
 
     # --- views and invariants ----------------------------------------------------------
     def _levels(self, side: int) -> np.ndarray:
@@ -304,7 +302,7 @@ class CompiledEngine:
                                 int(n[bk.QTY])))
         return out
 
-    def _check(self) -> None:
+    def check(self) -> None:
         code, where = check_book(self._N, self._IDX, self._LV, self._B, self._G)
         if code:
             raise AssertionError(f"{self.name}: {MESSAGES[code]} (at {where})")

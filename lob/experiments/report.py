@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-MARKER = "COMPLETE"
+from lob.experiments.job import MARKER, SUMMARY, default_artifacts
 
 
 def latest_runs(artifacts: Path) -> dict[str, Path]:
@@ -53,7 +53,7 @@ def markdown_table(records: list[dict], max_rows: int = 40) -> str:
 
 
 def _section(name: str, run: Path, root: Path) -> list[str]:
-    summary = json.loads((run / "summary.json").read_text())
+    summary = json.loads((run / SUMMARY).read_text())
     meta = summary.get("run", {})
     rel = run.relative_to(root)
     out = [f"## {name}", "",
@@ -78,8 +78,6 @@ def _section(name: str, run: Path, root: Path) -> list[str]:
 def write_index(artifacts: Path | str | None = None) -> Path:
     """Write ``index.md`` in ``artifacts`` and return its path."""
     if artifacts is None:
-        from lob.experiments.runner import default_artifacts
-
         artifacts = default_artifacts()
     root = Path(artifacts)
     if not root.is_dir():

@@ -1,0 +1,120 @@
+"""The engine registry: built-in member modules, installed packages, interactive additions.
+
+A member never imports this module. Each built-in member module (:data:`MEMBERS`) exports
+``ENGINES``, a list of :class:`EngineSpec`; another installed package declares an entry point
+in the group ``lob.engines`` (:data:`ENTRY_POINT_GROUP`) that loads to an ``EngineSpec`` or a
+list of them, for example in its ``pyproject.toml``::
+
+    [project.entry-points."lob.engines"]
+    my_engine = "my_package:ENGINES"
+
+Entry points are read from the installed distributions' metadata, so a papermill kernel
+sees them by name like built-in engines. :func:`register_engine` adds one in this process
+only (a notebook's own engine). Everything is collected on first use, never at import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from importlib.metadata import entry_points
+
+from lob.engines.base import EngineSpec
+from lob.semantics import BookConfig
+
+ENTRY_POINT_GROUP = "lob.engines"
+# built-in members, in listing order; each exports ENGINES (a list of EngineSpec)
+MEMBERS = ("lob.engines.reference", "lob.engines.ladder", "lob.engines.compiled")
+
+
+_REGISTRY: dict[str, EngineSpec] = {}
+_loaded = False
+
+
+def _add(reg: dict[str, EngineSpec], spec, source: str) -> None:
+    if not isinstance(spec, EngineSpec):
+        raise TypeError(f"{source}: expected a lob.engines.registry.EngineSpec, got "
+                        f"{type(spec).__name__}")
+    if spec.name in reg:
+        raise ValueError(f"engine {spec.name!r} from {source} is already registered "
+                         f"(by {reg[spec.name].source})")
+    if spec.source != source:
+        spec = EngineSpec(spec.name, spec.factory, spec.description, spec.backend,
+                          dict(spec.toggles), spec.parent, source)
+    reg[spec.name] = spec
+
+
+def _specs(obj) -> list:
+    return [obj] if isinstance(obj, EngineSpec) else list(obj)
+
+
+def _load() -> dict[str, EngineSpec]:
+    global _loaded
+    if _loaded:
+        return _REGISTRY
+    reg: dict[str, EngineSpec] = {}
+    for mod in MEMBERS:
+        for spec in importlib.import_module(mod).ENGINES:
+            _add(reg, spec, "lob")
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        source = f"{dist.name if dist is not None else '?'} ({ep.value})"
+        try:
+            specs = _specs(ep.load())
+            for spec in specs:
+                _add(reg, spec, source)
+        except Exception as e:  # a broken plugin must not make lob unusable
+            warnings.warn(f"lob.engines entry point {ep.name!r} from {source} skipped: "
+                          f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
+    reg.update(_REGISTRY)  # interactive registrations made before the first load
+    _REGISTRY.clear()
+    _REGISTRY.update(reg)
+    _loaded = True
+    return _REGISTRY
+
+
+def register_engine(spec: EngineSpec, *, replace: bool = False) -> EngineSpec:
+    """Register ``spec`` in this process (an engine defined in a notebook); returns it.
+
+    Raises ValueError if the name is taken, unless ``replace`` (then only an interactive
+    registration may be replaced, never a built-in or installed engine).
+    """
+    reg = _load()
+    old = reg.get(getattr(spec, "name", None))
+    if old is not None and replace and old.source == "interactive":
+        del reg[old.name]
+    _add(reg, spec, "interactive")
+    return reg[spec.name]
+
+
+def engine_names() -> list[str]:
+    """Names of every registered engine (built-in, installed, interactive)."""
+    return list(_load())
+
+
+def engine_spec(name: str) -> EngineSpec:
+    """The spec of a registered engine; an unknown name raises ValueError listing them."""
+    if not isinstance(name, str):
+        raise TypeError(f"engine name must be a str, got {type(name).__name__}")
+    reg = _load()
+    try:
+        return reg[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown engine {name!r}; registered engines: {', '.join(reg)}") from None
+
+
+def get_engine(name: str, config: BookConfig | None = None):
+    """A fresh engine by registered name; an unknown name raises ValueError listing them."""
+    spec = engine_spec(name)
+    if config is None:
+        config = BookConfig()
+    if not isinstance(config, BookConfig):
+        raise TypeError(f"config must be a lob.BookConfig, got {type(config).__name__}")
+    eng = spec.factory(config)
+    eng.name = name
+    return eng
+
+
+__all__ = ["ENTRY_POINT_GROUP", "MEMBERS", "EngineSpec", "engine_names", "engine_spec",
+           "get_engine", "register_engine"]

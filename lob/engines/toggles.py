@@ -1,0 +1,110 @@
+"""The one toggle vocabulary: toggle names, the values each backend implements, the lineage.
+
+A lineage version is a named set of toggles (``levels``, ``best``, ``fok``); each step from
+its parent changes exactly one toggle. The pure-Python ladder implements every value; the
+numba backend implements only the node pool for ``levels`` (a per-level deque has no
+compiled form cheaper than the pool), so it registers only the versions whose toggles it
+really runs (:func:`backend_versions`), and refuses the others (:func:`check`).
+
+The C++ seed's v1 bundled two changes (node pool and bitmap best price), so lob adds the
+two single-step intermediates ``v0+pool`` and ``v0+bitmap``; ``v3`` is the seed's own next
+target (per-level quantity sums for the FOK check).
+"""
+
+from __future__ import annotations
+
+NAMES = ("levels", "best", "fok")
+
+# backend -> toggle -> the values it implements (the first is the backend's default)
+VALUES: dict[str, dict[str, tuple[str, ...]]] = {
+    "python": {"levels": ("deque", "pool"), "best": ("scan", "bitmap", "sorted"),
+               "fok": ("full", "early_exit", "level_sums")},
+    "numba": {"levels": ("pool",), "best": ("scan", "bitmap"),
+              "fok": ("full", "early_exit", "level_sums")},
+}
+
+# name -> toggles, parent and the one-line description of the step from the parent
+VERSIONS: dict[str, dict] = {
+    "v0": dict(levels="deque", best="scan", fok="full", parent=None,
+               step="baseline: per-level queues, linear best-price scan per match step, "
+                    "FOK scans every crossing order (C++ seed v0)"),
+    "v0+pool": dict(levels="pool", best="scan", fok="full", parent="v0",
+                    step="levels in a preallocated index-linked node pool with a free list"),
+    "v0+bitmap": dict(levels="deque", best="bitmap", fok="full", parent="v0",
+                      step="best price from a non-empty-level bitmap instead of a scan"),
+    "v1": dict(levels="pool", best="bitmap", fok="full", parent="v0+pool",
+               step="pool + bitmap together (C++ seed v1)"),
+    "v2": dict(levels="pool", best="bitmap", fok="early_exit", parent="v1",
+               step="FOK check stops once enough quantity is found (C++ seed v2)"),
+    "v3": dict(levels="pool", best="bitmap", fok="level_sums", parent="v2",
+               step="FOK check from per-level quantity sums minus own-owner quantity"),
+}
+
+# the order bisection walks: each version is one toggle away from the previous one
+CHAIN = ["v0", "v0+pool", "v1", "v2", "v3"]
+
+# registered-name suffix of each backend's versions
+SUFFIX = {"python": "", "numba": "@numba"}
+
+
+def check(backend: str, **toggles: str) -> dict:
+    """``toggles`` if ``backend`` implements every value, else ValueError naming what it has."""
+    if backend not in VALUES:
+        raise ValueError(f"unknown backend {backend!r}; backends: {', '.join(VALUES)}")
+    have = VALUES[backend]
+    for name, value in toggles.items():
+        if name not in have:
+            raise ValueError(f"unknown toggle {name!r}; toggles: {', '.join(NAMES)}")
+        if value not in have[name]:
+            raise ValueError(f"the {backend} backend implements {name} = "
+                             f"{' | '.join(have[name])}, not {value!r}")
+    return dict(toggles)
+
+
+def version_toggles(name: str) -> dict:
+    """The toggles (levels, best, fok) of a named version (``v2`` or ``v2@numba``)."""
+    base = name
+    for suffix in SUFFIX.values():
+        if suffix and name.endswith(suffix):
+            base = name.removesuffix(suffix)
+    if base not in VERSIONS:
+        raise ValueError(f"unknown version {name!r}; versions: {', '.join(VERSIONS)}")
+    v = VERSIONS[base]
+    return {k: v[k] for k in NAMES}
+
+
+def implements(backend: str, toggles: dict) -> bool:
+    have = VALUES[backend]
+    return all(toggles[k] in have[k] for k in NAMES)
+
+
+def backend_versions(backend: str) -> dict[str, str | None]:
+    """The versions ``backend`` really runs: registered name -> registered parent name.
+
+    A version whose toggles the backend does not implement is left out; a kept version's
+    parent is its nearest kept ancestor (None for the backend's root).
+    """
+    suffix = SUFFIX[backend]
+    out: dict[str, str | None] = {}
+    for name, v in VERSIONS.items():
+        if not implements(backend, version_toggles(name)):
+            continue
+        parent = v["parent"]
+        while parent is not None and not implements(backend, version_toggles(parent)):
+            parent = VERSIONS[parent]["parent"]
+        out[name + suffix] = None if parent is None else parent + suffix
+    return out
+
+
+def chain(backend: str = "python") -> list[str]:
+    """The bisection chain on ``backend``: the :data:`CHAIN` versions it registers, in order."""
+    have = backend_versions(backend)
+    return [v + SUFFIX[backend] for v in CHAIN if v + SUFFIX[backend] in have]
+
+
+def all_combinations(backend: str = "python") -> list[dict]:
+    """Every (levels, best, fok) combination ``backend`` implements, as toggle dicts."""
+    from itertools import product
+
+    have = VALUES[backend]
+    return [dict(zip(NAMES, combo, strict=True)) for combo in product(*(have[k] for k in NAMES))]

@@ -1,0 +1,222 @@
+"""The job side of a batch: one run from start to its ``COMPLETE`` marker, and the layout.
+
+Layout, one directory per run::
+
+    artifacts/<experiment>/<run_id>/
+        <experiment>.ipynb     the executed notebook
+        *.hgrm, *.json, *.png  what the notebook wrote (it gets the directory as ``out_dir``)
+        summary.json           the notebook's results + the runner's record and run conditions
+        COMPLETE               the marker, written last: a run without it is partial
+    artifacts/manifest.jsonl   one line per executed run (params, git sha, status, wall time)
+
+``run_id`` is derived from (experiment, preset, params), so a re-run after an interruption
+finds the finished runs (marker present) and skips them, and removes and redoes a partial one.
+
+:func:`run_job` runs one :class:`Job` wherever an executor sends it (a picklable top-level
+function that never touches the manifest); ``execute`` (default :func:`execute_notebook`) is
+the step that runs the notebook itself. The driver side (plan, manifest, executors) is
+:mod:`lob.experiments.runner`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from lob.experiments.registry import repo_root
+from lob.measure.conditions import run_conditions
+
+MARKER = "COMPLETE"
+SUMMARY = "summary.json"
+MANIFEST = "manifest.jsonl"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Job:
+    """One (experiment, preset, params) run and where it goes."""
+
+    experiment: str
+    notebook: str
+    preset: str
+    params: dict
+    run_id: str
+    run_dir: str
+    artifacts: str
+    timeout: int | None = None
+    timing: bool = True  # a latency run: never beside another timing run on its host
+
+
+@dataclass
+class RunRecord:
+    """What one job did: the manifest line (``extra``: the notebook's error cell, if any)."""
+
+    experiment: str
+    run_id: str
+    preset: str
+    params: dict
+    status: str  # complete | failed | interrupted | skipped
+    wall_s: float = 0.0
+    git_sha: str = ""
+    started: str = ""
+    error: str = ""
+    run_dir: str = ""
+    executor: str = "local"  # local | dask
+    host: str = ""  # hostname of the process that ran the notebook
+    timing_exclusive: bool = True  # no other timing run shared the host meanwhile
+    extra: dict = field(default_factory=dict)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run; carries the run's record so the driver can log it."""
+
+    def __init__(self, rec: RunRecord):
+        super().__init__("KeyboardInterrupt")
+        self.record = rec
+
+
+def default_artifacts() -> Path:
+    """``artifacts/`` of the checkout (``LOB_ARTIFACTS`` overrides)."""
+    return Path(os.environ.get("LOB_ARTIFACTS") or repo_root() / "artifacts")
+
+
+def run_id(experiment: str, preset: str, params: dict) -> str:
+    """Deterministic id: the preset name plus a hash of (experiment, preset, params)."""
+    key = json.dumps({"e": experiment, "p": preset, "params": params}, sort_keys=True)
+    return f"{preset}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+def is_complete(run_dir: Path) -> bool:
+    return (Path(run_dir) / MARKER).exists()
+
+
+def git_sha() -> str:
+    """HEAD of the checkout, with ``+dirty`` when the work tree has changes ("" outside git)."""
+    try:
+        root = repo_root()
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def _kernel_env() -> None:
+    # the kernel must import the same lob as this process, installed or not
+    src = str(Path(__file__).resolve().parents[2])
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if src not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([src, *parts])
+
+
+def execute_notebook(job: Job) -> None:
+    """Run the job's notebook with papermill into its run dir (the default ``execute``)."""
+    import papermill as pm
+
+    _kernel_env()
+    out = Path(job.run_dir)
+    # kernel "python3" resolves to this interpreter: jupyter_client swaps a spec's "python"
+    # for sys.executable, and the venv's own kernelspec comes first on its jupyter path
+    pm.execute_notebook(job.notebook, str(out / f"{job.experiment}.ipynb"),
+                        parameters={**job.params, "out_dir": str(out)},
+                        kernel_name="python3", progress_bar=False, log_output=False,
+                        cwd=str(Path(job.notebook).parent), execution_timeout=job.timeout)
+
+
+def _finalize(job: Job, rec: RunRecord) -> None:
+    out = Path(job.run_dir)
+    path = out / SUMMARY
+    summary = json.loads(path.read_text()) if path.exists() else {}
+    summary["schema_version"] = SCHEMA_VERSION
+    summary["run"] = {k: v for k, v in asdict(rec).items()
+                      if k not in ("status", "error", "extra")}
+    summary["run"]["notebook"] = f"{job.experiment}.ipynb"
+    cond = summary.setdefault("conditions", run_conditions())
+    if isinstance(cond, dict):  # where it ran is a condition of the measurement
+        cond.update(executor=rec.executor, worker_host=rec.host,
+                    timing_exclusive=rec.timing_exclusive)
+    summary["files"] = sorted(p.name for p in out.iterdir() if p.name != MARKER)
+    tmp = out / (SUMMARY + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=1, default=str))  # tables keep column order
+    tmp.replace(path)
+    (out / MARKER).write_text(rec.git_sha + "\n")  # last: the run is complete only now
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def describe_error(exc: BaseException) -> tuple[str, dict]:
+    """The error text for the manifest, and details: a notebook error names its cell."""
+    ename = getattr(exc, "ename", None)
+    if ename is None:  # not papermill's PapermillExecutionError
+        return f"{type(exc).__name__}: {str(exc)[-2000:]}", {}
+    cell, count = getattr(exc, "cell_index", None), getattr(exc, "exec_count", None)
+    tb = _ANSI.sub("", "\n".join(getattr(exc, "traceback", None) or []))
+    head = f"{ename}: {exc.evalue} (notebook cell {cell}, In [{count}])"
+    return f"{head}\n{tb[-1500:]}", {"ename": ename, "evalue": str(exc.evalue),
+                                     "cell_index": cell, "exec_count": count}
+
+
+def _clear(path: Path, wait_s: float = 10.0) -> None:
+    """Remove a run dir; retry while a killed run's orphaned kernel still writes into it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def run_job(job: Job, execute: Callable[[Job], None] | None = None, force: bool = False, *,
+            executor: str = "local", timing_exclusive: bool = True) -> RunRecord:
+    """Run one job to its marker: skip it if complete, else clear any partial dir and run.
+
+    Writes only the run dir, never the manifest (the driver does: :func:`record`). A failed
+    notebook gives a ``failed`` record; Ctrl-C raises :class:`RunInterrupted`. ``executor``
+    and ``timing_exclusive`` describe where it runs, for the record and the conditions.
+    """
+    out = Path(job.run_dir)
+    rec = RunRecord(experiment=job.experiment, run_id=job.run_id, preset=job.preset,
+                    params=job.params, status="skipped", run_dir=str(out), executor=executor,
+                    host=socket.gethostname(), timing_exclusive=timing_exclusive)
+    if is_complete(out) and not force:
+        return rec
+    if out.exists():
+        _clear(out)  # a partial (or forced) run: never build on its leftovers
+    out.mkdir(parents=True)
+    rec.git_sha = git_sha()
+    rec.started = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    try:
+        (execute or execute_notebook)(job)
+        rec.status = "complete"
+    except KeyboardInterrupt as e:
+        rec.status, rec.error = "interrupted", "KeyboardInterrupt"
+        rec.wall_s = round(time.perf_counter() - t0, 3)
+        raise RunInterrupted(rec) from e
+    except Exception as e:  # a failed notebook must not stop the batch
+        rec.status = "failed"
+        rec.error, rec.extra = describe_error(e)
+    rec.wall_s = round(time.perf_counter() - t0, 3)
+    if rec.status == "complete":
+        _finalize(job, rec)
+    return rec
+
+

@@ -1,0 +1,136 @@
+"""The engine registry, the toggle vocabulary and the Engine protocol on every engine."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+import lob
+from lob.engines import toggles as tg
+from lob.engines.base import EXEC_FIELDS, Engine, EngineSpec, PyEngine
+from lob.engines.reference import ReferenceEngine
+from lob.engines.registry import engine_names, engine_spec, get_engine, register_engine
+from lob.semantics import COMMAND_DTYPE, FILL_DTYPE, OUTCOME_DTYPE, BookConfig
+
+
+def test_every_version_differs_from_its_parent():
+    """A registered version runs code that differs from its parent's: its effective toggles
+    (what the backend really runs) are not its parent's, and the parent is registered on the
+    same backend."""
+    with_parent = [engine_spec(n) for n in engine_names() if engine_spec(n).parent]
+    assert len(with_parent) >= 8
+    for spec in with_parent:
+        parent = engine_spec(spec.parent)
+        assert parent.backend == spec.backend, spec.name
+        assert spec.toggles != parent.toggles, f"{spec.name} runs what {parent.name} runs"
+        assert tg.implements(spec.backend, spec.toggles)
+        changed = [k for k in tg.NAMES if spec.toggles[k] != parent.toggles[k]]
+        if spec.name.removesuffix("@numba") in tg.CHAIN:
+            assert len(changed) == 1, f"{spec.name}: a chain step changes one toggle"
+
+
+def test_bisection_chains_change_something_at_every_step():
+    for backend in tg.VALUES:
+        names = tg.chain(backend)
+        assert len(names) >= 4
+        for a, b in zip(names, names[1:], strict=False):
+            assert tg.version_toggles(a) != tg.version_toggles(b), (a, b)
+    assert tg.chain("numba")[0] == "v0+pool@numba"
+
+
+def test_a_backend_refuses_toggle_values_it_does_not_implement():
+    from lob.engines.compiled.engine import CompiledEngine
+    from lob.engines.ladder import LadderEngine
+
+    with pytest.raises(ValueError, match="numba backend implements levels = pool, not 'deque'"):
+        CompiledEngine(BookConfig(1, 10), levels="deque")
+    with pytest.raises(ValueError, match="best = scan | bitmap, not 'sorted'"):
+        CompiledEngine(BookConfig(1, 10), best="sorted")
+    with pytest.raises(ValueError, match="python backend implements fok"):
+        LadderEngine(BookConfig(1, 10), fok="psychic")
+    with pytest.raises(ValueError, match="unknown toggle 'colour'"):
+        tg.check("python", colour="red")
+    assert {"v0@numba", "v0+bitmap@numba"}.isdisjoint(engine_names())
+
+
+def test_unknown_engine_lists_the_names():
+    with pytest.raises(ValueError, match="unknown engine 'v9'; registered engines: reference, v0"):
+        get_engine("v9")
+    with pytest.raises(TypeError, match="engine name must be a str"):
+        get_engine(3)
+
+
+def test_register_engine_interactively():
+    class Mine(ReferenceEngine):
+        pass
+
+    spec = register_engine(EngineSpec("mine-test", Mine, "a notebook's engine"))
+    assert spec.source == "interactive" and "mine-test" in lob.engine_names()
+    eng = lob.get_engine("mine-test", BookConfig(1, 10))
+    assert isinstance(eng, Mine) and eng.name == "mine-test"
+    with pytest.raises(ValueError, match="already registered"):
+        register_engine(EngineSpec("mine-test", Mine, "again"))
+    register_engine(EngineSpec("mine-test", Mine, "again"), replace=True)
+    assert engine_spec("mine-test").description == "again"
+    with pytest.raises(ValueError, match="'v2' from interactive is already registered"):
+        register_engine(EngineSpec("v2", Mine, "shadowing a built-in"), replace=True)
+    with pytest.raises(TypeError, match="expected a lob.engines.registry.EngineSpec"):
+        register_engine(("mine2", Mine, "not a spec"))
+
+
+def test_public_names_do_not_shadow_subpackages():
+    importlib.import_module("lob.engines.reference")
+    importlib.import_module("lob.workloads.rng")
+    assert lob.engines.reference.ReferenceEngine is ReferenceEngine
+    assert lob.engines.registry.engine_names() == lob.engine_names()
+    assert lob.workloads.workload_names() == lob.workload_names()
+
+
+def _stream(n=400, seed=3):
+    rng = np.random.default_rng(seed)
+    k = rng.integers(0, 10, n)
+    c = np.zeros(n, COMMAND_DTYPE)
+    c["kind"], c["otype"] = np.where(k == 9, 1, 0), np.where(k == 8, 2, 0)
+    c["side"], c["owner"] = rng.integers(0, 2, n), rng.integers(1, 4, n)
+    c["price"], c["qty"], c["id"] = rng.integers(40, 60, n), rng.integers(1, 9, n), \
+        rng.integers(1, n, n)
+    c["timed"] = True
+    return c
+
+
+@pytest.mark.parametrize("name", lob.engine_names())
+def test_engine_protocol(name):
+    cfg = BookConfig(1, 99)
+    cmds = _stream()
+    eng = get_engine(name, cfg)
+    assert isinstance(eng, Engine)
+    if eng.clock == "harness":
+        assert isinstance(eng, PyEngine) and eng.clock_overhead() is None
+        with pytest.raises(NotImplementedError, match="clock='harness'"):
+            eng.replay_timed(cmds)
+    else:
+        assert eng.clock == "engine"
+        o = eng.clock_overhead()
+        assert 0 <= o["min_ns"] <= o["median_ns"] < 10_000
+        res, durs = get_engine(name, cfg).replay_timed(cmds)
+        assert len(durs) == len(cmds) and (durs >= 0).all()
+    want = get_engine(name, cfg).replay(cmds)
+    # replay_into in two halves on one book = one replay
+    outs = np.zeros(len(cmds), OUTCOME_DTYPE)
+    fills = np.zeros(len(want.fills), FILL_DTYPE)
+    k1 = eng.replay_into(cmds[:200], outs, fills)
+    k2 = eng.replay_into(cmds[200:], outs[200:], fills[k1:])
+    assert np.array_equal(outs, want.outcomes) and k1 + k2 == len(want.fills)
+    assert np.array_equal(fills, want.fills) and len(eng.fills) == 0
+    eng.check()
+    with pytest.raises(ValueError, match="do not fit"):
+        get_engine(name, cfg).replay_into(cmds, outs, fills[:1])
+    # step: plain ints in, outcome tuple out, fills into the record
+    eng = get_engine(name, cfg)
+    rows = [tuple(int(c[f]) for f in EXEC_FIELDS) for c in cmds]
+    got = np.array([eng.step(*r) for r in rows], OUTCOME_DTYPE)
+    assert np.array_equal(got, want.outcomes) and np.array_equal(eng.fills, want.fills)
+    eng.clear_fills()
+    assert len(eng.fills) == 0
