@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 
 import lob
+import lob.workloads
 from lob.cli import main
+from lob.experiments import nb
 from lob.measure import load_results
+from lob.measure.bench import BenchResult, LatencyRun, MixedRunsError
 from lob.measure.hgrm import decode, read_hgrm
 from lob.semantics import commands
 
@@ -38,7 +41,7 @@ def no_work(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("work started before the parameters were checked")
 
-    monkeypatch.setattr(lob, "workload", boom)
+    monkeypatch.setattr(lob.workloads, "build", boom)
     monkeypatch.setattr(bench_mod, "calibrate", boom)
 
 
@@ -73,7 +76,8 @@ def test_bad_workload_object(no_work):
 def test_bench_result_and_files(tmp_path):
     wl = _Wl()
     res = lob.bench("reference", wl, repeat=2, alloc=True, gc=False, diagnostics=False)
-    assert res.latency.count == 250 and res.n_timed == 250 and res.n_commands == 300
+    assert len(res.runs) == 2 and [r.count for r in res.runs] == [250, 250]
+    assert res.latency.count == 500 and res.n_timed == 250 and res.n_commands == 300
     assert res.latency.min <= res.latency.p50 <= res.latency.p99 <= res.latency.max
     assert res.throughput["repeat"] == 2 and len(res.throughput["runs_ns_per_op"]) == 2
     assert res.throughput["min_ns_per_op"] <= res.throughput["median_ns_per_op"]
@@ -89,10 +93,41 @@ def test_bench_result_and_files(tmp_path):
     assert read_hgrm(paths["hgrm"]).value_at_percentile(99) == res.latency.p99
     rec = json.loads(paths["json"].read_text())
     assert rec["schema_version"] == 1 and rec["conditions"]["cpu_count"]
-    assert decode(rec["latency"]["encoded"]).get_total_count() == 250
+    assert decode(rec["latency"]["encoded"]).get_total_count() == 500
+    assert [decode(r["encoded"]).get_total_count() for r in rec["runs"]] == [250, 250]
+    back = BenchResult.from_dict(rec)
+    assert back.latency == res.latency and back.throughput == res.throughput
     assert rec["latency"]["unit"] == "ns"
     df = load_results(tmp_path)
     assert df.loc[0, "latency.p50"] == res.latency.p50
+
+
+def test_tail_analysis_repeat_merges_captures():
+    """The tail_analysis notebook's measurement (lob.bench -> nb.bench_row) with repeat=3
+    holds three times the samples of repeat=1: every repeat is a capture, all merged."""
+    wl = lob.workload("mixed_70_20_10", scale=0.001)
+    rows = {r: nb.bench_row(lob.bench("v3", wl, repeat=r, latency=True, throughput=False,
+                                      diagnostics=False)) for r in (1, 3)}
+    assert rows[1]["count"] == wl.n_timed > 0
+    assert rows[3]["count"] == 3 * rows[1]["count"]
+
+
+def test_benchmark_merges_runs_of_one_machine_only():
+    wl = _Wl()
+    a = lob.bench("reference", wl, repeat=1, diagnostics=False)
+    b = lob.bench("reference", wl, repeat=2, diagnostics=False)
+    m = BenchResult.merge([a, b])
+    assert len(m.runs) == 3 and m.latency.count == 750 and m.throughput["repeat"] == 3
+    assert m.histogram.get_value_at_percentile(100) == max(a.latency.max, b.latency.max)
+    moved = BenchResult.from_dict(b.to_dict())
+    moved.conditions["machine"] = "elsewhere|cpu|2|os"
+    with pytest.raises(MixedRunsError, match="machines"):
+        BenchResult.merge([a, moved])
+    other = LatencyRun(b.runs[0].encoded, "python-loop", 0, "elsewhere|cpu|2|os", b.checksum)
+    with pytest.raises(MixedRunsError, match="from machine 'elsewhere"):
+        m.add_run(other)
+    with pytest.raises(MixedRunsError, match="cannot merge v2 on tiny"):
+        BenchResult.merge([a, lob.bench("v2", wl, repeat=1, diagnostics=False)])
 
 
 def test_bench_by_name_with_diagnostics(tmp_path):

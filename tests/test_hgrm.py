@@ -72,6 +72,9 @@ def test_hgrm_round_trip(tmp_path):
     assert back.mean == pytest.approx(h.get_mean_value(), abs=1e-3)
     assert np.all(np.diff(back.percentiles) >= 0)  # plotters need increasing rows
     assert back.total_counts[-1] == h.get_total_count()
+    df = back.frame()  # the table an HDR plot draws (value against 1/(1-percentile))
+    assert list(df.columns) == ["value_ns", "percentile", "count", "inv"]
+    assert df["inv"].iloc[0] == pytest.approx(1.0) and np.isinf(df["inv"].iloc[-1])
 
 
 def test_hgrm_has_standard_header_and_footer():

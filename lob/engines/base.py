@@ -296,6 +296,10 @@ class PyEngine(Interactive):
         return rejected(Reason.BAD_KIND)
 
     # --- fill record --------------------------------------------------------------
+    def record_fill(self, taker: int, maker: int, price: int, qty: int) -> None:
+        """Append one fill to the record (for subclasses' ``_submit``/``_modify``)."""
+        self._fills.append((taker, maker, price, qty))
+
     @property
     def fills(self) -> np.ndarray:
         return np.array(self._fills, dtype=FILL_DTYPE).reshape(-1)

@@ -69,23 +69,6 @@ def bench_row(res) -> dict:
             "clock_overhead_ns": (d.get("clock") or {}).get("overhead_median_ns")}
 
 
-def read_hgrm(path) -> pd.DataFrame:
-    """An .hgrm percentile table as a frame (value_ns, percentile, count, inv)."""
-    import pandas as pd
-
-    rows = []
-    for line in Path(path).read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 4:
-            try:
-                v, p, c = float(parts[0]), float(parts[1]), int(parts[2])
-            except ValueError:
-                continue
-            inv = float("inf") if parts[3] == "inf" else float(parts[3])
-            rows.append((v, p, c, inv))
-    return pd.DataFrame(rows, columns=["value_ns", "percentile", "count", "inv"])
-
-
 def per_op_latency(engine: str, wl) -> pd.DataFrame:
     """Closed-loop latency of every timed op with what it did: fills, levels walked, depth."""
     import numpy as np

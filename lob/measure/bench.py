@@ -21,7 +21,7 @@ import numpy as np
 
 from lob.measure import alloc as _alloc
 from lob.measure.clock import ClockCalibration, calibrate
-from lob.measure.hgrm import decode, encode, write_hgrm
+from lob.measure.hgrm import decode, encode, merge, write_hgrm
 from lob.measure.latency import LatencyStats, capture_latency, histogram_from
 from lob.measure.results import write_result
 
@@ -73,8 +73,43 @@ def _resolve_workload(workload, scale, seed):
 
 
 @dataclass
+class LatencyRun:
+    """One closed-loop latency capture on a fresh engine (a *run*, in pyperf's terms)."""
+
+    encoded: str  # the run's HDR histogram (lossless, mergeable)
+    method: str  # native-tsc | native-loop | python-loop | engine-clock
+    clamped: int
+    machine: str  # machine_key of the machine that captured it
+    checksum: int
+
+    @property
+    def histogram(self):
+        return decode(self.encoded)
+
+    @property
+    def count(self) -> int:
+        return int(self.histogram.get_total_count())
+
+    def to_dict(self) -> dict:
+        return {"encoded": self.encoded, "method": self.method, "clamped": self.clamped,
+                "machine": self.machine, "checksum": str(self.checksum), "count": self.count}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> LatencyRun:
+        return cls(d["encoded"], d["method"], int(d["clamped"]), d["machine"],
+                   int(d["checksum"]))
+
+
+class MixedRunsError(ValueError):
+    """Runs of different engines, workloads, outcomes or machines were about to be merged."""
+
+
+@dataclass
 class BenchResult:
-    """Everything one bench run measured, with the conditions it ran under."""
+    """Everything one bench measured, with the conditions it ran under (a *benchmark*, in
+    pyperf's terms): its latency ``runs`` (one capture each) merged into one histogram, and
+    the throughput replays. Runs are only merged when they come from one machine, one engine,
+    one workload and agree on the checksum (:meth:`add_run`, :meth:`merge`)."""
 
     engine: str
     workload: str
@@ -85,17 +120,72 @@ class BenchResult:
     checksum: int
     counters: dict
     workload_meta: dict = field(default_factory=dict)
-    latency: LatencyStats | None = None
-    latency_encoded: str | None = None
-    capture_method: str | None = None
+    runs: list[LatencyRun] = field(default_factory=list)
     throughput: dict | None = None
     alloc: dict | None = None
     diagnostics: dict | None = None
 
+    # --- runs ----------------------------------------------------------------------------
+    def add_run(self, run: LatencyRun) -> None:
+        """Add one capture; MixedRunsError if it comes from another machine or stream."""
+        if self.runs:
+            first = self.runs[0]
+            if run.machine != first.machine:
+                raise MixedRunsError(f"{self.engine} on {self.workload}: a run from machine "
+                                     f"{run.machine!r} cannot join runs from {first.machine!r}")
+            if run.checksum != first.checksum:
+                raise MixedRunsError(f"{self.engine} on {self.workload}: runs disagree on the "
+                                     f"checksum ({run.checksum} vs {first.checksum})")
+        self.runs.append(run)
+
+    @classmethod
+    def merge(cls, results) -> BenchResult:
+        """One result holding the runs (and throughput replays) of ``results``: the same
+        engine and workload on one machine (MixedRunsError otherwise)."""
+        results = list(results)
+        if not results:
+            raise ValueError("nothing to merge")
+        head = results[0]
+        out = cls.from_dict(head.to_dict())
+        for r in results[1:]:
+            if (r.engine, r.workload, r.n_commands) != (head.engine, head.workload,
+                                                       head.n_commands):
+                raise MixedRunsError(f"cannot merge {r.engine} on {r.workload} into "
+                                     f"{head.engine} on {head.workload}")
+            if r.conditions.get("machine") != head.conditions.get("machine"):
+                raise MixedRunsError(f"cannot merge results from machines "
+                                     f"{r.conditions.get('machine')!r} and "
+                                     f"{head.conditions.get('machine')!r}")
+            for run in r.runs:
+                out.add_run(run)
+            if r.throughput is not None:
+                if out.throughput is None:
+                    out.throughput = dict(r.throughput)
+                else:
+                    out.throughput = _throughput(out.throughput["runs_ns_per_op"]
+                                                 + r.throughput["runs_ns_per_op"],
+                                                 out.throughput["gc_enabled"],
+                                                 out.throughput["ops"])
+        return out
+
     @property
     def histogram(self):
-        """The latency histogram (decoded from the stored encoding)."""
-        return decode(self.latency_encoded) if self.latency_encoded else None
+        """The latency histogram of every run merged (lossless: ``hgrm.merge``)."""
+        return merge([r.encoded for r in self.runs]) if self.runs else None
+
+    @property
+    def latency(self) -> LatencyStats | None:
+        if not self.runs:
+            return None
+        return LatencyStats.of(self.histogram, sum(r.clamped for r in self.runs))
+
+    @property
+    def latency_encoded(self) -> str | None:
+        return encode(self.histogram) if self.runs else None
+
+    @property
+    def capture_method(self) -> str | None:
+        return ",".join(dict.fromkeys(r.method for r in self.runs)) if self.runs else None
 
     def table(self) -> str:
         gc_on = self.conditions.get("gc_enabled")
@@ -103,7 +193,8 @@ class BenchResult:
                  f"{self.n_timed:,} timed; gc {'on' if gc_on else 'off'}"]
         if self.latency is not None:
             lines += ["All values in nanoseconds. Closed-loop service time "
-                      f"({self.capture_method}).", "| Quantile | Latency (ns) |", "|---|---|"]
+                      f"({self.capture_method}), {len(self.runs)} run(s) merged.",
+                      "| Quantile | Latency (ns) |", "|---|---|"]
             lines += [f"| {k} | {v} |" for k, v in self.latency.rows()]
             lines.append(self.clock.line())
         if self.throughput is not None:
@@ -134,17 +225,28 @@ class BenchResult:
 
     def to_dict(self) -> dict:
         lat = None
-        if self.latency is not None:
+        if self.runs:
             lat = {**self.latency.to_dict(), "encoded": self.latency_encoded, "unit": "ns",
                    "capture": self.capture_method, "coordinated_omission_corrected": False,
+                   "runs": len(self.runs),
                    "histogram": {"lowest": 1, "highest": 1_000_000_000, "significant_figures": 3}}
         return {"kind": "bench", "engine": self.engine, "workload": self.workload,
                 "n_commands": self.n_commands, "n_timed": self.n_timed,
                 "clock": self.clock.to_dict(), "conditions": self.conditions,
                 "checksum": str(self.checksum), "counters": self.counters,
                 "workload_meta": self.workload_meta, "latency": lat,
+                "runs": [r.to_dict() for r in self.runs],
                 "throughput": self.throughput, "alloc": self.alloc,
                 "diagnostics": self.diagnostics}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BenchResult:
+        """A result back from :meth:`to_dict` (or its saved JSON)."""
+        return cls(d["engine"], d["workload"], int(d["n_commands"]), int(d["n_timed"]),
+                   ClockCalibration.from_dict(d["clock"]), dict(d["conditions"]),
+                   int(d["checksum"]), dict(d["counters"]), dict(d.get("workload_meta") or {}),
+                   [LatencyRun.from_dict(r) for r in d.get("runs") or []],
+                   d.get("throughput"), d.get("alloc"), d.get("diagnostics"))
 
     def save(self, out: str | os.PathLike) -> dict[str, Path]:
         """Write ``<engine>__<workload>.hgrm`` and ``.json`` into ``out``; returns the paths."""
@@ -157,12 +259,11 @@ class BenchResult:
         return paths
 
 
-def _diagnostics(wl) -> dict | None:
-    try:
-        from lob.workloads.diagnostics import diagnose
-    except ImportError:
-        return None
-    return diagnose(wl)
+def _throughput(ns: list[float], gc_enabled: bool, ops: int) -> dict:
+    return {"repeat": len(ns), "min_ns_per_op": min(ns),
+            "median_ns_per_op": float(np.median(ns)), "max_ns_per_op": max(ns),
+            "mops_best": 1e3 / min(ns), "mops_median": 1e3 / float(np.median(ns)),
+            "runs_ns_per_op": list(ns), "gc_enabled": bool(gc_enabled), "ops": int(ops)}
 
 
 def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
@@ -171,13 +272,15 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
           diagnostics: bool = True, out: str | os.PathLike | None = None) -> BenchResult:
     """Measure ``engine`` on ``workload`` (a Workload or a name built with ``scale``/``seed``).
 
-    ``repeat`` throughput replays (fresh engine each); ``gc`` False disables the cyclic
-    collector during every measured region (recorded in the result); ``alloc`` adds total
+    ``repeat`` latency captures (runs, merged into one histogram) and ``repeat`` throughput
+    replays, each on a fresh engine; ``gc`` False disables the cyclic collector during every
+    measured region (recorded in the result); ``alloc`` adds total
     allocation counts and tracemalloc attribution; ``diagnostics`` adds the workload
     diagnostics (a reference replay); ``out`` saves .hgrm + JSON there.
     """
     from lob.engines.registry import engine_spec, get_engine
-    from lob.measure.conditions import run_conditions
+    from lob.measure.conditions import machine, machine_key, run_conditions
+    from lob.workloads.diagnostics import diagnose
 
     if not isinstance(engine, str):
         raise TypeError(f"engine must be an engine name (str), got {type(engine).__name__}")
@@ -190,7 +293,8 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
     if out is not None:
         _check_out(out)
 
-    steps = 2 + int(latency) + (repeat if throughput else 0) + 2 * int(alloc) + int(diagnostics)
+    steps = (2 + repeat * (int(latency) + int(throughput)) + 2 * int(alloc)
+             + int(diagnostics))
     bar = None
     if progress:
         from tqdm import tqdm
@@ -219,16 +323,17 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
         sums = set()
         with _gc_state(gc):
             if latency:
-                cap = capture_latency(get_engine(engine, wl.config), cmds)
-                h, clamped = histogram_from(cap.durations_ns)
-                res.latency = LatencyStats.of(h, clamped)
-                res.latency_encoded = encode(h)
-                res.capture_method = cap.method
-                if cap.calibration is not None:  # the engine's own clock timed the ops
-                    res.clock = cap.calibration
-                sums.add(cap.replay.checksum)
-                res.counters = cap.replay.counters
-                tick("latency")
+                where = machine_key(machine())
+                for _ in range(repeat):
+                    cap = capture_latency(get_engine(engine, wl.config), cmds)
+                    h, clamped = histogram_from(cap.durations_ns)
+                    res.add_run(LatencyRun(encode(h), cap.method, clamped, where,
+                                           cap.replay.checksum))
+                    if cap.calibration is not None:  # the engine's own clock timed the ops
+                        res.clock = cap.calibration
+                    sums.add(cap.replay.checksum)
+                    res.counters = cap.replay.counters
+                    tick("latency")
             if throughput:
                 ns = []
                 for _ in range(repeat):
@@ -237,12 +342,7 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
                     sums.add(r.checksum)
                     res.counters = r.counters
                     tick("throughput")
-                res.throughput = {"repeat": int(repeat), "min_ns_per_op": min(ns),
-                                  "median_ns_per_op": float(np.median(ns)),
-                                  "max_ns_per_op": max(ns), "mops_best": 1e3 / min(ns),
-                                  "mops_median": 1e3 / float(np.median(ns)),
-                                  "runs_ns_per_op": ns, "gc_enabled": bool(gc),
-                                  "ops": int(len(cmds))}
+                res.throughput = _throughput(ns, gc, len(cmds))
             if alloc:
                 counts = _alloc.count_allocations(get_engine(engine, wl.config), cmds)
                 tick("alloc count")
@@ -259,7 +359,7 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
                                         params=getattr(wl, "params", None))
         res.conditions["gc_enabled"] = bool(gc)  # the state during the measured regions
         if diagnostics:
-            res.diagnostics = _diagnostics(wl)
+            res.diagnostics = diagnose(wl)
             tick("diagnostics")
     finally:
         if bar is not None:

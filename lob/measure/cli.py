@@ -26,7 +26,8 @@ def add_parsers(sub) -> None:
     s.add_argument("--workload", required=True, help="workload name (see `lob workloads`)")
     s.add_argument("--scale", type=float, default=1.0, help="workload scale (1.0 = published)")
     s.add_argument("--seed", type=int, default=None, help="override the workload seed")
-    s.add_argument("--repeat", type=int, default=5, help="throughput replays")
+    s.add_argument("--repeat", type=int, default=5,
+                   help="latency captures (merged) and throughput replays")
     s.add_argument("--out", default="artifacts/bench", help="output folder")
     s.add_argument("--alloc", action="store_true", help="count allocations (+ tracemalloc)")
     s.add_argument("--no-gc", action="store_true", help="disable the cyclic GC while measuring")

@@ -48,6 +48,12 @@ def _versions() -> dict[str, str | None]:
     return out
 
 
+def machine() -> dict:
+    """The identity fields of this machine (what :func:`machine_key` reads), cheaply."""
+    return {"hostname": socket.gethostname(), "cpu_model": _cpu_model(),
+            "cpu_count": os.cpu_count(), "os": f"{platform.system()} {platform.release()}"}
+
+
 def machine_key(cond: dict) -> str:
     """The identity of the machine in ``cond`` (results from different keys never merge)."""
     return "|".join(str(cond.get(k)) for k in ("hostname", "cpu_model", "cpu_count", "os"))

@@ -82,6 +82,16 @@ class Hgrm:
     max: float
     total_count: int
 
+    def frame(self):
+        """The rows as a pandas DataFrame: value_ns, percentile (0..1), count, inv
+        (``1/(1-percentile)``, the x axis of an HDR plot; inf at 100%)."""
+        import pandas as pd
+
+        with np.errstate(divide="ignore"):
+            inv = 1 / (1 - self.percentiles)
+        return pd.DataFrame({"value_ns": self.values, "percentile": self.percentiles,
+                             "count": self.total_counts, "inv": inv})
+
     def value_at_percentile(self, q: float) -> float:
         """Value at percentile ``q`` (0..100): the first row at or above it."""
         p = q / 100

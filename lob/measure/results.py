@@ -85,7 +85,7 @@ def _flatten(d: dict, prefix: str = "", out: dict | None = None) -> dict:
     return out
 
 
-_SKIP = ("latency.encoded", "diagnostics")
+_SKIP = ("latency.encoded", "diagnostics", "runs")
 
 
 def load_results(folder: str | os.PathLike, *, allow_mixed: bool = False, pattern: str = "*.json"):

@@ -42,7 +42,7 @@ LEVEL_COLS = 4
 # scalar state S = G[0:16]
 NEXT_ID, SEQN, FREE, NFILL, BEST0, BEST1, NLIVE, QIN, QTRADED, QREMOVED, NSLOTS, NDUR = range(12)
 # constants C = G[16:32]
-(LO, HI, WIDTH, STP, BEST, FOK, K, FIXED, NW0, NW1, OS_OFF, OSLOT_OFF, OSLOT_SIZE,
+(LO, HI, WIDTH, STP, BEST_MODE, FOK_MODE, K, FIXED, NW0, NW1, OS_OFF, OSLOT_OFF, OSLOT_SIZE,
  IDS) = range(16, 30)
 LOFF = 32
 
@@ -142,7 +142,7 @@ def best(G, s):
     ``scan`` re-scans the ladder from the band edge on every call (the C++ seed's v0);
     ``bitmap`` reads the cached best that push/unlink keep with the bitmap.
     """
-    if G[BEST] == BEST_BITMAP:
+    if G[BEST_MODE] == BEST_BITMAP:
         return G[BEST0 + s]
     w = G[WIDTH]
     if s == 0:
@@ -160,7 +160,7 @@ def best(G, s):
 def after(B, G, s, x):
     """The next non-empty level after x in side s's priority order, or -1."""
     w = G[WIDTH]
-    if G[BEST] == BEST_BITMAP:
+    if G[BEST_MODE] == BEST_BITMAP:
         return bm_prev(B, G, s, x - 1) if s == 0 else bm_next(B, G, s, x + 1)
     if s == 0:
         for y in range(x - 1, -1, -1):
@@ -177,7 +177,7 @@ def after(B, G, s, x):
 def first_from(B, G, s, x):
     """The lowest non-empty level >= x on side s, or -1 (ascending walks for mass cancel)."""
     w = G[WIDTH]
-    if G[BEST] == BEST_BITMAP:
+    if G[BEST_MODE] == BEST_BITMAP:
         return bm_next(B, G, s, x)
     for y in range(x, w):
         if G[LOFF + (s * w + y) * LEVEL_COLS + HEAD] >= 0:
@@ -198,7 +198,7 @@ def push(N, B, G, node, row):
         N[t, NXT] = node
     else:
         G[lv + HEAD] = node
-        if G[BEST] == BEST_BITMAP:
+        if G[BEST_MODE] == BEST_BITMAP:
             w = G[WIDTH]
             s = row // w
             x = row - s * w
@@ -208,7 +208,7 @@ def push(N, B, G, node, row):
                 G[BEST0 + s] = x
     G[lv + TAIL] = node
     G[lv + CNT] += 1
-    if G[FOK] == FOK_LEVEL_SUMS:
+    if G[FOK_MODE] == FOK_LEVEL_SUMS:
         add_sums(N, G, node, N[node, QTY])
 
 
@@ -238,9 +238,9 @@ def unlink(N, B, G, node):
     else:
         G[lv + TAIL] = p
     G[lv + CNT] -= 1
-    if G[FOK] == FOK_LEVEL_SUMS:
+    if G[FOK_MODE] == FOK_LEVEL_SUMS:
         add_sums(N, G, node, -N[node, QTY])
-    if n < 0 and p < 0 and G[BEST] == BEST_BITMAP:
+    if n < 0 and p < 0 and G[BEST_MODE] == BEST_BITMAP:
         w = G[WIDTH]
         s = row // w
         x = row - s * w
@@ -252,7 +252,7 @@ def unlink(N, B, G, node):
 @njit(cache=True, _nrt=False, inline="always")
 def owner_slot(G, owner):
     """The owner's slot in the per-level owner sums, assigning one on first sight, or -1."""
-    if G[FOK] != FOK_LEVEL_SUMS or owner >= G[OSLOT_SIZE]:
+    if G[FOK_MODE] != FOK_LEVEL_SUMS or owner >= G[OSLOT_SIZE]:
         return -1
     at = G[OSLOT_OFF] + owner
     s = G[at]

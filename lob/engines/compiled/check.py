@@ -9,13 +9,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from lob.engines.compiled.book import BEST as BEST_MODE
 from lob.engines.compiled.book import (
     BEST0,
     BEST_BITMAP,
+    BEST_MODE,
     CNT,
-    FOK,
     FOK_LEVEL_SUMS,
+    FOK_MODE,
     FREE,
     HEAD,
     IDS,
@@ -70,7 +70,7 @@ def check_book(N, IDX, LV, B, G):
     w = G[WIDTH]
     bitmap = G[BEST_MODE] == BEST_BITMAP
     bitset = G[IDS] == IDS_BITSET
-    sums = G[FOK] == FOK_LEVEL_SUMS
+    sums = G[FOK_MODE] == FOK_LEVEL_SUMS
     k = G[K]
     os_off = G[OS_OFF]
     nw0 = G[NW0]

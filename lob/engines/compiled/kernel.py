@@ -19,8 +19,8 @@ from numba import njit
 from lob.engines.compiled.book import (
     _ONE,
     FIXED,
-    FOK,
     FOK_LEVEL_SUMS,
+    FOK_MODE,
     FREE,
     HEAD,
     HI,
@@ -55,14 +55,26 @@ from lob.engines.compiled.book import (
     rest,
 )
 from lob.engines.compiled.clock import monotonic_ns
+from lob.semantics import Kind, OrderType, Reason, Scope, Status, StpMode
 
-# status / reason / enum values (mirrors lob.semantics; numba freezes module ints)
-FILLED, PARTIAL, ACCEPTED, CANCELLED, REJECTED, NOT_FOUND = 0, 1, 2, 3, 4, 5
-R_BAD_KIND, R_BAD_TYPE, R_BAD_SIDE, R_BAD_OWNER, R_BAD_QTY, R_BAD_PRICE = 1, 2, 3, 4, 5, 6
-R_BAD_SCOPE, R_UNKNOWN_ID, R_NO_LIQUIDITY, R_FOK_UNFILLABLE = 7, 8, 9, 10
-R_WOULD_CROSS, R_SELF_TRADE, R_POOL_FULL = 11, 12, 13
-LIMIT, IOC, FOK_T, POST_ONLY, MARKET, NOTIONAL = 0, 1, 2, 3, 4, 5
-STP_NONE, STP_MAKER, STP_TAKER, STP_BOTH = 0, 1, 2, 3
+# status / reason / enum values from lob.semantics, as plain module-level ints (numba
+# freezes them as compile-time constants)
+FILLED, PARTIAL, ACCEPTED, CANCELLED, REJECTED, NOT_FOUND = (
+    int(Status.FILLED), int(Status.PARTIALLY_FILLED), int(Status.ACCEPTED),
+    int(Status.CANCELLED), int(Status.REJECTED), int(Status.NOT_FOUND))
+R_BAD_KIND, R_BAD_TYPE, R_BAD_SIDE, R_BAD_OWNER, R_BAD_QTY, R_BAD_PRICE = (
+    int(Reason.BAD_KIND), int(Reason.BAD_TYPE), int(Reason.BAD_SIDE), int(Reason.BAD_OWNER),
+    int(Reason.BAD_QTY), int(Reason.BAD_PRICE))
+R_BAD_SCOPE, R_UNKNOWN_ID, R_NO_LIQUIDITY, R_FOK_UNFILLABLE = (
+    int(Reason.BAD_SCOPE), int(Reason.UNKNOWN_ID), int(Reason.NO_LIQUIDITY),
+    int(Reason.FOK_UNFILLABLE))
+R_WOULD_CROSS, R_SELF_TRADE, R_POOL_FULL = (
+    int(Reason.WOULD_CROSS), int(Reason.SELF_TRADE), int(Reason.POOL_FULL))
+LIMIT, IOC, FOK, POST_ONLY, MARKET, NOTIONAL = (int(t) for t in OrderType)
+STP_NONE, STP_MAKER, STP_TAKER = (
+    int(StpMode.NONE), int(StpMode.CANCEL_MAKER), int(StpMode.CANCEL_TAKER))
+SUBMIT, CANCEL, MODIFY, MASS_CANCEL = (int(k) for k in Kind)
+SCOPE_ALL, SCOPE_SIDE, SCOPE_OWNER, SCOPE_RANGE = (int(x) for x in Scope)
 
 # what run() asks Python to do
 DONE, GROW_POOL, GROW_FILLS, GROW_INDEX = 0, 1, 2, 3
@@ -110,7 +122,7 @@ def available(N, B, G, side, market, limit, owner, want):
     w = G[WIDTH]
     lo = G[LO]
     stp = G[STP]
-    mode = G[FOK]
+    mode = G[FOK_MODE]
     total = 0
     x = best(G, opp)
     while x >= 0:
@@ -192,7 +204,7 @@ def match(out, i, F, N, IDX, LV, B, G,
             G[QREMOVED] -= mq  # traded, not removed
         else:
             N[m, QTY] = mq - take
-            if G[FOK] == FOK_LEVEL_SUMS:
+            if G[FOK_MODE] == FOK_LEVEL_SUMS:
                 add_sums(N, G, m, -take)
     G[NFILL] = nf
     G[QTRADED] += filled
@@ -245,7 +257,7 @@ def submit(out, i, F, N, IDX, LV, B, G, owner, side, otype, price, qty):
             if x >= 0 and crosses(side, False, price, G[LO] + x):
                 put(out, i, CANCELLED, R_WOULD_CROSS, oid, qty, 0, 0, 0)
                 return
-        if otype == FOK_T and available(N, B, G, side, market, price, owner, qty) < qty:
+        if otype == FOK and available(N, B, G, side, market, price, owner, qty) < qty:
             put(out, i, CANCELLED, R_FOK_UNFILLABLE, oid, qty, 0, 0, 0)
             return
         match(out, i, F, N, IDX, LV, B, G,
@@ -295,7 +307,7 @@ def modify(out, i, F, N, IDX, LV, B, G, oid, qty, price):
         if qty <= oq:  # keeps its place in the queue
             G[QREMOVED] += oq - qty
             N[node, QTY] = qty
-            if G[FOK] == FOK_LEVEL_SUMS:
+            if G[FOK_MODE] == FOK_LEVEL_SUMS:
                 add_sums(N, G, node, qty - oq)
         else:  # loses priority: to the tail of its level
             remove(N, IDX, LV, B, G, node)
@@ -309,34 +321,34 @@ def modify(out, i, F, N, IDX, LV, B, G, oid, qty, price):
 
 @njit(cache=True, _nrt=False)
 def mass_cancel(out, i, N, IDX, LV, B, G, scope, side, owner, plo, phi):
-    if scope < 0 or scope > 3:
+    if scope < SCOPE_ALL or scope > SCOPE_RANGE:
         put(out, i, REJECTED, R_BAD_SCOPE, 0, 0, 0, 0, 0)
         return
-    if scope == 1 and side != 0 and side != 1:
+    if scope == SCOPE_SIDE and side != 0 and side != 1:
         put(out, i, REJECTED, R_BAD_SIDE, 0, 0, 0, 0, 0)
         return
-    if scope == 2 and owner <= 0:
+    if scope == SCOPE_OWNER and owner <= 0:
         put(out, i, REJECTED, R_BAD_OWNER, 0, 0, 0, 0, 0)
         return
-    if scope == 3 and plo > phi:
+    if scope == SCOPE_RANGE and plo > phi:
         put(out, i, REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
         return
     w = G[WIDTH]
     xa = 0
     xb = w - 1
-    if scope == 3:
+    if scope == SCOPE_RANGE:
         xa = max(plo - G[LO], 0)
         xb = min(phi - G[LO], w - 1)
     n = 0
     for s in range(2):
-        if scope == 1 and s != side:
+        if scope == SCOPE_SIDE and s != side:
             continue
         x = first_from(B, G, s, xa)
         while 0 <= x <= xb:
             node = G[LOFF + (s * w + x) * LEVEL_COLS + HEAD]
             while node >= 0:
                 nxt = N[node, NXT]
-                if scope != 2 or N[node, OWN] == owner:
+                if scope != SCOPE_OWNER or N[node, OWN] == owner:
                     remove(N, IDX, LV, B, G, node)
                     n += 1
                 node = nxt
@@ -347,13 +359,13 @@ def mass_cancel(out, i, N, IDX, LV, B, G, scope, side, owner, plo, phi):
 @njit(cache=True, _nrt=False, inline="always")
 def execute(out, i, c, F, N, IDX, LV, B, G):
     kind = c.kind
-    if kind == 0:
+    if kind == SUBMIT:
         submit(out, i, F, N, IDX, LV, B, G, c.owner, c.side, c.otype, c.price, c.qty)
-    elif kind == 1:
+    elif kind == CANCEL:
         cancel(out, i, N, IDX, LV, B, G, c.id)
-    elif kind == 2:
+    elif kind == MODIFY:
         modify(out, i, F, N, IDX, LV, B, G, c.id, c.qty, c.price)
-    elif kind == 3:
+    elif kind == MASS_CANCEL:
         mass_cancel(out, i, N, IDX, LV, B, G, c.otype, c.side, c.owner,
                     c.price, c.price_hi)
     else:
