@@ -66,11 +66,24 @@ def _load() -> dict[str, EngineSpec]:
         except Exception as e:  # a broken plugin must not make lob unusable
             warnings.warn(f"lob.engines entry point {ep.name!r} from {source} skipped: "
                           f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
-    reg.update(_REGISTRY)  # interactive registrations made before the first load
+    for spec in _REGISTRY.values():  # interactive registrations made before this load
+        _add(reg, spec, "interactive")
     _REGISTRY.clear()
     _REGISTRY.update(reg)
     _loaded = True
     return _REGISTRY
+
+
+def refresh() -> list[str]:
+    """Collect the engines again (after ``pip install`` of an engine package in this
+    process); interactive registrations are kept. Returns the names."""
+    global _loaded
+    importlib.invalidate_caches()
+    kept = {n: s for n, s in _REGISTRY.items() if s.source == "interactive"}
+    _REGISTRY.clear()
+    _REGISTRY.update(kept)
+    _loaded = False
+    return list(_load())
 
 
 def register_engine(spec: EngineSpec, *, replace: bool = False) -> EngineSpec:
@@ -117,4 +130,4 @@ def get_engine(name: str, config: BookConfig | None = None):
 
 
 __all__ = ["ENTRY_POINT_GROUP", "MEMBERS", "EngineSpec", "engine_names", "engine_spec",
-           "get_engine", "register_engine"]
+           "get_engine", "refresh", "register_engine"]

@@ -1,0 +1,96 @@
+"""An engine from another installed package: ``examples/py_engine`` (``lob-listbook``) is
+pip-installed into the running interpreter's environment, found through the ``lob.engines``
+entry point, held to ``reference`` on the fuzz streams and run through a notebook by name."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+import lob
+from lob.engines import registry
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "py_engine"
+DIST = "lob-listbook"
+
+
+def _installed_current() -> bool:
+    """The example's current source is what is installed (so reruns skip pip)."""
+    try:
+        dist = metadata.distribution(DIST)
+    except metadata.PackageNotFoundError:
+        return False
+    mod = Path(dist.locate_file("lob_listbook/__init__.py"))
+    src = EXAMPLE / "lob_listbook" / "__init__.py"
+    return mod.is_file() and mod.read_bytes() == src.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def listbook(tmp_path_factory):
+    if not _installed_current():  # a plain (non-editable) install: importable at once
+        src = tmp_path_factory.mktemp("py_engine") / "py_engine"  # the build writes beside it
+        shutil.copytree(EXAMPLE, src, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                            "--no-build-isolation", str(src)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert "listbook" in registry.refresh()
+    return "listbook"
+
+
+def test_listed_by_lob_engines_with_its_source(listbook):
+    from lob.cli import engines_table
+
+    spec = registry.engine_spec(listbook)
+    assert spec.source.startswith(f"{DIST} (lob_listbook:ENGINES)")
+    assert spec.backend == "python" and spec.parent is None
+    r = subprocess.run([sys.executable, "-m", "lob.cli", "engines"], capture_output=True,
+                       text=True, timeout=120, cwd=ROOT, env=_env())
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("listbook "))
+    assert f"[from {DIST}" in line and line in engines_table()
+
+
+def _env() -> dict:
+    import os
+
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
+def test_agrees_with_reference_on_the_fuzz_streams(listbook):
+    from test_fuzz import GROUPS, assert_same, case_config, reference_run, run_checked, stream
+
+    n = 0
+    for group in GROUPS:
+        for profile, stp, seed in group:
+            res, book = reference_run(profile, stp, seed)
+            cmds = stream(profile, stp, seed)
+            got = run_checked(listbook, case_config(profile, stp), cmds)
+            assert_same(listbook, cmds, (res.outcomes, res.fills, book), got)
+            assert lob.get_engine(listbook, case_config(profile, stp)).replay(cmds).checksum \
+                == res.checksum
+            n += len(cmds)
+    assert n >= 50_000
+
+
+def test_runs_through_a_notebook_by_name(listbook, tmp_path):
+    """The papermill kernel is another process: it finds the engine from the package
+    metadata, as it finds built-in engines."""
+    from lob.experiments import run_batch
+
+    params = {"engines": [listbook], "scenarios": ["add_only", "mixed_70_20_10"],
+              "tail_scenario": "mixed_70_20_10", "gc_compare": False, "scale": 0.001}
+    assert run_batch(["tail_analysis"], "quick", params, tmp_path, progress=False) == 0
+    (run,) = (tmp_path / "tail_analysis").iterdir()
+    summary = json.loads((run / "summary.json").read_text())
+    rows = summary["tables"]["percentiles"]
+    assert {r["engine"] for r in rows} == {listbook} and all(r["count"] > 0 for r in rows)
+    assert (run / f"{listbook}__add_only.hgrm").exists()
