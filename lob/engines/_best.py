@@ -12,7 +12,18 @@ from __future__ import annotations
 from sortedcontainers import SortedList
 
 
-class ScanBest:
+class _Finder:
+    """Binds ``best`` and ``after`` to the side's direction (bids: highest first)."""
+
+    def _bind(self, highest: bool) -> None:
+        self.highest = highest
+        if highest:
+            self.best, self.after = self._max, self._below
+        else:
+            self.best, self.after = self._min, self._above
+
+
+class ScanBest(_Finder):
     """Linear scan of one occupancy byte per level, re-run at every call.
 
     ``best`` is O(width): ``bytearray.find`` / ``rfind`` walk the ladder from the band edge
@@ -22,11 +33,7 @@ class ScanBest:
     def __init__(self, width: int, highest: bool):
         self._occ = bytearray(width)
         self._width = width
-        self.highest = highest
-        if highest:
-            self.best, self.after = self._max, self._below
-        else:
-            self.best, self.after = self._min, self._above
+        self._bind(highest)
 
     def add(self, i: int) -> None:
         self._occ[i] = 1
@@ -58,7 +65,7 @@ class ScanBest:
         assert self._occ.count(0) + self._occ.count(1) == self._width, "occupancy byte not 0/1"
 
 
-class BitmapBest:
+class BitmapBest(_Finder):
     """Hierarchical bitmap of 64-bit words: bit i of level d is set iff word i of level d-1
     is non-zero; the top level is one word. ``best``/``after``/``add``/``remove`` cost
     O(depth) word operations (depth 2 for 1..99, 4 for a width of 1,000,000), never a
@@ -66,7 +73,6 @@ class BitmapBest:
     """
 
     def __init__(self, width: int, highest: bool):
-        self.highest = highest
         levels = []
         n = width
         while True:
@@ -78,10 +84,7 @@ class BitmapBest:
         self._levels = levels  # leaf first, root last
         self._root = levels[-1]
         self._down = levels[-2::-1]  # from just under the root to the leaf
-        if highest:
-            self.best, self.after = self._max, self._below
-        else:
-            self.best, self.after = self._min, self._above
+        self._bind(highest)
         if len(levels) == 2:  # widths 65..4096 (the 1..99 band): no loop over levels
             self._leaf = levels[0]
             self.best = self._max2 if highest else self._min2
@@ -189,16 +192,12 @@ class BitmapBest:
             assert max(words) < (1 << 64) and min(words) >= 0, "bitmap word outside 64 bits"
 
 
-class SortedBest:
+class SortedBest(_Finder):
     """A ``SortedList`` of the non-empty indices: O(log n) updates, O(1) best."""
 
     def __init__(self, width: int, highest: bool):
         self._sl = SortedList()
-        self.highest = highest
-        if highest:
-            self.best, self.after = self._max, self._below
-        else:
-            self.best, self.after = self._min, self._above
+        self._bind(highest)
 
     def add(self, i: int) -> None:
         self._sl.add(i)

@@ -258,6 +258,18 @@ class PyEngine(Interactive):
         """Raise AssertionError when an invariant of the book is broken."""
         raise NotImplementedError
 
+    def _rest(self, oid, owner, side, at, qty) -> None:
+        raise NotImplementedError
+
+    def _finish(self, oid, owner, side, otype, at, left, filled, nfills, removed, stopped,
+                too_dear) -> tuple:
+        """The outcome of a finished match (:func:`match_outcome`), resting the remainder
+        at ``at`` (the engine's own price key) when the rule says so."""
+        out, rests = match_outcome(otype, oid, left, filled, nfills, removed, stopped, too_dear)
+        if rests:
+            self._rest(oid, owner, side, at, left)
+        return out
+
     # --- the one dispatcher -------------------------------------------------------
     def step(self, kind, otype, side, owner, price, qty, oid, price_hi) -> tuple:
         """Run one command (plain ints, ``EXEC_FIELDS`` order); returns an outcome tuple in

@@ -23,7 +23,7 @@ from functools import partial
 from lob.engines import toggles as tg
 from lob.engines._best import FINDERS
 from lob.engines._levels import STORES
-from lob.engines.base import EngineSpec, PyEngine, match_outcome
+from lob.engines.base import EngineSpec, PyEngine
 from lob.semantics import BookConfig, OrderType, Reason, Status, StpMode
 
 ACCEPTED, CANCELLED = int(Status.ACCEPTED), int(Status.CANCELLED)
@@ -236,11 +236,8 @@ class LadderEngine(PyEngine):
             if sums is not None:
                 sums.sub(k, mo, take)
         self._qty_traded += filled
-        out, rests = match_outcome(otype, oid, left, filled, nfills, removed, taker_stopped,
-                                   too_dear)
-        if rests:
-            self._rest(oid, owner, side, lim, left)
-        return out
+        return self._finish(oid, owner, side, otype, lim, left, filled, nfills, removed,
+                            taker_stopped, too_dear)
 
     def _cancel(self, oid):
         r = self._take_off(oid)

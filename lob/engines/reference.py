@@ -10,7 +10,7 @@ from collections import deque
 
 from sortedcontainers import SortedDict
 
-from lob.engines.base import EngineSpec, PyEngine, match_outcome
+from lob.engines.base import EngineSpec, PyEngine
 from lob.semantics import BookConfig, OrderType, Reason, Status, StpMode
 
 ACCEPTED, CANCELLED = int(Status.ACCEPTED), int(Status.CANCELLED)
@@ -126,11 +126,8 @@ class ReferenceEngine(PyEngine):
                 del self._index[o.id]
                 if not q:
                     del opp[p]
-        out, rests = match_outcome(otype, oid, left, filled, nfills, removed, taker_stopped,
-                                   too_dear)
-        if rests:
-            self._rest(oid, owner, side, price, left)
-        return out
+        return self._finish(oid, owner, side, otype, price, left, filled, nfills, removed,
+                            taker_stopped, too_dear)
 
     def _cancel(self, oid):
         o = self._index.get(oid)
