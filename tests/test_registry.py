@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 
 import numpy as np
@@ -134,3 +135,25 @@ def test_engine_protocol(name):
     assert np.array_equal(got, want.outcomes) and np.array_equal(eng.fills, want.fills)
     eng.clear_fills()
     assert len(eng.fills) == 0
+
+
+def test_presets_and_notebook_defaults_name_registered_engines():
+    """Every engine an experiment preset or a notebook default names is registered (a
+    removed engine, such as v0@numba, would fail a batch only when it reaches that run)."""
+    from lob.experiments import experiment_names, get_experiment, notebook_parameters
+
+    names = set(lob.engine_names())
+    seen = set()
+    for exp_name in experiment_names():
+        exp = get_experiment(exp_name)
+        params = {k: s["default"] for k, s in notebook_parameters(exp.notebook).items()}
+        sets = [{k: ast.literal_eval(v) for k, v in params.items()}]
+        sets += [p for preset in exp.presets for p in exp.param_sets(preset)]
+        for p in sets:
+            for key in ("engines", "engine", "counters_engine"):
+                v = p.get(key)
+                for e in ([v] if isinstance(v, str) else v or []):
+                    if e:
+                        seen.add(e)
+                        assert e in names, f"{exp_name}: {key} names {e!r}, not registered"
+    assert {"v0", "v3", "v2@numba", "v0+pool@numba"} <= seen
