@@ -5,7 +5,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import BUY, FOK, IOC, LIMIT, MARKET, NOTIONAL, POST_ONLY, SELL, book_with, fills, out
+from conftest import (
+    BUY,
+    ENGINES,
+    FOK,
+    IOC,
+    LIMIT,
+    MARKET,
+    NOTIONAL,
+    POST_ONLY,
+    SELL,
+    book_with,
+    fills,
+    out,
+)
 from conftest import state as book_state
 
 import lob
@@ -206,7 +219,7 @@ def test_config_must_be_a_book_config(engine_name, config):
 def test_unknown_engine_lists_the_names():
     with pytest.raises(ValueError, match="no-such-engine") as info:
         lob.get_engine("no-such-engine")
-    for name in lob.engine_names():
+    for name in ENGINES:
         assert name in str(info.value)
     with pytest.raises(TypeError, match="engine name"):
         lob.get_engine(3)

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import ENGINES
 
 import lob
 from lob.engines.registry import engine_spec
@@ -109,13 +110,13 @@ def _check(run, remaining):
 # four Python versions with the `full` FOK scan take ~100-130 s each on 2 cores: at full size
 # they run under `make test-extended`; in CI they must match the reference outcome for
 # outcome on the first 10% of the stream (below).
-FOK_FULL_PYTHON = {e for e in lob.engine_names() if "@" not in e and e != "reference"
+FOK_FULL_PYTHON = {e for e in ENGINES if "@" not in e and e != "reference"
                    and engine_spec(e).toggles["fok"] == "full"}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", [pytest.param(e, marks=pytest.mark.extended)
-                                    if e in FOK_FULL_PYTHON else e for e in lob.engine_names()])
+                                    if e in FOK_FULL_PYTHON else e for e in ENGINES])
 def test_comprehensive_published_counters(engine, cpp_comprehensive):
     _check(lob.replay(engine, cpp_comprehensive), REMAINING_COMPREHENSIVE)
 

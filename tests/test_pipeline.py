@@ -71,11 +71,12 @@ def test_keeps_up_rule():
     assert growing.achieved_rate < 0.99 * 1000
 
 
-def test_executors_agree_with_replay():
+@pytest.mark.parametrize("engine", ["v2", "v2@numba"])
+def test_step_runners_agree_with_replay(engine):
     c = warmup_commands(CFG, 500, seed=9)
-    want = lob.get_engine("v2", CFG).replay(c).outcomes
+    want = lob.get_engine(engine, CFG).replay(c).outcomes
     for mode in ("chunk", "command"):
-        run = make_step_runner(lob.get_engine("v2", CFG), mode)
+        run = make_step_runner(lob.get_engine(engine, CFG), mode)
         out, done = np.zeros(len(c), OUTCOME_DTYPE), np.zeros(len(c), np.int64)
         for k in range(0, len(c), 7):
             run(c[k:k + 7], out[k:k + 7], done[k:k + 7])
