@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from lob.engines import toggles as tg
+from lob.engines.bands import band_memory_limit, check_band
 from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int, store_fills
 from lob.engines.compiled import book as bk
 from lob.engines.compiled import kernel as kn
@@ -20,6 +21,7 @@ from lob.engines.compiled.check import MESSAGES, check_book, walk_level
 from lob.semantics import (
     COMMAND_DTYPE,
     FILL_DTYPE,
+    MAX_ORDERS,
     OUTCOME_DTYPE,
     BookConfig,
     as_commands,
@@ -71,6 +73,27 @@ def _drop_stale_cache(cache_dir: Path | None = None) -> bool:
 _drop_stale_cache()
 
 
+def band_bytes(width: int, fok: str) -> int:
+    """Bytes the compiled book allocates for a band of ``width`` ticks (G and the bitmap)."""
+    k = max(1, min(16, OWNER_TABLE_ENTRIES // (2 * width))) if fok == "level_sums" else 0
+    size = bk.layout(width, k, OWNER_MAP_SIZE if k else 0)[2]
+    nw0 = (width + 63) // 64
+    return 8 * (size + 2 * nw0 + 2 * ((nw0 + 63) // 64))
+
+
+def _max_band_width(fok: str) -> int:
+    """The widest band whose arrays fit the band memory limit (a bisection on the width)."""
+    limit = band_memory_limit()
+    lo, hi = 1, limit // 64 + 1  # at least 64 bytes per price
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if band_bytes(mid, fok) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def _touched(n: int) -> np.ndarray:
     """A zeroed outcome array whose pages are already mapped (np.zeros maps them lazily,
     which would put ~one page fault per 120 commands inside the timed kernel)."""
@@ -118,6 +141,9 @@ class CompiledEngine(Interactive):
                              f"{fill_capacity}")
         self.config = config
         self.ids = ids
+        self.max_band_width = _max_band_width(fok)
+        check_band(f"compiled[{best},{fok}]", config, band_bytes(config.width, fok),
+                   self.max_band_width)  # before anything is allocated per price
         w = config.width
         nw0 = (w + 63) // 64
         nw1 = (nw0 + 63) // 64
@@ -147,6 +173,10 @@ class CompiledEngine(Interactive):
     # --- growth (outside the kernel) -----------------------------------------------------
     def _grow_pool(self, extra: int) -> None:
         old = self._N.shape[0]
+        extra = min(extra, MAX_ORDERS - old)
+        if extra <= 0:  # sums of resting quantity fit int64 only up to MAX_ORDERS orders
+            raise MemoryError(f"{self.name}: the book holds lob.semantics.MAX_ORDERS = "
+                              f"{MAX_ORDERS:,} orders, the most a book may hold")
         new = np.zeros((old + extra, bk.NODE_COLS), dtype=np.int64)
         new[:old] = self._N
         new[old:, bk.NXT] = np.arange(old + 1, old + extra + 1)
