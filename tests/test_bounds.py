@@ -219,7 +219,20 @@ def test_band_limits_per_engine():
     assert limits["reference"] is None
     for name, w in limits.items():
         if name != "reference":
-            assert 10**7 < w < 10**9, (name, w)  # ~2 GiB of per-price arrays
+            assert 10**7 < w < 10**8, (name, w)  # 1 GiB of per-price arrays
+
+
+def test_compiled_band_bytes_match_the_book_layout():
+    pytest.importorskip("numba")
+    from lob.engines.compiled import _band
+    from lob.engines.compiled import book as bk
+    from lob.engines.compiled.engine import CompiledEngine
+
+    assert (_band.LOFF, _band.LEVEL_COLS) == (bk.LOFF, bk.LEVEL_COLS)
+    for w in (1, 99, 65_536, 1_000_003):
+        for fok in ("full", "level_sums"):
+            eng = CompiledEngine(BookConfig(1, w), fok=fok)
+            assert _band.band_bytes(w, fok) == eng._G.nbytes + eng._B.nbytes
 
 
 def test_the_band_limit_follows_the_memory_budget(monkeypatch):

@@ -24,8 +24,8 @@ import nbformat
 import pytest
 
 from lob.experiments import MANIFEST, MARKER, plan, run_batch
-from lob.experiments.lock import LOCK_FILE, ArtifactsLocked, artifacts_lock, holder
 from lob.experiments.job import run_job
+from lob.experiments.lock import LOCK_FILE, ArtifactsLocked, artifacts_lock, holder
 
 ROOT = Path(__file__).resolve().parents[1]
 

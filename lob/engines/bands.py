@@ -6,8 +6,9 @@ The ladder engines (Python and numba) keep arrays with one entry per price of th
 (level heads, occupancy, per-level sums), so their memory is ``width * bytes per price``
 whatever the book holds: a band of 10**8 ticks costs the Python ``v2`` ~3 GB and 9 s to
 build, ``v2@numba`` 6.4 GB. Such an engine sets ``max_band_width`` (the widest band it
-accepts) and calls :func:`check_band` first thing; the limit is a memory budget,
-:func:`band_memory_limit` (2 GiB, or the environment variable ``LOB_MAX_BAND_BYTES``).
+accepts) and calls :func:`check_band` first thing. The limit is a memory budget for those
+arrays, :func:`band_memory_limit`: 1 GiB (a band of ~16-60 million ticks, by engine), or
+the environment variable ``LOB_MAX_BAND_BYTES``.
 ``reference`` keeps only non-empty levels, so its memory does not depend on the band and
 it accepts any band (``max_band_width = None``); the ``sorted`` best-price finder of the
 Python ladder does not allocate per price either, but the ladder's level store does, so
@@ -20,7 +21,7 @@ import os
 
 from lob.semantics import BookConfig
 
-DEFAULT_BAND_BYTES = 2 << 30  # 2 GiB of per-price arrays
+DEFAULT_BAND_BYTES = 1 << 30  # 1 GiB of per-price arrays
 ENV = "LOB_MAX_BAND_BYTES"
 
 

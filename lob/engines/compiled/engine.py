@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from lob.engines import toggles as tg
-from lob.engines.bands import band_memory_limit, check_band
 from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int, store_fills
+from lob.engines.compiled import _band
 from lob.engines.compiled import book as bk
 from lob.engines.compiled import kernel as kn
+from lob.engines.compiled._band import OWNER_MAP_SIZE, OWNER_TABLE_ENTRIES  # noqa: F401
 from lob.engines.compiled.check import MESSAGES, check_book, walk_level
 from lob.semantics import (
     COMMAND_DTYPE,
@@ -31,8 +32,6 @@ from lob.semantics import (
 _BEST = {"scan": bk.BEST_SCAN, "bitmap": bk.BEST_BITMAP}
 _FOK = {"full": bk.FOK_FULL, "early_exit": bk.FOK_EARLY_EXIT, "level_sums": bk.FOK_LEVEL_SUMS}
 _IDS = {"array": bk.IDS_ARRAY, "bitset": bk.IDS_BITSET}
-OWNER_MAP_SIZE = 4096  # owners 1..4095 can get a level_sums slot; larger ids use a walk
-OWNER_TABLE_ENTRIES = 1 << 21  # cap on levels x owner slots (16 MB) for level_sums
 _LIMITS = {f: np.iinfo(COMMAND_DTYPE[f]) for f in EXEC_FIELDS}
 
 
@@ -71,27 +70,6 @@ def _drop_stale_cache(cache_dir: Path | None = None) -> bool:
 
 
 _drop_stale_cache()
-
-
-def band_bytes(width: int, fok: str) -> int:
-    """Bytes the compiled book allocates for a band of ``width`` ticks (G and the bitmap)."""
-    k = max(1, min(16, OWNER_TABLE_ENTRIES // (2 * width))) if fok == "level_sums" else 0
-    size = bk.layout(width, k, OWNER_MAP_SIZE if k else 0)[2]
-    nw0 = (width + 63) // 64
-    return 8 * (size + 2 * nw0 + 2 * ((nw0 + 63) // 64))
-
-
-def _max_band_width(fok: str) -> int:
-    """The widest band whose arrays fit the band memory limit (a bisection on the width)."""
-    limit = band_memory_limit()
-    lo, hi = 1, limit // 64 + 1  # at least 64 bytes per price
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if band_bytes(mid, fok) <= limit:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def _touched(n: int) -> np.ndarray:
@@ -141,14 +119,12 @@ class CompiledEngine(Interactive):
                              f"{fill_capacity}")
         self.config = config
         self.ids = ids
-        self.max_band_width = _max_band_width(fok)
-        check_band(f"compiled[{best},{fok}]", config, band_bytes(config.width, fok),
-                   self.max_band_width)  # before anything is allocated per price
+        self.max_band_width = _band.check(best, fok, config)  # before allocating per price
         w = config.width
         nw0 = (w + 63) // 64
         nw1 = (nw0 + 63) // 64
         sums = fok == "level_sums"
-        k = max(1, min(16, OWNER_TABLE_ENTRIES // (2 * w))) if sums else 0
+        k = _band.owner_slots(w, fok)
         oslot_size = OWNER_MAP_SIZE if sums else 0
         os_off, oslot_off, size = bk.layout(w, k, oslot_size)
         G = np.zeros(size, dtype=np.int64)
