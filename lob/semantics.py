@@ -18,17 +18,46 @@ Commands (one row of :data:`COMMAND_DTYPE`)
 * ``MASS_CANCEL(scope, ...)``: ``otype`` holds the :class:`Scope`: ALL, SIDE (``side``),
   OWNER (``owner``) or PRICE_RANGE (``price`` .. ``price_hi`` inclusive, both sides).
 
+Bounds (so that no engine's arithmetic can overflow int64)
+-----------------------------------------------------------
+* a quantity (submit, modify) is at most :data:`MAX_QTY` = 10**9;
+* a NOTIONAL order's amount is at most :data:`MAX_NOTIONAL` = 10**18;
+* a band ends at most at :data:`MAX_PRICE` = 10**9 (:class:`BookConfig` refuses more), so
+  every resting, traded or priced-order price is in ``[1, MAX_PRICE]``;
+* a book holds at most :data:`MAX_ORDERS` = 2**33 resting orders (the compiled pool refuses
+  to grow past it; a Python engine would need > 1 TB before it got there).
+
+Every other field may take any value its :data:`COMMAND_DTYPE` type holds (ids and the
+price range of a mass cancel: all of int64; MARKET and NOTIONAL prices are ignored).
+
+Why these bounds: every sum an engine keeps is a sum of resting quantities - a level's
+total, an owner's share of a level, the FOK availability count (the crossing quantity of
+one side), a command's traded quantity (at most what rests, or its own qty) - so each is
+at most ``MAX_ORDERS * MAX_QTY = 2**33 * 10**9 < 8.6e18 < 2**63 - 1``. A product
+price * quantity is at most ``MAX_PRICE * MAX_QTY = 10**18 < 2**63``, and a notional
+order's spend per level ``take * p <= left <= MAX_NOTIONAL``. The conservation totals of
+the compiled book (quantity in / traded / removed over a whole life) are checked modulo
+2**64, which wrapping keeps exact. :func:`counters` sums in Python ints when int64 could
+overflow, so it is exact for any stream.
+
 Validation (first failing check gives the reason; nothing changes, no id is consumed)
 --------------------------------------------------------------------------------------
 * unknown ``kind`` -> REJECTED / BAD_KIND
 * submit: unknown ``otype`` -> BAD_TYPE; ``side`` not BUY/SELL -> BAD_SIDE;
-  ``owner`` <= 0 -> BAD_OWNER; ``qty`` <= 0 -> BAD_QTY; for LIMIT, IOC, FOK and
-  POST_ONLY a ``price`` outside the band -> BAD_PRICE (MARKET and NOTIONAL ignore price).
-* modify: ``qty`` <= 0 -> BAD_QTY; ``price`` not 0 and outside the band -> BAD_PRICE;
-  then an id that is not resting -> NOT_FOUND / UNKNOWN_ID.
+  ``owner`` <= 0 -> BAD_OWNER; ``qty`` <= 0, or ``qty`` > MAX_QTY (NOTIONAL: amount >
+  MAX_NOTIONAL) -> BAD_QTY; for LIMIT, IOC, FOK and POST_ONLY a ``price`` outside the
+  band -> BAD_PRICE (MARKET and NOTIONAL ignore price).
+* modify: ``qty`` <= 0 or > MAX_QTY -> BAD_QTY; ``price`` not 0 and outside the band ->
+  BAD_PRICE; then an id that is not resting -> NOT_FOUND / UNKNOWN_ID.
 * cancel: an id that is not resting -> NOT_FOUND / UNKNOWN_ID.
 * mass cancel: unknown scope -> BAD_SCOPE; SIDE with a bad side -> BAD_SIDE; OWNER with
-  owner <= 0 -> BAD_OWNER; PRICE_RANGE with price > price_hi -> BAD_PRICE.
+  owner <= 0 -> BAD_OWNER; PRICE_RANGE with price > price_hi -> BAD_PRICE (any other
+  int64 range is valid and removes the orders priced in it, e.g. -2**63 .. 2**63 - 1: all).
+
+Values a command field's type cannot hold (owner >= 2**31, a kind of 300, qty >= 2**63)
+are not commands at all: the interactive API of every engine and :func:`commands` raise a
+ValueError naming the field (one check, :func:`command_field`); a non-integer raises
+TypeError.
 
 Ids
 ---
@@ -127,6 +156,11 @@ __all__ = [
     "FILL_DTYPE",
     "COUNTER_NAMES",
     "Outcome",
+    "MAX_QTY",
+    "MAX_NOTIONAL",
+    "MAX_PRICE",
+    "MAX_ORDERS",
+    "command_field",
     "commands",
     "as_commands",
     "counters",
@@ -195,6 +229,13 @@ class StpMode(IntEnum):
     CANCEL_BOTH = 3
 
 
+MAX_QTY = 10**9  # largest quantity of a submit or modify
+MAX_NOTIONAL = 10**18  # largest amount of a NOTIONAL order (MAX_PRICE * MAX_QTY)
+MAX_PRICE = 10**9  # largest band end, hence largest price of a resting or priced order
+MAX_ORDERS = 2**33  # largest number of resting orders a book holds
+assert MAX_ORDERS * MAX_QTY < 2**63 and MAX_PRICE * MAX_QTY <= MAX_NOTIONAL < 2**63
+
+
 @dataclass(frozen=True)
 class BookConfig:
     """Price band (inclusive) and self-trade-prevention mode of a book."""
@@ -210,6 +251,10 @@ class BookConfig:
                 raise TypeError(f"BookConfig.{field} must be an int, got {type(v).__name__}")
         if self.min_price < 1:
             raise ValueError(f"BookConfig.min_price must be >= 1, got {self.min_price}")
+        if self.max_price > MAX_PRICE:
+            raise ValueError(
+                f"BookConfig.max_price ({self.max_price}) is above lob.semantics.MAX_PRICE "
+                f"({MAX_PRICE:_}), the largest price lob's engines can hold without overflow")
         if self.max_price < self.min_price:
             raise ValueError(
                 f"BookConfig.max_price ({self.max_price}) must be >= min_price ({self.min_price})"
@@ -301,16 +346,61 @@ class Outcome:
                 f" filled={self.filled}, fills={self.fills}, removed={self.removed})")
 
 
+_RANGE = {f: (int(np.iinfo(COMMAND_DTYPE[f]).min), int(np.iinfo(COMMAND_DTYPE[f]).max))
+          for f in COMMAND_FIELDS if f != "timed"}
+
+
+def command_field(field: str, v, name: str | None = None) -> int:
+    """``v`` as a plain int for the command field ``field``, checked against its dtype.
+
+    The one check behind every engine's interactive API: a non-integer (a float, a str,
+    a bool) raises TypeError and a value the field's type cannot hold raises ValueError,
+    both naming ``name`` (default ``field``, e.g. ``"price_lo"`` for ``price``).
+    """
+    name = name or field
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__} ({v!r})")
+    v = int(v)
+    lo, hi = _RANGE[field]
+    if not lo <= v <= hi:
+        raise ValueError(f"{name} = {v} does not fit the command field {field!r} "
+                         f"({COMMAND_DTYPE[field]}: {lo} .. {hi})")
+    return v
+
+
+def _row_value(i: int, field: str, v):
+    """A value of a dict row for :func:`commands`: integral floats are taken, nothing else."""
+    if field == "timed":
+        if isinstance(v, (bool, np.bool_)) or (isinstance(v, (int, np.integer)) and v in (0, 1)):
+            return bool(v)
+        raise TypeError(f"command {i}: 'timed' must be a bool, got {v!r}")
+    if isinstance(v, (float, np.floating)) and not isinstance(v, bool):
+        if not np.isfinite(v) or v != int(v):
+            raise ValueError(f"command {i}: field {field!r} = {v!r} is not a whole number")
+        v = int(v)
+    try:
+        return command_field(field, v)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"command {i}: {e}") from None
+
+
 def commands(rows) -> np.ndarray:
-    """Build a command array from dicts (missing fields are 0; ``timed`` defaults True)."""
+    """Build a command array from dicts (missing fields are 0; ``timed`` defaults True).
+
+    Values must be integers (a float is taken only when it is a whole number) that the
+    field's type holds; anything else raises TypeError / ValueError naming the command
+    and the field - never a silent truncation or wrap.
+    """
     rows = list(rows)
     out = np.zeros(len(rows), dtype=COMMAND_DTYPE)
     out["timed"] = True
     for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise TypeError(f"command {i}: expected a dict of fields, got {type(r).__name__}")
         for k, v in r.items():
             if k not in COMMAND_FIELDS:
                 raise ValueError(f"unknown command field {k!r}; fields are {COMMAND_FIELDS}")
-            out[i][k] = v
+            out[i][k] = _row_value(i, k, v)
     return out
 
 
@@ -328,8 +418,18 @@ def as_commands(arr) -> np.ndarray:
     return arr
 
 
+def _exact_sum(x: np.ndarray) -> int:
+    """The sum of an int array as a Python int, exact even where int64 would wrap."""
+    if x.size == 0:
+        return 0
+    bound = max(abs(int(x.max())), abs(int(x.min())))
+    if bound * x.size < 2**63:
+        return int(x.sum(dtype=np.int64))
+    return sum(x.tolist())
+
+
 def counters(outcomes: np.ndarray) -> dict[str, int]:
-    """Outcome counters of a replay (see the module docstring)."""
+    """Outcome counters of a replay (see the module docstring); sums are exact."""
     st = outcomes["status"]
     bc = np.bincount(st.astype(np.int64), minlength=len(Status))
     return {
@@ -339,9 +439,9 @@ def counters(outcomes: np.ndarray) -> dict[str, int]:
         "cancelled": int(bc[Status.CANCELLED]),
         "rejected": int(bc[Status.REJECTED]),
         "notfound": int(bc[Status.NOT_FOUND]),
-        "trades": int(outcomes["fills"].sum(dtype=np.int64)),
-        "matched_volume": int(outcomes["filled"].sum(dtype=np.int64)),
-        "remaining_sum": int(outcomes["remaining"].sum(dtype=np.int64)),
+        "trades": _exact_sum(outcomes["fills"]),
+        "matched_volume": _exact_sum(outcomes["filled"]),
+        "remaining_sum": _exact_sum(outcomes["remaining"]),
     }
 
 

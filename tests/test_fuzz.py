@@ -6,6 +6,14 @@ stream mixes every order type, cancels and modifies of live, dead and never-issu
 mass cancels of every scope, and ~5% invalid commands; books stay small (few owners, small
 quantities, frequent cancels) so that ``_check()`` after every command stays cheap.
 
+A share of every stream (4%; 25% in the ``top`` profile, whose band ends at MAX_PRICE and
+whose quantities reach MAX_QTY) carries values at and around the bounds of
+:mod:`lob.semantics` and the ends of the field types: quantities and notional amounts just
+below, at and above MAX_QTY / MAX_NOTIONAL and at the ends of int64, ids and mass-cancel
+price ranges at the ends of int64, prices at the band edges and beyond MAX_PRICE, owners at
+the ends of int32, kinds, types and sides at the ends of int8 (:func:`bound_value_rows`
+counts them; ``test_fuzz_volume`` states how many per run).
+
 Python engines run command by command through ``execute`` with ``_check()`` after each;
 engines of other backends replay the whole batch and are checked at the end of the stream.
 """
@@ -26,6 +34,9 @@ from lob.engines import engine_spec
 from lob.semantics import (
     COMMAND_DTYPE,
     FILL_DTYPE,
+    MAX_NOTIONAL,
+    MAX_PRICE,
+    MAX_QTY,
     OUTCOME_DTYPE,
     BookConfig,
     Kind,
@@ -38,15 +49,19 @@ from lob.semantics import (
     commands,
 )
 
-# name -> (band lo, band hi, width of the price window orders are drawn from)
+# name -> (band lo, band hi, width of the price window orders are drawn from, quantity
+# unit, share of commands at the bounds, seeds per STP mode as a fraction of SEEDS_PER_CASE)
 PROFILES = {
-    "narrow": (100, 111, None),  # every price in the band: many crosses and deep levels
-    "words": (40, 230, None),  # crosses bitmap word boundaries (64, 128, 192)
-    "wide": (1_000, 6_000, 24),  # a sparse book over a wide band, a window that jumps around
+    "narrow": (100, 111, None, 1, 0.04, 1),  # every price in the band: deep levels
+    "words": (40, 230, None, 1, 0.04, 1),  # crosses bitmap word boundaries (64, 128, 192)
+    "wide": (1_000, 6_000, 24, 1, 0.04, 1),  # a sparse book over a wide band, moving window
+    # the top of the price range, quantities up to MAX_QTY, a quarter of bound values
+    "top": (MAX_PRICE - 200, MAX_PRICE, None, MAX_QTY // 8, 0.25, 1 / 3),
 }
 STREAM_LEN = 2_000
 SEEDS_PER_CASE = int(os.environ.get("LOB_FUZZ_SEEDS", "6"))
-CASES = [(p, m, s) for p in PROFILES for m in StpMode for s in range(SEEDS_PER_CASE)]
+CASES = [(p, m, s) for p, spec in PROFILES.items() for m in StpMode
+         for s in range(max(1, round(SEEDS_PER_CASE * spec[5])))]
 CASE_IDS = [f"{p}-{m.name}-s{s}" for p, m, s in CASES]
 CASE_GROUP = 2  # streams per test case: fewer, longer cases keep xdist overhead low
 GROUPS = [CASES[i:i + CASE_GROUP] for i in range(0, len(CASES), CASE_GROUP)]
@@ -55,8 +70,18 @@ GROUP_IDS = [CASE_IDS[i] for i in range(0, len(CASES), CASE_GROUP)]
 OTYPE_P = [0.45, 0.10, 0.12, 0.13, 0.10, 0.10]  # LIMIT IOC FOK POST_ONLY MARKET NOTIONAL
 
 
-def gen_stream(seed: int, n: int, lo: int, hi: int, window: int | None) -> np.ndarray:
-    """``n`` fuzz commands for a book with band [lo, hi]; a pure function of its arguments."""
+def gen_stream(seed: int, n: int, lo: int, hi: int, window: int | None, unit: int = 1,
+               extreme: float = 0.0) -> np.ndarray:
+    """``n`` fuzz commands for a book with band [lo, hi]; a pure function of its arguments.
+
+    ``unit`` scales quantities (1..8 units); a share ``extreme`` of the commands is then
+    replaced by commands at the bounds (:func:`_extreme`).
+    """
+    return gen_stream_marked(seed, n, lo, hi, window, unit, extreme)[0]
+
+
+def gen_stream_marked(seed, n, lo, hi, window, unit=1, extreme=0.0):
+    """:func:`gen_stream` and the indices of the commands it drew at the bounds."""
     rng = np.random.default_rng([seed, lo, hi, window or 0])
     c = np.zeros(n, COMMAND_DTYPE)
     c["timed"] = True
@@ -81,14 +106,14 @@ def gen_stream(seed: int, n: int, lo: int, hi: int, window: int | None) -> np.nd
     c["price"] = price
     c["side"] = side
     c["owner"] = rng.integers(1, 4, n)  # three owners: self-trades are frequent
-    c["qty"] = rng.integers(1, 9, n)
+    c["qty"] = rng.integers(1, 9, n) * unit
     sub = kind == Kind.SUBMIT
     otype = rng.choice(6, size=n, p=OTYPE_P)
     c["otype"] = np.where(sub, otype, 0)
     mkt = sub & (otype >= 4)
     c["price"][mkt] = rng.integers(-5, hi + 5, int(mkt.sum()))  # ignored for market orders
     notional = sub & (otype == 5)
-    c["qty"][notional] = price[notional] * rng.integers(0, 7, int(notional.sum())) + \
+    c["qty"][notional] = price[notional] * rng.integers(0, 7, int(notional.sum())) * unit + \
         rng.integers(1, price[notional] + 1)
     mod = kind == Kind.MODIFY
     c["price"][mod & (rng.random(n) < 0.4)] = 0  # keep the price
@@ -112,7 +137,88 @@ def gen_stream(seed: int, n: int, lo: int, hi: int, window: int | None) -> np.nd
     target = np.select([pick < 0.6, pick < 0.88], [recent, anywhere], never)
     targeted = np.isin(c["kind"], (Kind.CANCEL, Kind.MODIFY))
     c["id"] = np.where(targeted, target, 0)
-    return c
+    edge = np.nonzero(rng.random(n) < extreme)[0] if extreme else np.zeros(0, np.int64)
+    _extreme(c, edge, rng, lo, hi, np.maximum(recent, 1))
+    return c, edge
+
+
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+ID_ENDS = [I64_MIN, I64_MIN + 1, -1, 2**31 - 1, 2**31, 2**32, 2**62, I64_MAX - 1, I64_MAX]
+QTY_EDGES = [MAX_QTY - 1, MAX_QTY, MAX_QTY + 1, 2**62, I64_MAX, I64_MIN, I64_MIN + 1]
+NOTIONAL_EDGES = [MAX_NOTIONAL - 1, MAX_NOTIONAL, MAX_NOTIONAL + 1, I64_MAX]
+OWNER_ENDS = [2**31 - 1, -(2**31)]
+I8_ENDS = [127, -128]
+
+
+def _price_ends(lo: int, hi: int) -> list[int]:
+    return [I64_MIN, I64_MIN + 1, -1, lo - 1, lo, hi, hi + 1, MAX_PRICE, MAX_PRICE + 1,
+            I64_MAX - 1, I64_MAX]
+
+
+def _extreme(c, idx, rng, lo: int, hi: int, recent) -> None:
+    """Replace each command at ``idx`` by one carrying values at the bounds (or the ends of
+    its field's type); a third of them are still valid (they rest, trade, cancel)."""
+    prices = _price_ends(lo, hi)
+
+    def pick(xs):
+        return xs[int(rng.integers(0, len(xs)))]
+
+    for i in idx.tolist():
+        r = int(rng.integers(0, 9))
+        c[i] = np.zeros(1, COMMAND_DTYPE)[0]
+        c["timed"][i] = True
+        c["owner"][i] = int(rng.integers(1, 4))
+        c["side"][i] = int(rng.integers(0, 2))
+        in_band = int(rng.integers(lo, hi + 1))
+        if r == 0:  # a priced order of a quantity at the bound (valid up to MAX_QTY)
+            c["otype"][i], c["price"][i] = int(rng.integers(0, 4)), in_band
+            c["qty"][i] = pick(QTY_EDGES[:3] * 3 + QTY_EDGES[3:])
+        elif r == 1:  # a market / notional order: ignored price at the ends, big amounts
+            c["otype"][i] = int(rng.choice([4, 5]))
+            c["price"][i] = pick(prices)
+            c["qty"][i] = pick(QTY_EDGES[:3] if c["otype"][i] == 4 else NOTIONAL_EDGES)
+        elif r == 2:  # a priced order at or beyond the band's ends and MAX_PRICE
+            c["otype"][i], c["price"][i] = int(rng.integers(0, 4)), pick(prices)
+            c["qty"][i] = int(rng.integers(1, 9))
+        elif r == 3:  # cancel of an id at the ends of int64
+            c["kind"][i], c["id"][i] = Kind.CANCEL, pick(ID_ENDS)
+        elif r == 4:  # modify: a live-ish or an extreme id, a bound quantity, an end price
+            c["kind"][i] = Kind.MODIFY
+            c["id"][i] = int(recent[i]) if rng.random() < 0.6 else pick(ID_ENDS)
+            c["qty"][i] = pick(QTY_EDGES[:3] + [1])
+            c["price"][i] = pick(prices + [0, 0, in_band])
+        elif r == 5:  # mass cancel over a price range with ends anywhere in int64
+            a, b = pick(prices), pick(prices)
+            c["kind"][i], c["otype"][i] = Kind.MASS_CANCEL, Scope.PRICE_RANGE
+            c["price"][i], c["price_hi"][i] = (min(a, b), max(a, b)) if rng.random() < 0.9 \
+                else (max(a, b), min(a, b))
+        elif r == 6:  # owners at the ends of int32 (submit, or mass cancel by owner)
+            if rng.random() < 0.5:
+                c["otype"][i], c["price"][i], c["qty"][i] = 0, in_band, MAX_QTY
+            else:
+                c["kind"][i], c["otype"][i] = Kind.MASS_CANCEL, Scope.OWNER
+            c["owner"][i] = pick(OWNER_ENDS)
+        elif r == 7:  # kind, type, side or scope at the ends of int8
+            c["price"][i], c["qty"][i] = in_band, 1
+            which = int(rng.integers(0, 4))
+            if which == 0:
+                c["kind"][i] = pick(I8_ENDS)
+            elif which == 1:
+                c["otype"][i] = pick(I8_ENDS)
+            elif which == 2:
+                c["side"][i] = pick(I8_ENDS)
+            else:
+                c["kind"][i], c["otype"][i] = Kind.MASS_CANCEL, Scope.SIDE
+                c["side"][i] = pick(I8_ENDS)
+        else:  # a FOK for exactly MAX_QTY (valid: fillable only against a deep book)
+            c["otype"][i], c["price"][i], c["qty"][i] = 2, pick([lo, hi, in_band]), MAX_QTY
+
+
+@functools.cache
+def bound_value_rows(profile: str, stp: StpMode, seed: int) -> np.ndarray:
+    """Indices of the commands of a case's stream drawn at the bounds (by :func:`_extreme`)."""
+    lo, hi, window, unit, extreme, _ = PROFILES[profile]
+    return gen_stream_marked(seed * 4 + int(stp), STREAM_LEN, lo, hi, window, unit, extreme)[1]
 
 
 def _corrupt(c: np.ndarray, idx: np.ndarray, rng: np.random.Generator, lo: int, hi: int) -> None:
@@ -153,14 +259,14 @@ def _corrupt(c: np.ndarray, idx: np.ndarray, rng: np.random.Generator, lo: int, 
 
 
 def case_config(profile: str, stp: StpMode) -> BookConfig:
-    lo, hi, _ = PROFILES[profile]
+    lo, hi = PROFILES[profile][:2]
     return BookConfig(lo, hi, stp)
 
 
 @functools.cache
 def stream(profile: str, stp: StpMode, seed: int) -> np.ndarray:
-    lo, hi, window = PROFILES[profile]
-    return gen_stream(seed * 4 + int(stp), STREAM_LEN, lo, hi, window)
+    lo, hi, window, unit, extreme, _ = PROFILES[profile]
+    return gen_stream(seed * 4 + int(stp), STREAM_LEN, lo, hi, window, unit, extreme)
 
 
 @functools.cache
@@ -246,11 +352,44 @@ def test_streams_are_deterministic_and_varied():
 
 
 def test_fuzz_volume():
-    """At least 1M fuzzed commands per run: reference self-check + every other engine."""
+    """At least 1M fuzzed commands per run: reference self-check + every other engine;
+    per engine, at least 8,000 of them drawn at the bounds (~7% of its commands in CI)."""
     per_engine = len(CASES) * STREAM_LEN
     total = per_engine * (1 + len(OTHER_ENGINES))
+    at_bounds = sum(len(bound_value_rows(*case)) for case in CASES)
+    print(f"fuzz: {per_engine:,} commands per engine, {at_bounds:,} of them at the bounds; "
+          f"{len(ENGINES)} engines, {total:,} commands in all")
     if SEEDS_PER_CASE >= 6:  # the CI setting; smaller values are for quick local runs
         assert total >= 1_000_000, (total, ENGINES)
+        assert at_bounds >= 8_000, at_bounds
+
+
+def test_bound_values_cover_every_field_end():
+    """The bound-value share reaches each bound on each side, and its commands do things
+    (rest, trade, get rejected for each reason) rather than only being rejected."""
+    c = np.concatenate([stream("top", m, 0) for m in StpMode]
+                       + [stream("narrow", m, 0) for m in StpMode])
+    for v in (MAX_QTY - 1, MAX_QTY, MAX_QTY + 1, I64_MAX, I64_MIN):
+        assert (c["qty"] == v).any(), v
+    for v in (MAX_NOTIONAL, MAX_NOTIONAL + 1):
+        assert ((c["qty"] == v) & (c["otype"] == 5)).any(), v
+    for v in (I64_MIN, I64_MAX):
+        assert ((c["id"] == v) & (c["kind"] == Kind.CANCEL)).any()
+        assert ((c["price"] == v) & (c["kind"] == Kind.MASS_CANCEL)).any()
+        assert ((c["price_hi"] == v) & (c["kind"] == Kind.MASS_CANCEL)).any()
+    assert (c["owner"] == 2**31 - 1).any() and (c["owner"] == -(2**31)).any()
+    assert (c["kind"] == 127).any() and (c["kind"] == -128).any()
+    outcomes = np.concatenate([reference_run("top", m, 0)[0].outcomes for m in StpMode])
+    at = np.concatenate([bound_value_rows("top", m, 0) + i * STREAM_LEN
+                         for i, m in enumerate(StpMode)])
+    o = outcomes[at]
+    reasons = set(o["reason"][o["status"] == Status.REJECTED].tolist())
+    assert {Reason.BAD_QTY, Reason.BAD_PRICE, Reason.BAD_OWNER, Reason.BAD_KIND,
+            Reason.BAD_TYPE, Reason.BAD_SIDE} <= reasons
+    assert (o["status"] == Status.FILLED).sum() > 20
+    assert (o["status"] == Status.ACCEPTED).sum() > 50
+    assert (o["removed"] > 0).sum() > 10  # mass cancels at the ends of int64 remove orders
+    assert (outcomes["filled"] >= MAX_QTY).sum() > 10  # traded sums beyond one bound order
 
 
 def test_streams_cover_every_outcome():

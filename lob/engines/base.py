@@ -26,6 +26,8 @@ import numpy as np
 from lob.semantics import (
     COMMAND_DTYPE,
     FILL_DTYPE,
+    MAX_NOTIONAL,
+    MAX_QTY,
     OUTCOME_DTYPE,
     BookConfig,
     OrderType,
@@ -35,6 +37,7 @@ from lob.semantics import (
     Status,
     as_commands,
     checksum,
+    command_field,
     counters,
 )
 
@@ -166,8 +169,18 @@ class EngineSpec:
             raise TypeError(f"EngineSpec {self.name!r}: factory must be callable")
 
 
+_FIELD_OF = {"scope": "otype", "price_lo": "price", "oid": "id"}  # API names of fields
+
+
 def as_int(name: str, v) -> int:
-    """``v`` as a Python int; TypeError naming ``name`` for a bool, float or anything else."""
+    """``v`` as a Python int; TypeError naming ``name`` for a bool, float or anything else.
+
+    A command field (or its API name: ``scope``, ``price_lo``) is also checked against its
+    COMMAND_DTYPE type: ValueError naming it when the type cannot hold ``v`` (the one check
+    of every engine's interactive API, :func:`lob.semantics.command_field`)."""
+    field = _FIELD_OF.get(name, name)
+    if field in COMMAND_DTYPE.names and field != "timed":
+        return command_field(field, v, name)
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(v).__name__} ({v!r})")
     return int(v)
@@ -281,7 +294,7 @@ class PyEngine(Interactive):
                 return rejected(Reason.BAD_SIDE)
             if owner <= 0:
                 return rejected(Reason.BAD_OWNER)
-            if qty <= 0:
+            if qty <= 0 or (qty > MAX_QTY and (otype != 5 or qty > MAX_NOTIONAL)):
                 return rejected(Reason.BAD_QTY)
             if otype < 4 and (price < self._lo or price > self._hi):
                 return rejected(Reason.BAD_PRICE)
@@ -290,7 +303,7 @@ class PyEngine(Interactive):
         if kind == 1:  # CANCEL
             return self._cancel(oid)
         if kind == 2:  # MODIFY
-            if qty <= 0:
+            if qty <= 0 or qty > MAX_QTY:
                 return rejected(Reason.BAD_QTY)
             if price != 0 and (price < self._lo or price > self._hi):
                 return rejected(Reason.BAD_PRICE)

@@ -23,6 +23,7 @@ from functools import partial
 from lob.engines import toggles as tg
 from lob.engines._best import FINDERS
 from lob.engines._levels import STORES
+from lob.engines.bands import check_band, max_width
 from lob.engines.base import EngineSpec, PyEngine
 from lob.semantics import BookConfig, OrderType, Reason, Status, StpMode
 
@@ -32,8 +33,23 @@ LIMIT, IOC, FOK, POST_ONLY, MARKET, NOTIONAL = (int(t) for t in OrderType)
 CANCEL_MAKER, CANCEL_TAKER = int(StpMode.CANCEL_MAKER), int(StpMode.CANCEL_TAKER)
 FOK_UNFILLABLE, WOULD_CROSS = int(Reason.FOK_UNFILLABLE), int(Reason.WOULD_CROSS)
 UNKNOWN_ID = int(Reason.UNKNOWN_ID)
-NO_LIMIT = 1 << 62  # "count everything": an int, so the per-order comparison stays int/int
+# "count everything": above any book's total (< 2**63 by the bounds of lob.semantics), and
+# an int, so the per-order comparison stays int/int
+NO_LIMIT = 1 << 63
 
+# bytes each toggle allocates per price of the band, whatever the book holds: a list slot
+# (8 B) per level key and side for the level store (deque: the queue slot; pool: head and
+# tail) and the level_sums totals; scan: one occupancy byte per side; bitmap: one 8 B slot
+# per 64 prices per side (plus summary levels); sorted: nothing per price
+BAND_BYTES = {"levels": {"deque": 16, "pool": 32}, "best": {"scan": 2, "bitmap": 0.26,
+                                                          "sorted": 0},
+              "fok": {"full": 0, "early_exit": 0, "level_sums": 16}}
+
+
+def band_bytes_per_price(levels: str, best: str, fok: str) -> float:
+    """Bytes per price of the band a ladder with these toggles allocates at creation."""
+    b = BAND_BYTES
+    return b["levels"][levels] + b["best"][best] + b["fok"][fok]
 
 
 class LevelSums:
@@ -78,6 +94,10 @@ class LadderEngine(PyEngine):
         super().__init__(config)
         self.toggles = tg.check("python", levels=levels, best=best, fok=fok)
         self.name = f"ladder[{levels},{best},{fok}]"
+        per_price = band_bytes_per_price(levels, best, fok)
+        self.max_band_width = max_width(per_price)
+        check_band(self.name, self.config, int(per_price * self.config.width),
+                   self.max_band_width)  # before anything is allocated per price
         w = self._w = self.config.width
         self._lv = STORES[levels](2 * w, capacity)
         self._bests = (FINDERS[best](w, True), FINDERS[best](w, False))  # bids: highest first

@@ -28,6 +28,7 @@ class Order:
 
 class ReferenceEngine(PyEngine):
     name = "reference"
+    max_band_width = None  # only non-empty levels are kept: any band (lob.engines.bands)
 
     def __init__(self, config: BookConfig | None = None):
         super().__init__(config)

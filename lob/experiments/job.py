@@ -29,7 +29,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -55,6 +55,7 @@ class Job:
     artifacts: str
     timeout: int | None = None
     timing: bool = True  # a latency run: never beside another timing run on its host
+    lock_token: str = ""  # the batch's hold on the artifacts lock (lob.experiments.lock)
 
 
 @dataclass
@@ -192,11 +193,22 @@ def run_job(job: Job, execute: Callable[[Job], None] | None = None, force: bool 
     notebook gives a ``failed`` record; Ctrl-C raises :class:`RunInterrupted`. ``executor``
     and ``timing_exclusive`` describe where it runs, for the record and the conditions.
     """
+    from lob.experiments.lock import ArtifactsLocked, artifacts_lock, check_token
+
+    if not job.lock_token:  # not sent by a batch: hold the folder's lock for this run
+        with artifacts_lock(job.artifacts) as held:
+            return run_job(replace(job, lock_token=held.token), execute, force,
+                           executor=executor, timing_exclusive=timing_exclusive)
     out = Path(job.run_dir)
     rec = RunRecord(experiment=job.experiment, run_id=job.run_id, preset=job.preset,
                     params=job.params, status="skipped", run_dir=str(out), executor=executor,
                     host=socket.gethostname(), timing_exclusive=timing_exclusive)
     if is_complete(out) and not force:
+        return rec
+    try:  # only the batch holding the folder may delete or write a run in it
+        check_token(job.artifacts, job.lock_token)
+    except ArtifactsLocked as e:
+        rec.status, rec.error = "failed", str(e)
         return rec
     if out.exists():
         _clear(out)  # a partial (or forced) run: never build on its leftovers

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from lob.experiments.executors import open_executor
@@ -26,6 +26,7 @@ from lob.experiments.job import (
     is_complete,
     run_id,
 )
+from lob.experiments.lock import artifacts_lock
 from lob.experiments.registry import Experiment, experiment_names, get_experiment
 
 
@@ -74,7 +75,7 @@ def run_batch(names: Iterable[str] | None = None, preset: str = "default",
               force: bool = False, execute: Callable[[Job], None] | None = None,
               executor: str = "local", scheduler: str | None = None,
               workers: int | None = None, concurrent_timing: bool = False,
-              progress: bool = True) -> int:
+              progress: bool = True, lock_wait: float = 0.0) -> int:
     """Run experiments (all when ``names`` is None) at a preset; exit code 0 if all complete.
 
     Every job is validated before the first one runs, and complete runs are skipped here.
@@ -82,6 +83,10 @@ def run_batch(names: Iterable[str] | None = None, preset: str = "default",
     run on the Dask scheduler at ``scheduler``, else on a local cluster of ``workers``
     processes; timing runs never overlap on a host unless ``concurrent_timing``; see
     :mod:`lob.experiments.executors`). ``execute`` replaces papermill (tests use it).
+
+    The batch holds the artifacts folder's lock (:mod:`lob.experiments.lock`) throughout;
+    if another batch holds it, this one waits up to ``lock_wait`` seconds, then raises
+    :class:`~lob.experiments.lock.ArtifactsLocked` naming the holder, having touched nothing.
     """
     from tqdm.auto import tqdm
 
@@ -89,7 +94,16 @@ def run_batch(names: Iterable[str] | None = None, preset: str = "default",
                 artifacts)
     if not jobs:
         raise ValueError("no experiments to run")
-    Path(jobs[0].artifacts).mkdir(parents=True, exist_ok=True)
+    with artifacts_lock(jobs[0].artifacts, lock_wait) as held:  # for the whole batch
+        jobs = [replace(j, lock_token=held.token) for j in jobs]
+        return _drive(jobs, preset, force, execute, executor, scheduler, workers,
+                      concurrent_timing, progress, tqdm)
+
+
+def _drive(jobs: list[Job], preset: str, force: bool, execute, executor: str,
+           scheduler: str | None, workers: int | None, concurrent_timing: bool,
+           progress: bool, tqdm) -> int:
+    """The batch under its lock: skip complete runs, run the rest, record each."""
     todo = [j for j in jobs if force or not is_complete(Path(j.run_dir))]
     bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=f"experiments ({preset})",
                unit="run", disable=not progress)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +22,8 @@ import numpy as np
 
 from lob.semantics import COMMAND_DTYPE, BookConfig
 
-__all__ = ["Workload", "WorkloadFileError", "build", "describe", "workload_names", "spec"]
+__all__ = ["Workload", "WorkloadFileError", "WorkloadFileMissing", "build", "describe",
+           "workload_names", "spec"]
 
 FORMAT = "lob-workload"
 SCHEMA_VERSION = 1
@@ -32,7 +32,12 @@ _FAMILIES = (("orderbook_rs", "lob.workloads.orderbook_rs"), ("cpp", "lob.worklo
 
 
 class WorkloadFileError(ValueError):
-    """A workload file that is truncated, foreign, of another schema or inconsistent."""
+    """A workload file that is missing, unreadable, truncated, foreign, of another schema or
+    inconsistent (every way :meth:`Workload.load` can fail)."""
+
+
+class WorkloadFileMissing(WorkloadFileError, FileNotFoundError):
+    """No file at the path given (also a FileNotFoundError, for callers that expect one)."""
 
 
 @dataclass(eq=False)
@@ -85,7 +90,19 @@ class Workload:
         """Read a file written by :meth:`save`; anything else raises :class:`WorkloadFileError`."""
         path = Path(path)
         try:
-            with np.load(path, allow_pickle=False) as z:
+            z = np.load(path, allow_pickle=False)
+        except FileNotFoundError as e:
+            raise WorkloadFileMissing(f"{path}: no such workload file") from e
+        except Exception as e:  # a directory, a pickle, text, a truncated header, ...
+            raise WorkloadFileError(
+                f"{path}: not a readable lob workload file (truncated or corrupt?): "
+                f"{type(e).__name__}: {e}") from e
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise WorkloadFileError(
+                f"{path}: a single numpy array ({getattr(z, 'dtype', type(z).__name__)}), not "
+                "a lob workload file (the .npz that Workload.save writes)")
+        try:
+            with z:
                 keys = set(z.files)
                 if keys != {"commands", "meta"}:
                     raise WorkloadFileError(
@@ -95,11 +112,10 @@ class Workload:
                 cmds = z["commands"]
         except WorkloadFileError:
             raise
-        except FileNotFoundError:
-            raise
-        except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as e:
+        except Exception as e:  # corrupt members: BadZipFile, zlib.error, EOFError, ...
             raise WorkloadFileError(
-                f"{path}: not a readable lob workload file (truncated or corrupt?): {e}") from e
+                f"{path}: not a readable lob workload file (truncated or corrupt?): "
+                f"{type(e).__name__}: {e}") from e
         try:
             meta = json.loads(meta_s)
         except json.JSONDecodeError as e:

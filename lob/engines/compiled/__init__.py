@@ -40,9 +40,13 @@ from lob.engines.base import EngineSpec
 
 def _factory(version: str):
     def make(config):
+        from lob.engines.compiled._band import check
+
+        t = tg.version_toggles(version)
+        check(t["best"], t["fok"], config)  # a band too wide: refused before numba loads
         from lob.engines.compiled.engine import CompiledEngine
 
-        return CompiledEngine(config, **tg.version_toggles(version))
+        return CompiledEngine(config, **t)
 
     return make
 

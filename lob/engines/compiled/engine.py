@@ -14,12 +14,15 @@ import numpy as np
 
 from lob.engines import toggles as tg
 from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int, store_fills
+from lob.engines.compiled import _band
 from lob.engines.compiled import book as bk
 from lob.engines.compiled import kernel as kn
+from lob.engines.compiled._band import OWNER_MAP_SIZE, OWNER_TABLE_ENTRIES  # noqa: F401
 from lob.engines.compiled.check import MESSAGES, check_book, walk_level
 from lob.semantics import (
     COMMAND_DTYPE,
     FILL_DTYPE,
+    MAX_ORDERS,
     OUTCOME_DTYPE,
     BookConfig,
     as_commands,
@@ -29,8 +32,6 @@ from lob.semantics import (
 _BEST = {"scan": bk.BEST_SCAN, "bitmap": bk.BEST_BITMAP}
 _FOK = {"full": bk.FOK_FULL, "early_exit": bk.FOK_EARLY_EXIT, "level_sums": bk.FOK_LEVEL_SUMS}
 _IDS = {"array": bk.IDS_ARRAY, "bitset": bk.IDS_BITSET}
-OWNER_MAP_SIZE = 4096  # owners 1..4095 can get a level_sums slot; larger ids use a walk
-OWNER_TABLE_ENTRIES = 1 << 21  # cap on levels x owner slots (16 MB) for level_sums
 _LIMITS = {f: np.iinfo(COMMAND_DTYPE[f]) for f in EXEC_FIELDS}
 
 
@@ -118,11 +119,12 @@ class CompiledEngine(Interactive):
                              f"{fill_capacity}")
         self.config = config
         self.ids = ids
+        self.max_band_width = _band.check(best, fok, config)  # before allocating per price
         w = config.width
         nw0 = (w + 63) // 64
         nw1 = (nw0 + 63) // 64
         sums = fok == "level_sums"
-        k = max(1, min(16, OWNER_TABLE_ENTRIES // (2 * w))) if sums else 0
+        k = _band.owner_slots(w, fok)
         oslot_size = OWNER_MAP_SIZE if sums else 0
         os_off, oslot_off, size = bk.layout(w, k, oslot_size)
         G = np.zeros(size, dtype=np.int64)
@@ -147,6 +149,10 @@ class CompiledEngine(Interactive):
     # --- growth (outside the kernel) -----------------------------------------------------
     def _grow_pool(self, extra: int) -> None:
         old = self._N.shape[0]
+        extra = min(extra, MAX_ORDERS - old)
+        if extra <= 0:  # sums of resting quantity fit int64 only up to MAX_ORDERS orders
+            raise MemoryError(f"{self.name}: the book holds lob.semantics.MAX_ORDERS = "
+                              f"{MAX_ORDERS:,} orders, the most a book may hold")
         new = np.zeros((old + extra, bk.NODE_COLS), dtype=np.int64)
         new[:old] = self._N
         new[old:, bk.NXT] = np.arange(old + 1, old + extra + 1)

@@ -55,7 +55,7 @@ from lob.engines.compiled.book import (
     rest,
 )
 from lob.engines.compiled.clock import monotonic_ns
-from lob.semantics import Kind, OrderType, Reason, Scope, Status, StpMode
+from lob.semantics import MAX_NOTIONAL, MAX_QTY, Kind, OrderType, Reason, Scope, Status, StpMode
 
 # status / reason / enum values from lob.semantics, as plain module-level ints (numba
 # freezes them as compile-time constants)
@@ -242,7 +242,7 @@ def submit(out, i, F, N, IDX, LV, B, G, owner, side, otype, price, qty):
         put(out, i, REJECTED, R_BAD_SIDE, 0, 0, 0, 0, 0)
     elif owner <= 0:
         put(out, i, REJECTED, R_BAD_OWNER, 0, 0, 0, 0, 0)
-    elif qty <= 0:
+    elif qty <= 0 or (qty > MAX_QTY and (otype != NOTIONAL or qty > MAX_NOTIONAL)):
         put(out, i, REJECTED, R_BAD_QTY, 0, 0, 0, 0, 0)
     elif otype < MARKET and (price < G[LO] or price > G[HI]):
         put(out, i, REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
@@ -287,7 +287,7 @@ def cancel(out, i, N, IDX, LV, B, G, oid):
 
 @njit(cache=True, _nrt=False)
 def modify(out, i, F, N, IDX, LV, B, G, oid, qty, price):
-    if qty <= 0:
+    if qty <= 0 or qty > MAX_QTY:
         put(out, i, REJECTED, R_BAD_QTY, 0, 0, 0, 0, 0)
         return
     if price != 0 and (price < G[LO] or price > G[HI]):
@@ -336,9 +336,13 @@ def mass_cancel(out, i, N, IDX, LV, B, G, scope, side, owner, plo, phi):
     w = G[WIDTH]
     xa = 0
     xb = w - 1
-    if scope == SCOPE_RANGE:
-        xa = max(plo - G[LO], 0)
-        xb = min(phi - G[LO], w - 1)
+    if scope == SCOPE_RANGE:  # clamp to the band without forming plo - LO near -2**63
+        if plo > G[LO]:
+            xa = plo - G[LO]
+        if phi < G[LO]:
+            xb = -1
+        elif phi < G[HI]:
+            xb = phi - G[LO]
     n = 0
     for s in range(2):
         if scope == SCOPE_SIDE and s != side:
