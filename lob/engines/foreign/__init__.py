@@ -1,0 +1,123 @@
+"""Foreign engines: a C, C++ or Rust book in a shared library, measured like lob's own.
+
+The library implements the small C ABI of ``lob_engine.h`` (next to this file): create a
+book from a config, replay a command array into preallocated outcome and fill arrays,
+optionally a timed replay reading the engine's own clock, snapshot, destroy. lob loads it
+with ``ctypes`` (see :mod:`.library` for why, and for the load-time checks) and wraps it in
+:class:`ForeignEngine`, which satisfies the ``Engine`` interface, so notebooks, ``lob
+bench``, ``lob compare`` and the differential fuzz take it unchanged.
+
+A foreign engine gets its name from a small TOML file::
+
+    name = "c_book"
+    path = "build/liblob_c_book.so"   # relative to the TOML file
+    description = "example C engine"
+
+(or several ``[[engine]]`` tables with those keys). lob reads the files listed in
+``$LOB_ENGINES_TOML`` (``os.pathsep``-separated), or call :func:`register_toml`, or publish
+``foreign_specs(path)`` from an entry point in the ``lob.engines`` group. The library is
+loaded when the engine is first built, so a listed engine whose ``.so`` is missing fails
+then, with a :class:`ForeignEngineError` saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lob.engines.foreign.engine import ForeignEngine, TimedForeignEngine
+from lob.engines.foreign.library import (
+    ABI_VERSION,
+    HEADER,
+    ForeignEngineError,
+    Library,
+    load,
+)
+from lob.semantics import BookConfig
+
+ENV = "LOB_ENGINES_TOML"
+BACKEND = "foreign"
+
+try:  # the registry of the engine-interface issue; a stand-in with its fields until then
+    from lob.engines.registry import EngineSpec
+except ImportError:  # pragma: no cover - removed once the registry lands
+    @dataclass(frozen=True)
+    class EngineSpec:  # type: ignore[no-redef]
+        name: str
+        factory: object
+        description: str
+        backend: str = "python"
+        toggles: dict = field(default_factory=dict)
+        parent: str | None = None
+
+
+def open_engine(path: str | os.PathLike, config: BookConfig | None = None,
+                name: str | None = None) -> ForeignEngine:
+    """An engine straight from a library file (no registration)."""
+    lib = load(path, name)
+    cls = TimedForeignEngine if lib.timed else ForeignEngine
+    return cls(lib, config, name or lib.label)
+
+
+def _factory(name: str, path: Path):
+    def make(config: BookConfig | None = None) -> ForeignEngine:
+        return open_engine(path, config, name)
+
+    make.__qualname__ = f"foreign_engine[{name}]"
+    return make
+
+
+def foreign_specs(path: str | os.PathLike) -> list[EngineSpec]:
+    """The engines a TOML file describes (``name``, ``path``, ``description``)."""
+    toml = Path(path)
+    try:
+        data = tomllib.loads(toml.read_text())
+    except FileNotFoundError:
+        raise ForeignEngineError(f"foreign engine list {toml} does not exist "
+                                 f"(check ${ENV} or the path given)") from None
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ForeignEngineError(f"cannot read foreign engine list {toml}: {e}") from None
+    entries = data.get("engine", [data] if "name" in data else [])
+    if not isinstance(entries, list) or not entries:
+        raise ForeignEngineError(f"{toml}: expected `name`, `path`, `description` keys or "
+                                 f"[[engine]] tables with them")
+    specs = []
+    for e in entries:
+        missing = [k for k in ("name", "path") if not isinstance(e.get(k), str) or not e[k]]
+        if missing:
+            raise ForeignEngineError(f"{toml}: an engine entry lacks {', '.join(missing)}")
+        if "@" in e["name"]:
+            raise ForeignEngineError(f"{toml}: engine name {e['name']!r} may not contain '@' "
+                                     f"(reserved for backend twins like v2@numba)")
+        lib = (toml.parent / e["path"]).resolve() if not Path(e["path"]).is_absolute() \
+            else Path(e["path"])
+        desc = str(e.get("description", "")) or f"foreign engine from {lib.name}"
+        specs.append(EngineSpec(e["name"], _factory(e["name"], lib), f"{desc} [{lib.name}]",
+                                backend=BACKEND))
+    return specs
+
+
+def env_specs() -> list[EngineSpec]:
+    """Engines from every TOML listed in ``$LOB_ENGINES_TOML`` (none when it is unset)."""
+    specs = []
+    for p in filter(None, os.environ.get(ENV, "").split(os.pathsep)):
+        specs.extend(foreign_specs(p))
+    return specs
+
+
+def register_toml(path: str | os.PathLike) -> list[str]:
+    """Register the engines of one TOML file now; returns their names."""
+    from lob.engines import base
+
+    names = []
+    for spec in foreign_specs(path):
+        base.register(spec.name, spec.factory, spec.description, backend=spec.backend)
+        names.append(spec.name)
+    return names
+
+
+__all__ = ["ABI_VERSION", "ENV", "HEADER", "EngineSpec", "ForeignEngine", "ForeignEngineError",
+           "Library", "TimedForeignEngine", "env_specs", "foreign_specs", "load", "open_engine",
+           "register_toml"]
