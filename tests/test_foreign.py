@@ -1,0 +1,340 @@
+"""Foreign engines (lob_engine.h): the example C engine against ``reference``, the C++ seed's
+published counters, every load error with the message a user sees, the overflow guard, and
+the notebooks by name.
+
+The example engine (examples/c_engine) and a few deliberately broken variants of it are
+built with gcc into a temporary folder; without gcc these tests skip, saying so.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_cpp_counters import PUBLISHED, REMAINING_COMPREHENSIVE
+from test_fuzz import PROFILES, assert_same, gen_stream
+
+import lob
+from lob.engines.foreign import (
+    ABI_VERSION,
+    ENV,
+    HEADER,
+    ForeignEngine,
+    ForeignEngineError,
+    TimedForeignEngine,
+    foreign_specs,
+    open_engine,
+    register_toml,
+)
+from lob.engines.foreign.library import EXPECTED_SIZES
+from lob.semantics import (
+    FILL_DTYPE,
+    OUTCOME_DTYPE,
+    BookConfig,
+    Kind,
+    OrderType,
+    Scope,
+    Status,
+    StpMode,
+    checksum,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "c_engine"
+NAME = "c_book_test"  # registered by the fixture (the example's own TOML says "c_book")
+FUZZ_LEN = 17_000  # per (profile, STP mode): 3 x 4 x 17,000 = 204,000 commands
+
+
+def _gcc() -> str:
+    cc = shutil.which("gcc")
+    if cc is None:
+        pytest.skip("gcc not found: the example C engine (examples/c_engine) cannot be built")
+    return cc
+
+
+def _build(out: Path, sources: list[Path], *flags: str) -> Path:
+    cmd = [_gcc(), "-O2", "-std=c11", "-fPIC", "-shared", f"-I{HEADER.parent}",
+           f"-I{EXAMPLE}", *flags, *map(str, sources), "-o", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("foreign")
+
+
+@pytest.fixture(scope="module")
+def c_lib(build_dir) -> Path:
+    return _build(build_dir / "liblob_c_book.so", [EXAMPLE / "lob_book.c"])
+
+
+@pytest.fixture(scope="module")
+def toml(c_lib, build_dir) -> Path:
+    """A TOML naming the built engine; registered once in this process."""
+    p = build_dir / "engines.toml"
+    p.write_text(f'name = "{NAME}"\npath = "{c_lib.name}"\n'
+                 f'description = "the example C engine, built by the tests"\n')
+    if NAME not in lob.engines():
+        assert register_toml(p) == [NAME]
+    return p
+
+
+# --- the engine against the reference ------------------------------------------------------
+
+@pytest.mark.parametrize("stp", list(StpMode), ids=[m.name for m in StpMode])
+def test_differential_fuzz_against_reference(toml, stp):
+    """204,000 fuzz commands in all (this test x 4 STP modes): every command kind, order type,
+    mass-cancel scope, invalid command; outcomes, fills, checksum and final book agree."""
+    for profile, (lo, hi, window) in PROFILES.items():
+        cmds = gen_stream(1000 + int(stp), FUZZ_LEN, lo, hi, window)
+        config = BookConfig(lo, hi, stp)
+        ref = lob.get_engine("reference", config)
+        r = ref.replay(cmds)
+        eng = lob.get_engine(NAME, config)
+        got = eng.replay(cmds)
+        eng.check()
+        assert_same(f"{NAME} ({profile})", cmds, (r.outcomes, r.fills, ref.snapshot(10**6)),
+                    (got.outcomes, got.fills, eng.snapshot(10**6)))
+        # the stream reached what it claims to cover
+        kinds = set(cmds["kind"].tolist())
+        assert {int(k) for k in Kind} <= kinds
+        assert {int(t) for t in OrderType} <= set(cmds["otype"][cmds["kind"] == 0].tolist())
+        assert {int(s) for s in Scope} <= set(cmds["otype"][cmds["kind"] == 3].tolist())
+        assert (r.outcomes["status"] == Status.REJECTED).any()
+
+
+def test_per_command_path_and_replay_into_agree_with_replay(toml):
+    lo, hi, window = PROFILES["narrow"]
+    cmds = gen_stream(77, 3_000, lo, hi, window)
+    config = BookConfig(lo, hi, StpMode.CANCEL_BOTH)
+    ref = lob.get_engine("reference", config).replay(cmds)
+    one = lob.get_engine(NAME, config)
+    rows = []
+    for i, row in enumerate(cmds):
+        rows.append(tuple(one.execute(row).__dict__.values()))
+        if i % 10 == 0:
+            one.check()  # the library's own invariant check (lob_check)
+    assert np.array_equal(np.array(rows, OUTCOME_DTYPE), ref.outcomes)
+    assert np.array_equal(one.fills, ref.fills)
+    one.check()
+    # replay_into: the book carries over between calls, fills come back per call
+    eng = lob.get_engine(NAME, config)
+    outs = np.zeros(len(cmds), OUTCOME_DTYPE)
+    got_fills = []
+    for a in range(0, len(cmds), 1000):
+        buf = np.zeros(len(ref.fills), FILL_DTYPE)
+        k = eng.replay_into(cmds[a:a + 1000], outs[a:], buf)
+        got_fills.append(buf[:k])
+    assert checksum(outs, np.concatenate(got_fills)) == ref.checksum
+    with pytest.raises(ValueError, match="do not fit"):
+        lob.get_engine(NAME, config).replay_into(cmds, outs, np.zeros(1, FILL_DTYPE))
+
+
+def test_engine_protocol_and_engine_clock(toml):
+    eng = lob.get_engine(NAME, BookConfig(1, 99))
+    from lob.engines.base import Engine
+
+    assert isinstance(eng, Engine) and isinstance(eng, TimedForeignEngine)
+    assert eng.clock == "engine" and eng.name == NAME
+    wl = lob.workload("cpp_comprehensive", scale=0.01)
+    res, durs = lob.get_engine(NAME, wl.config).replay_timed(wl.commands)
+    assert res.checksum == lob.replay("reference", wl).checksum
+    assert len(durs) == wl.n_timed and (durs > 0).all()
+    c = eng.clock_overhead(1000)
+    assert 0 <= c["min_ns"] <= c["median_ns"]
+    assert eng.submit(1, 0, 0, 50, 5).status == Status.ACCEPTED
+    assert eng.snapshot(5) == {"bids": [(50, 5, 1)], "asks": []}
+    assert eng.submit(2, 1, 4, 0, 2).filled == 2 and eng.fills.tolist() == [(2, 1, 50, 2)]
+    eng.clear_fills()
+    assert len(eng.fills) == 0
+
+
+def test_published_cpp_counters_full_size(toml):
+    """The C++ seed's comprehensive stream, 2,000,000 commands: its published counters."""
+    run = lob.replay(NAME, lob.workload("cpp_comprehensive"))
+    c = run.counters
+    assert {k: c[k] for k in PUBLISHED} == PUBLISHED
+    assert c["remaining_sum"] == REMAINING_COMPREHENSIVE
+
+
+# --- registration ------------------------------------------------------------------------
+
+def test_toml_specs_and_env(toml, c_lib, tmp_path, monkeypatch):
+    (spec,) = foreign_specs(toml)
+    assert spec.name == NAME and spec.backend == "foreign" and "built by the tests" in \
+        spec.description
+    assert spec.factory(BookConfig(1, 10)).snapshot() == {"bids": [], "asks": []}
+    multi = tmp_path / "two.toml"
+    multi.write_text(f'[[engine]]\nname = "x1"\npath = "{c_lib}"\n'
+                     f'[[engine]]\nname = "x2"\npath = "{c_lib}"\ndescription = "d"\n')
+    assert [s.name for s in foreign_specs(multi)] == ["x1", "x2"]
+    monkeypatch.setenv(ENV, str(multi))
+    assert {"x1", "x2"} <= set(lob.engines())
+    ex = foreign_specs(EXAMPLE / "engine.toml")[0]  # the example's TOML resolves its path
+    assert ex.name == "c_book" and "liblob_c_book.so" in ex.description
+
+
+def test_bad_toml(tmp_path):
+    with pytest.raises(ForeignEngineError, match="does not exist"):
+        foreign_specs(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('description = "no name"\n')
+    with pytest.raises(ForeignEngineError, match="expected `name`"):
+        foreign_specs(bad)
+    bad.write_text('name = "a@b"\npath = "x.so"\n')
+    with pytest.raises(ForeignEngineError, match="may not contain '@'"):
+        foreign_specs(bad)
+
+
+# --- load errors: what a user sees ---------------------------------------------------------
+
+def test_missing_library_file(tmp_path):
+    toml = tmp_path / "e.toml"
+    toml.write_text('name = "ghost"\npath = "build/libghost.so"\n')
+    (spec,) = foreign_specs(toml)  # listing works; building the engine says what is wrong
+    with pytest.raises(ForeignEngineError) as e:
+        spec.factory(BookConfig())
+    assert str(e.value) == (
+        f"foreign engine 'ghost': library file {tmp_path / 'build' / 'libghost.so'} does not "
+        "exist (build it first, e.g. `make -C examples/c_engine` for the example engine, or "
+        "fix `path` in its TOML)")
+
+
+def test_not_a_library(tmp_path):
+    p = tmp_path / "libtext.so"
+    p.write_text("not an ELF file")
+    with pytest.raises(ForeignEngineError, match="is not a loadable shared library"):
+        open_engine(p)
+
+
+# A wrapper around the example engine: -D flags rename one of its functions and put a
+# broken one in its place (or leave the symbol missing).
+WRAPPER = r"""
+#define lob_abi_version real_abi_version
+#define lob_struct_size real_struct_size
+#define lob_replay real_replay
+#ifdef HIDE_SNAPSHOT
+#define lob_snapshot hidden_snapshot
+#endif
+#include "lob_book.c"
+#undef lob_abi_version
+#undef lob_struct_size
+#undef lob_replay
+#ifndef ABI
+#define ABI LOB_ABI_VERSION
+#endif
+uint32_t lob_abi_version(void) { return ABI; }
+int64_t lob_struct_size(int32_t w) {
+#ifdef BAD_STRUCT
+    if (w == BAD_STRUCT) return real_struct_size(w) + 8;
+#endif
+    return real_struct_size(w);
+}
+int32_t lob_replay(lob_book *b, const lob_command *c, int64_t n, lob_outcome *o, lob_fill *f,
+                   int64_t cap, int64_t *done, int64_t *nf) {
+    int32_t rc = real_replay(b, c, n, o, f, cap, done, nf);
+#ifdef OVERFLOW_FILLS
+    memset(&f[cap], 0x11, sizeof(lob_fill)); /* one fill past the end */
+#endif
+#ifdef OVERFLOW_OUTCOMES
+    memset(&o[n], 0x22, 3); /* three bytes past the last outcome */
+#endif
+    return rc;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def broken(build_dir):
+    src = build_dir / "broken.c"
+    src.write_text(WRAPPER)
+
+    def make(tag: str, *flags: str) -> Path:
+        return _build(build_dir / f"lib{tag}.so", [src], *flags)
+
+    return make
+
+
+def test_wrapper_unbroken_still_works(broken):
+    eng = open_engine(broken("plain"), BookConfig(1, 99))
+    assert eng.submit(1, 0, 0, 10, 1).status == Status.ACCEPTED
+
+
+def test_missing_symbol(broken):
+    lib = broken("nosnap", "-DHIDE_SNAPSHOT")
+    with pytest.raises(ForeignEngineError) as e:
+        open_engine(lib)
+    assert str(e.value) == (
+        f"foreign engine 'libnosnap.so': {lib} does not export lob_snapshot (required by "
+        "lob_engine.h: lob_abi_version, lob_struct_size, lob_create, lob_destroy, lob_replay, "
+        "lob_snapshot); declare them extern \"C\" and not static")
+
+
+def test_abi_version_mismatch(broken):
+    lib = broken("abi", f"-DABI={ABI_VERSION + 1}")
+    with pytest.raises(ForeignEngineError) as e:
+        open_engine(lib, name="old")
+    assert str(e.value) == (
+        f"foreign engine 'old': {lib} was built for lob engine ABI version {ABI_VERSION + 1}, "
+        f"this lob speaks version {ABI_VERSION}; rebuild it against "
+        "lob/engines/foreign/lob_engine.h of this lob")
+
+
+def test_struct_size_mismatch(broken):
+    lib = broken("size", "-DBAD_STRUCT=1")  # LOB_STRUCT_OUTCOME
+    with pytest.raises(ForeignEngineError) as e:
+        open_engine(lib, name="unpacked")
+    size = EXPECTED_SIZES["lob_outcome"][1]
+    assert str(e.value) == (
+        f"foreign engine 'unpacked': record layout mismatch in {lib}: lob_outcome is "
+        f"{size + 8} bytes in the library, {size} in lob (the records must be packed, in "
+        "lob_engine.h's field order: #pragma pack(push, 1))")
+
+
+@pytest.mark.parametrize("what", ["fills", "outcomes"])
+def test_writing_past_a_buffer_is_caught(broken, what):
+    eng = open_engine(broken(f"over_{what}", f"-DOVERFLOW_{what.upper()}"), BookConfig(1, 99),
+                      name="sloppy")
+    with pytest.raises(ForeignEngineError) as e:
+        eng.replay(lob.workload("cpp_comprehensive", scale=0.001).commands)
+    buf = "fill" if what == "fills" else "outcome"
+    assert str(e.value).startswith(
+        f"foreign engine 'sloppy' wrote past the end of the {buf} buffer (")
+    assert "the guard region after it was overwritten from byte 0 on). The engine is broken" \
+        in str(e.value)
+
+
+def test_refused_config(toml):
+    with pytest.raises(ForeignEngineError, match="refused the book config"):
+        lob.get_engine(NAME, BookConfig(1, 1 << 40))
+
+
+def test_header_and_loader_agree():
+    text = HEADER.read_text()
+    assert f"#define LOB_ABI_VERSION {ABI_VERSION}\n" in text
+    for name, (_, size) in EXPECTED_SIZES.items():
+        if name != "lob_config":
+            assert f"}} {name};" in text and f"{size} bytes" in text, name
+    assert ForeignEngine.__doc__
+
+
+# --- the notebooks, by name ------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook,overrides", [
+    ("tail_analysis", {"engines": ["v3", NAME]}),
+    ("fok_scan_bottleneck", {"engines": ["v3", NAME], "fok_engines": [NAME]}),
+])
+def test_notebooks_run_the_engine_by_name(toml, notebook, overrides, tmp_path, monkeypatch):
+    from lob.experiments import run_batch
+
+    monkeypatch.setenv(ENV, str(toml))  # the papermill kernel finds the engine through it
+    assert run_batch([notebook], "quick", overrides, artifacts=tmp_path, progress=False) == 0
+    (run,) = (tmp_path / notebook).iterdir()
+    executed = (run / f"{notebook}.ipynb").read_text()
+    assert NAME in executed
