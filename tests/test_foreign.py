@@ -25,6 +25,7 @@ from lob.engines.foreign import (
     HEADER,
     ForeignEngine,
     ForeignEngineError,
+    HarnessForeignEngine,
     TimedForeignEngine,
     foreign_specs,
     open_engine,
@@ -146,6 +147,10 @@ def test_engine_protocol_and_engine_clock(toml):
     res, durs = lob.get_engine(NAME, wl.config).replay_timed(wl.commands)
     assert res.checksum == lob.replay("reference", wl).checksum
     assert len(durs) == wl.n_timed and (durs > 0).all()
+    from lob.measure.latency import capture_latency
+
+    cap = capture_latency(lob.get_engine(NAME, wl.config), wl.commands)
+    assert cap.method == "engine-clock" and cap.replay.checksum == res.checksum
     c = eng.clock_overhead(1000)
     assert 0 <= c["min_ns"] <= c["median_ns"]
     assert eng.submit(1, 0, 0, 50, 5).status == Status.ACCEPTED
@@ -222,6 +227,10 @@ WRAPPER = r"""
 #ifdef HIDE_SNAPSHOT
 #define lob_snapshot hidden_snapshot
 #endif
+#ifdef HIDE_TIMED
+#define lob_replay_timed hidden_replay_timed
+#define lob_clock_samples hidden_clock_samples
+#endif
 #include "lob_book.c"
 #undef lob_abi_version
 #undef lob_struct_size
@@ -264,6 +273,20 @@ def broken(build_dir):
 def test_wrapper_unbroken_still_works(broken):
     eng = open_engine(broken("plain"), BookConfig(1, 99))
     assert eng.submit(1, 0, 0, 10, 1).status == Status.ACCEPTED
+
+
+def test_engine_without_its_own_clock_is_timed_by_the_harness(broken):
+    from lob.measure.latency import capture_latency
+
+    wl = lob.workload("cpp_comprehensive", scale=0.001)
+    eng = open_engine(broken("untimed", "-DHIDE_TIMED"), wl.config)
+    assert isinstance(eng, HarnessForeignEngine) and eng.clock == "harness"
+    assert eng.clock_overhead() is None and not hasattr(eng, "replay_timed")
+    cap = capture_latency(eng, wl.commands)
+    assert cap.method != "engine-clock" and len(cap.durations_ns) == wl.n_timed
+    assert cap.replay.checksum == lob.replay("reference", wl).checksum
+    timed = capture_latency(lob.get_engine("reference", wl.config), wl.commands)
+    assert timed.replay.checksum == cap.replay.checksum
 
 
 def test_missing_symbol(broken):

@@ -27,7 +27,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lob.engines.foreign.engine import ForeignEngine, TimedForeignEngine
+from lob.engines.foreign.engine import ForeignEngine, HarnessForeignEngine, TimedForeignEngine
 from lob.engines.foreign.library import (
     ABI_VERSION,
     HEADER,
@@ -57,7 +57,7 @@ def open_engine(path: str | os.PathLike, config: BookConfig | None = None,
                 name: str | None = None) -> ForeignEngine:
     """An engine straight from a library file (no registration)."""
     lib = load(path, name)
-    cls = TimedForeignEngine if lib.timed else ForeignEngine
+    cls = TimedForeignEngine if lib.timed else HarnessForeignEngine
     return cls(lib, config, name or lib.label)
 
 
@@ -119,5 +119,5 @@ def register_toml(path: str | os.PathLike) -> list[str]:
 
 
 __all__ = ["ABI_VERSION", "ENV", "HEADER", "EngineSpec", "ForeignEngine", "ForeignEngineError",
-           "Library", "TimedForeignEngine", "env_specs", "foreign_specs", "load", "open_engine",
-           "register_toml"]
+           "HarnessForeignEngine", "Library", "TimedForeignEngine", "env_specs", "foreign_specs",
+           "load", "open_engine", "register_toml"]

@@ -40,13 +40,10 @@ _RANGES = {f: np.iinfo(COMMAND_DTYPE[f]) for f in EXEC_FIELDS}
 
 
 class ForeignEngine:
-    """A book living in a foreign library (see ``lob_engine.h``).
-
-    ``clock`` is ``"engine"`` when the library exports ``lob_replay_timed`` (per-op
-    durations read with the engine's own clock, inside the library), else ``"harness"``
-    (the caller times ``step``, each a ctypes call: ~1 us of crossing per op is then in
-    every figure).
-    """
+    """A book living in a foreign library (see ``lob_engine.h``); built as
+    :class:`TimedForeignEngine` (clock = "engine": the library exports ``lob_replay_timed``
+    and times each op with its own clock) or :class:`HarnessForeignEngine` (clock =
+    "harness")."""
 
     def __init__(self, lib: Library, config: BookConfig | None = None, name: str | None = None):
         if config is None:
@@ -66,7 +63,7 @@ class ForeignEngine:
                 f"(lob_create returned NULL: band too wide for this engine, bad config, or out "
                 f"of memory)")
         self._handle = h
-        self._fills = GuardedArray(FILL_DTYPE, 1024)  # the fill record
+        self._frec = GuardedArray(FILL_DTYPE, 1024)  # the fill record
         self._nf = 0
         self._scratch_fills = GuardedArray(FILL_DTYPE, 1024)  # replay_into without fills
         self._one = GuardedArray(COMMAND_DTYPE, 1)
@@ -140,7 +137,7 @@ class ForeignEngine:
         """Run every command in library calls; the fill record restarts first."""
         cmds = self._cmds(commands)
         out = GuardedArray(OUTCOME_DTYPE, len(cmds))
-        self._fills, self._nf, elapsed = self._drive(cmds, out, self._fills, 0)
+        self._frec, self._nf, elapsed = self._drive(cmds, out, self._frec, 0)
         return ReplayResult(self.name, out.arr, self.fills, elapsed, self)
 
     def replay_into(self, commands: np.ndarray, outcomes: np.ndarray,
@@ -176,10 +173,8 @@ class ForeignEngine:
                 raise ValueError(f"command field {f!r} = {v} is outside {COMMAND_DTYPE[f]}")
             row[f] = v
         row["timed"] = False
-        self._fills, self._nf, _ = self._drive(row, self._one_out, self._fills, self._nf)
+        self._frec, self._nf, _ = self._drive(row, self._one_out, self._frec, self._nf)
         return self._one_out.arr[0].item()
-
-    _exec = step  # the per-op path the harness-clock capture loop calls
 
     def execute(self, row) -> Outcome:
         """Run one command given as a COMMAND_DTYPE record or a dict of fields."""
@@ -212,7 +207,7 @@ class ForeignEngine:
     # --- fills and views --------------------------------------------------------------------
     @property
     def fills(self) -> np.ndarray:
-        return self._fills.arr[: self._nf].copy()
+        return self._frec.arr[: self._nf].copy()
 
     def clear_fills(self) -> None:
         self._nf = 0
@@ -255,7 +250,7 @@ class TimedForeignEngine(ForeignEngine):
         cmds = self._cmds(commands)
         out = GuardedArray(OUTCOME_DTYPE, len(cmds))
         ns = GuardedArray(np.dtype(np.int64), len(cmds))
-        self._fills, self._nf, elapsed = self._drive(cmds, out, self._fills, 0, ns)
+        self._frec, self._nf, elapsed = self._drive(cmds, out, self._frec, 0, ns)
         durs = ns.arr[cmds["timed"].astype(bool)].copy()
         return ReplayResult(self.name, out.arr, self.fills, elapsed, self), durs
 
@@ -282,3 +277,10 @@ class TimedForeignEngine(ForeignEngine):
             return None
         return external(f"{self.name} (engine clock)", c["median_ns"],
                         overhead_p99_ns=c["p99_ns"], samples=c["samples"])
+
+
+class HarnessForeignEngine(ForeignEngine):
+    """A foreign engine without ``lob_replay_timed`` (clock = "harness"): the caller times
+    ``step``, one ctypes call per command (~1 us of crossing is then in every figure)."""
+
+    _exec = ForeignEngine.step  # the per-op path of the harness-clock capture loop
