@@ -160,6 +160,37 @@ def test_engine_protocol_and_engine_clock(toml):
     assert len(eng.fills) == 0
 
 
+def test_need_fill_space_protocol(c_lib):
+    """The raw ABI: with no fill space left the engine stops before a command that could
+    trade, says how far it got, and resumes from there."""
+    import ctypes
+
+    from lob.engines.foreign.library import NEED_FILL_SPACE, OK, Config, load
+    from lob.semantics import commands
+
+    lib = load(c_lib)
+    book = lib.create(ctypes.byref(Config(1, 99, 0, 0)))
+    try:
+        cmds = commands([dict(kind=0, otype=0, side=1, owner=1, price=50, qty=3),
+                         dict(kind=1, id=99),  # cannot trade: runs without fill space
+                         dict(kind=0, otype=1, side=0, owner=2, price=60, qty=2)])
+        outs = np.zeros(3, OUTCOME_DTYPE)
+        fills = np.zeros(1, FILL_DTYPE)
+        done, k = ctypes.c_int64(-1), ctypes.c_int64(-1)
+        args = (ctypes.byref(done), ctypes.byref(k))
+        c0, o0, f0 = cmds.ctypes.data, outs.ctypes.data, fills.ctypes.data
+        # the first submit finds an empty book, so needs no fill space
+        assert lib.replay(book, c0, 3, o0, f0, 0, *args) == NEED_FILL_SPACE
+        assert (done.value, k.value) == (2, 0)
+        assert outs["status"].tolist()[:2] == [Status.ACCEPTED, Status.NOT_FOUND]
+        assert lib.replay(book, c0 + 2 * cmds.itemsize, 1, o0 + 2 * outs.itemsize, f0, 1,
+                          *args) == OK
+        assert (done.value, k.value) == (1, 1)
+        assert fills.tolist() == [(2, 1, 50, 2)] and outs[2]["status"] == Status.FILLED
+    finally:
+        lib.destroy(book)
+
+
 def test_published_cpp_counters_full_size(toml):
     """The C++ seed's comprehensive stream, 2,000,000 commands: its published counters."""
     run = lob.replay(NAME, lob.workload("cpp_comprehensive"))
@@ -351,8 +382,8 @@ def test_header_and_loader_agree():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook,overrides", [
-    ("tail_analysis", {"engines": ["v3", NAME]}),
-    ("fok_scan_bottleneck", {"engines": ["v3", NAME], "fok_engines": [NAME]}),
+    ("tail_analysis", {"engines": [NAME]}),
+    ("fok_scan_bottleneck", {"engines": [NAME], "fok_engines": [NAME]}),
 ])
 def test_notebooks_run_the_engine_by_name(toml, notebook, overrides, tmp_path, monkeypatch):
     from lob.experiments import run_batch
