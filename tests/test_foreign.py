@@ -395,3 +395,44 @@ def test_notebooks_run_the_engine_by_name(toml, notebook, overrides, tmp_path, m
     summary = json.loads((run / "summary.json").read_text())
     rows = [r for t in summary["tables"].values() for r in t]
     assert any(NAME in map(str, r.values()) for r in rows), "C engine missing from the tables"
+
+
+# --- the figure (a benchmark, not a test: `make bench` runs it) ------------------------------
+
+@pytest.mark.bench
+def test_bench_c_engine_beside_v2_numba(toml):
+    """ns/op of the example C engine and v2@numba on the full C++ comprehensive stream: replay
+    time inside the library / kernel calls, min and median of 5 rounds interleaved across
+    the two engines, same process; writes artifacts/bench/foreign/report.json."""
+    from lob.measure.conditions import run_conditions
+
+    wl = lob.workload("cpp_comprehensive")
+    names = [NAME, "v2@numba"]
+    sums = {lob.get_engine(n, wl.config).replay(wl.commands).checksum for n in names}  # warm
+    assert len(sums) == 1, "the engines disagree on the full stream"
+    runs = {n: [] for n in names}
+    for _ in range(5):
+        for n in names:
+            runs[n].append(lob.get_engine(n, wl.config).replay(wl.commands).elapsed_ns
+                           / len(wl.commands))
+    rows = {n: {"min": min(v), "median": float(np.median(v)), "all": [round(x, 1) for x in v]}
+            for n, v in runs.items()}
+    lat = {}
+    for n in names:
+        _, d = lob.get_engine(n, wl.config).replay_timed(wl.commands)
+        lat[n] = {f"p{q:g}": float(np.percentile(d, q)) for q in (50, 99, 99.9)}
+    report = {"workload": "cpp_comprehensive", "commands": len(wl.commands), "ns_per_op": rows,
+              "ratio_min": rows["v2@numba"]["min"] / rows[NAME]["min"],
+              "ratio_median": rows["v2@numba"]["median"] / rows[NAME]["median"],
+              "engine_clock_latency_ns": lat, "conditions": run_conditions()}
+    out = ROOT / "artifacts" / "bench" / "foreign"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    c = report["conditions"]
+    print(f"\ncpp_comprehensive, {len(wl.commands):,} commands, 5 interleaved rounds")
+    for n, r in rows.items():
+        print(f"  {n:12s} min {r['min']:6.1f}  median {r['median']:6.1f} ns/op  {r['all']}"
+              f"  latency {lat[n]}")
+    print(f"  v2@numba / {NAME}: {report['ratio_min']:.2f}x (min), "
+          f"{report['ratio_median']:.2f}x (median)")
+    print(f"  {c['cpu_model']}, {c['cpu_count']} cpus, load {c['load_avg']}")
