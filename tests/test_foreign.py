@@ -58,7 +58,7 @@ def _gcc() -> str:
 
 
 def _build(out: Path, sources: list[Path], *flags: str) -> Path:
-    cmd = [_gcc(), "-O2", "-std=c11", "-fPIC", "-shared", f"-I{HEADER.parent}",
+    cmd = [_gcc(), "-O2", "-std=c11", "-fwrapv", "-fPIC", "-shared", f"-I{HEADER.parent}",
            f"-I{EXAMPLE}", *flags, *map(str, sources), "-o", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr}"

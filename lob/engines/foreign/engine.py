@@ -45,6 +45,8 @@ class ForeignEngine:
     and times each op with its own clock) or :class:`HarnessForeignEngine` (clock =
     "harness")."""
 
+    clock = "harness"
+
     def __init__(self, lib: Library, config: BookConfig | None = None, name: str | None = None):
         if config is None:
             config = BookConfig()
@@ -53,7 +55,6 @@ class ForeignEngine:
         self._lib = lib
         self.name = name or lib.label
         self.config = config
-        self.clock = "harness"
         self._handle = None
         cfg = Config(config.min_price, config.max_price, int(config.stp), 0)
         h = lib.create(ctypes.byref(cfg))
@@ -245,6 +246,8 @@ class ForeignEngine:
 class TimedForeignEngine(ForeignEngine):
     """A foreign engine whose library exports ``lob_replay_timed`` (clock = "engine")."""
 
+    clock = "engine"
+
     def replay_timed(self, commands: np.ndarray) -> tuple[ReplayResult, np.ndarray]:
         """``replay`` plus one duration (ns, the engine's own clock) per timed command."""
         cmds = self._cmds(commands)
@@ -253,10 +256,6 @@ class TimedForeignEngine(ForeignEngine):
         self._frec, self._nf, elapsed = self._drive(cmds, out, self._frec, 0, ns)
         durs = ns.arr[cmds["timed"].astype(bool)].copy()
         return ReplayResult(self.name, out.arr, self.fills, elapsed, self), durs
-
-    def __init__(self, lib: Library, config: BookConfig | None = None, name: str | None = None):
-        super().__init__(lib, config, name)
-        self.clock = "engine"
 
     def clock_overhead(self, samples: int = 100_000) -> dict | None:
         """Cost of one read of the engine's own clock (back-to-back reads in the library)."""
