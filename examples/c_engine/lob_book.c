@@ -7,7 +7,7 @@
  * each level is a FIFO doubly linked list of nodes from one growable node pool, with its
  * total quantity and order count. The best level of each side is cached and re-found by a
  * scan towards worse prices when it empties. Ids are sequential, so id -> node is an
- * array. Fills are written into the caller's buffer; before a command that can trade the
+ * array, with a live-id bitset in front of it. Fills are written into the caller's buffer; before a command that can trade the
  * engine makes sure the space left is at least the number of resting orders (a command
  * fills each maker at most once), otherwise it stops and asks for more (LOB_NEED_FILL_SPACE).
  */
@@ -52,6 +52,8 @@ struct lob_book {
     node *pool;
     int32_t cap, free_head;
     int32_t *idx;   /* id -> node, -1 if not resting */
+    uint64_t *live_ids; /* one bit per id, set while it rests: a cancel of a dead id (most
+                           cancels of the C++ seed's stream) reads this small bitset only */
     int64_t idx_cap, next_id;
     /* per replay call */
     lob_fill *fills;
@@ -99,6 +101,7 @@ void lob_destroy(lob_book *b) {
     free(b->lv[1]);
     free(b->pool);
     free(b->idx);
+    free(b->live_ids);
     free(b);
 }
 
@@ -121,8 +124,12 @@ static int ensure_idx(lob_book *b, int64_t id) {
     while (ncap <= id) ncap *= 2;
     int32_t *p = realloc(b->idx, (size_t)ncap * sizeof(int32_t));
     if (!p) return -1;
-    for (int64_t i = b->idx_cap; i < ncap; i++) p[i] = -1;
     b->idx = p;
+    uint64_t *bits = realloc(b->live_ids, (size_t)(ncap / 64) * sizeof(uint64_t));
+    if (!bits) return -1;
+    b->live_ids = bits;
+    for (int64_t i = b->idx_cap; i < ncap; i++) p[i] = -1;
+    for (int64_t i = b->idx_cap / 64; i < ncap / 64; i++) bits[i] = 0;
     b->idx_cap = ncap;
     return 0;
 }
@@ -151,6 +158,7 @@ static void unlink_node(lob_book *b, int32_t k) {
     l->qty -= n->qty;
     b->live[n->side]--;
     b->idx[n->id] = -1;
+    b->live_ids[n->id >> 6] &= ~(1ULL << (n->id & 63));
     if (l->count == 0 && b->best[n->side] == n->x) refind_best(b, n->side);
 }
 
@@ -179,6 +187,7 @@ static int rest(lob_book *b, int64_t oid, int32_t owner, int side, int64_t price
     l->qty += qty;
     b->live[side]++;
     b->idx[oid] = k;
+    b->live_ids[oid >> 6] |= 1ULL << (oid & 63);
     int64_t best = b->best[side];
     if (best < 0 || (side == 0 ? x > best : x < best)) b->best[side] = x;
     return 0;
@@ -285,7 +294,8 @@ static int submit(lob_book *b, lob_outcome *o, int64_t oid, int32_t owner, int s
 }
 
 static inline int32_t lookup(const lob_book *b, int64_t oid) {
-    return (oid > 0 && oid < b->idx_cap) ? b->idx[oid] : -1;
+    if (oid <= 0 || oid >= b->idx_cap || !((b->live_ids[oid >> 6] >> (oid & 63)) & 1)) return -1;
+    return b->idx[oid];
 }
 
 static int modify(lob_book *b, lob_outcome *o, int64_t oid, int64_t qty, int64_t price) {
@@ -496,7 +506,11 @@ int32_t lob_check(const lob_book *b, char *msg, int64_t cap) {
     }
     if (b->best[0] >= 0 && b->best[1] >= 0 && b->best[0] >= b->best[1]) FAIL("book is crossed");
     int64_t indexed = 0;
-    for (int64_t i = 0; i < b->idx_cap; i++) indexed += b->idx[i] >= 0;
+    for (int64_t i = 0; i < b->idx_cap; i++) {
+        if ((b->idx[i] >= 0) != (int)((b->live_ids[i >> 6] >> (i & 63)) & 1))
+            FAIL("live-id bit of id %lld disagrees with the index", (long long)i);
+        indexed += b->idx[i] >= 0;
+    }
     if (indexed != seen) FAIL("index holds %lld ids, book %lld orders", (long long)indexed,
                               (long long)seen);
     return 0;
