@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from lob.engines.base import EXEC_FIELDS, ReplayResult, _as_int
+from lob.engines.base import EXEC_FIELDS, ReplayResult
 from lob.engines.foreign.library import (
     ERRORS,
     LEVEL_DTYPE,
@@ -37,6 +37,12 @@ from lob.semantics import (
 
 _MAX_FILL_CAP = 1 << 31
 _RANGES = {f: np.iinfo(COMMAND_DTYPE[f]) for f in EXEC_FIELDS}
+
+
+def _as_int(name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__} ({v!r})")
+    return int(v)
 
 
 class ForeignEngine:
@@ -265,8 +271,10 @@ class TimedForeignEngine(ForeignEngine):
         self._lib.clock_samples(buf.addr, samples)
         buf.check(self.name, "clock sample")
         d = buf.arr
-        return {"min_ns": float(d.min()), "median_ns": float(np.median(d)),
-                "p99_ns": float(np.percentile(d, 99)), "samples": int(samples)}
+        return {"source": f"{self.name}: the engine's clock (lob_clock_samples)",
+                "min_ns": float(d.min()), "median_ns": float(np.median(d)),
+                "p99_ns": float(np.percentile(d, 99)), "resolution_ns": 1.0,
+                "samples": int(samples)}
 
     def clock_calibration(self):
         from lob.measure.clock import external
@@ -274,7 +282,7 @@ class TimedForeignEngine(ForeignEngine):
         c = self.clock_overhead()
         if c is None:
             return None
-        return external(f"{self.name} (engine clock)", c["median_ns"],
+        return external(c["source"], c["median_ns"],
                         overhead_p99_ns=c["p99_ns"], samples=c["samples"])
 
 
