@@ -369,6 +369,29 @@ def test_refused_config(toml):
         lob.get_engine(NAME, BookConfig(1, 1 << 40))
 
 
+def test_header_compiles_as_cpp(build_dir):
+    """C++ engines include the same header: extern "C", packed records of lob's sizes."""
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("g++ not found")
+    src = build_dir / "sizes.cpp"
+    src.write_text('#include "lob_engine.h"\n'
+                   'static_assert(sizeof(lob_command) == 40 && sizeof(lob_outcome) == 34 &&\n'
+                   '              sizeof(lob_fill) == 32, "packed records");\n'
+                   'extern "C" uint32_t lob_abi_version(void) { return LOB_ABI_VERSION; }\n')
+    r = subprocess.run([cxx, "-std=c++17", "-fsyntax-only", f"-I{HEADER.parent}", str(src)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_broken_env_toml_warns_and_lists_nothing(tmp_path, monkeypatch):
+    import lob.engines.foreign as foreign
+
+    monkeypatch.setenv(ENV, str(tmp_path / "missing.toml"))
+    with pytest.warns(RuntimeWarning, match="LOB_ENGINES_TOML ignored: foreign engine list"):
+        assert foreign.ENGINES == []
+
+
 def test_header_and_loader_agree():
     text = HEADER.read_text()
     assert f"#define LOB_ABI_VERSION {ABI_VERSION}\n" in text

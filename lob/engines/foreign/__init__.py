@@ -107,6 +107,24 @@ def env_specs() -> list[EngineSpec]:
     return specs
 
 
+def _env_engines() -> list[EngineSpec]:
+    """``ENGINES`` of this member module: a broken ``$LOB_ENGINES_TOML`` warns, never breaks
+    the listing of every other engine."""
+    import warnings
+
+    try:
+        return env_specs()
+    except ForeignEngineError as e:
+        warnings.warn(f"${ENV} ignored: {e}", RuntimeWarning, stacklevel=3)
+        return []
+
+
+def __getattr__(name: str):
+    if name == "ENGINES":  # read when the registry collects its members
+        return _env_engines()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def register_toml(path: str | os.PathLike) -> list[str]:
     """Register the engines of one TOML file now; returns their names."""
     from lob.engines import base
