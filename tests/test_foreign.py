@@ -385,7 +385,7 @@ def test_header_compiles_as_cpp(build_dir):
 
 
 def test_broken_env_toml_warns_and_lists_nothing(tmp_path, monkeypatch):
-    import lob.engines.foreign as foreign
+    from lob.engines import foreign
 
     monkeypatch.setenv(ENV, str(tmp_path / "missing.toml"))
     with pytest.warns(RuntimeWarning, match="LOB_ENGINES_TOML ignored: foreign engine list"):
