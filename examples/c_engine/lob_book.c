@@ -343,10 +343,11 @@ static void mass_cancel(lob_book *b, lob_outcome *o, int scope, int side, int32_
     } else if (scope == 1) {
         removed = cancel_where(b, side, 0, b->w - 1, 0, 0);
     } else {
-        int64_t x0 = plo < b->lo ? 0 : plo - b->lo;
-        int64_t x1 = phi > b->hi ? b->w - 1 : phi - b->lo;
-        if (plo <= b->hi && phi >= b->lo)
+        if (plo <= b->hi && phi >= b->lo) { /* the range meets the band */
+            int64_t x0 = plo < b->lo ? 0 : plo - b->lo;
+            int64_t x1 = phi > b->hi ? b->w - 1 : phi - b->lo;
             for (int s = 0; s < 2; s++) removed += cancel_where(b, s, x0, x1, 0, 0);
+        }
     }
     set_out(o, CANCELLED, R_NONE, 0, 0, 0, 0, removed);
 }
