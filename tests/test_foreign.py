@@ -19,6 +19,7 @@ from test_cpp_counters import PUBLISHED, REMAINING_COMPREHENSIVE
 from test_fuzz import PROFILES, assert_same, gen_stream
 
 import lob
+from lob.engines import registry
 from lob.engines.foreign import (
     ABI_VERSION,
     ENV,
@@ -29,7 +30,6 @@ from lob.engines.foreign import (
     TimedForeignEngine,
     foreign_specs,
     open_engine,
-    register_toml,
 )
 from lob.engines.foreign.library import EXPECTED_SIZES
 from lob.semantics import (
@@ -81,8 +81,9 @@ def toml(c_lib, build_dir) -> Path:
     p = build_dir / "engines.toml"
     p.write_text(f'name = "{NAME}"\npath = "{c_lib.name}"\n'
                  f'description = "the example C engine, built by the tests"\n')
-    if NAME not in lob.engines():
-        assert register_toml(p) == [NAME]
+    if NAME not in lob.engine_names():
+        for spec in foreign_specs(p):
+            lob.register_engine(spec)
     return p
 
 
@@ -211,7 +212,13 @@ def test_toml_specs_and_env(toml, c_lib, tmp_path, monkeypatch):
                      f'[[engine]]\nname = "x2"\npath = "{c_lib}"\ndescription = "d"\n')
     assert [s.name for s in foreign_specs(multi)] == ["x1", "x2"]
     monkeypatch.setenv(ENV, str(multi))
-    assert {"x1", "x2"} <= set(lob.engines())
+    try:  # the registry collects $LOB_ENGINES_TOML's engines as members
+        assert {"x1", "x2"} <= set(registry.refresh())
+        assert registry.engine_spec("x1").source == "lob"
+        assert lob.get_engine("x2", BookConfig(1, 5)).submit(1, 0, 0, 3, 1).status == 2
+    finally:
+        monkeypatch.delenv(ENV)
+        assert "x1" not in registry.refresh() and NAME in lob.engine_names()
     ex = foreign_specs(EXAMPLE / "engine.toml")[0]  # the example's TOML resolves its path
     assert ex.name == "c_book" and "liblob_c_book.so" in ex.description
 

@@ -13,20 +13,23 @@ A foreign engine gets its name from a small TOML file::
     path = "build/liblob_c_book.so"   # relative to the TOML file
     description = "example C engine"
 
-(or several ``[[engine]]`` tables with those keys). lob reads the files listed in
-``$LOB_ENGINES_TOML`` (``os.pathsep``-separated), or call :func:`register_toml`, or publish
-``foreign_specs(path)`` from an entry point in the ``lob.engines`` group. The library is
-loaded when the engine is first built, so a listed engine whose ``.so`` is missing fails
-then, with a :class:`ForeignEngineError` saying so.
+(or several ``[[engine]]`` tables with those keys). This module is a registry member: its
+``ENGINES`` are the engines of the files listed in ``$LOB_ENGINES_TOML``
+(``os.pathsep``-separated; read when the registry collects, so a papermill kernel started
+with the variable sees them by name). Or register them in one process with
+``for s in foreign_specs(path): lob.register_engine(s)``, or publish ``foreign_specs(path)``
+from an installed package's ``lob.engines`` entry point. The library is loaded when the
+engine is first built, so a listed engine whose ``.so`` is missing fails then, with a
+:class:`ForeignEngineError` saying so.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from lob.engines.base import EngineSpec
 from lob.engines.foreign.engine import ForeignEngine, HarnessForeignEngine, TimedForeignEngine
 from lob.engines.foreign.library import (
     ABI_VERSION,
@@ -39,19 +42,6 @@ from lob.semantics import BookConfig
 
 ENV = "LOB_ENGINES_TOML"
 BACKEND = "foreign"
-
-try:  # the registry of the engine-interface issue; a stand-in with its fields until then
-    from lob.engines.registry import EngineSpec
-except ImportError:  # pragma: no cover - removed once the registry lands
-    @dataclass(frozen=True)
-    class EngineSpec:  # type: ignore[no-redef]
-        name: str
-        factory: object
-        description: str
-        backend: str = "python"
-        toggles: dict = field(default_factory=dict)
-        parent: str | None = None
-
 
 def open_engine(path: str | os.PathLike, config: BookConfig | None = None,
                 name: str | None = None) -> ForeignEngine:
@@ -125,17 +115,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def register_toml(path: str | os.PathLike) -> list[str]:
-    """Register the engines of one TOML file now; returns their names."""
-    from lob.engines import base
-
-    names = []
-    for spec in foreign_specs(path):
-        base.register(spec.name, spec.factory, spec.description, backend=spec.backend)
-        names.append(spec.name)
-    return names
-
-
 __all__ = ["ABI_VERSION", "ENV", "HEADER", "EngineSpec", "ForeignEngine", "ForeignEngineError",
            "HarnessForeignEngine", "Library", "TimedForeignEngine", "env_specs", "foreign_specs",
-           "load", "open_engine", "register_toml"]
+           "load", "open_engine"]

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from lob.engines.base import EXEC_FIELDS, ReplayResult
+from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int
 from lob.engines.foreign.library import (
     ERRORS,
     LEVEL_DTYPE,
@@ -30,8 +30,6 @@ from lob.semantics import (
     FILL_DTYPE,
     OUTCOME_DTYPE,
     BookConfig,
-    Outcome,
-    Scope,
     as_commands,
 )
 
@@ -39,13 +37,7 @@ _MAX_FILL_CAP = 1 << 31
 _RANGES = {f: np.iinfo(COMMAND_DTYPE[f]) for f in EXEC_FIELDS}
 
 
-def _as_int(name: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(v).__name__} ({v!r})")
-    return int(v)
-
-
-class ForeignEngine:
+class ForeignEngine(Interactive):
     """A book living in a foreign library (see ``lob_engine.h``); built as
     :class:`TimedForeignEngine` (clock = "engine": the library exports ``lob_replay_timed``
     and times each op with its own clock) or :class:`HarnessForeignEngine` (clock =
@@ -183,34 +175,6 @@ class ForeignEngine:
         self._frec, self._nf, _ = self._drive(row, self._one_out, self._frec, self._nf)
         return self._one_out.arr[0].item()
 
-    def execute(self, row) -> Outcome:
-        """Run one command given as a COMMAND_DTYPE record or a dict of fields."""
-        if isinstance(row, np.void) and row.dtype == COMMAND_DTYPE:
-            return Outcome.from_tuple(self.step(*(int(row[f]) for f in EXEC_FIELDS)))
-        if isinstance(row, dict):
-            unknown = set(row) - set(COMMAND_DTYPE.names)
-            if unknown:
-                raise ValueError(f"unknown command field(s) {sorted(unknown)}")
-            return Outcome.from_tuple(self.step(*(_as_int(f, row.get(f, 0))
-                                                  for f in EXEC_FIELDS)))
-        raise TypeError("execute takes a COMMAND_DTYPE record or a dict of command fields")
-
-    def submit(self, owner: int, side: int, otype: int, price: int, qty: int) -> Outcome:
-        return self.execute(dict(kind=0, owner=owner, side=side, otype=otype, price=price,
-                                 qty=qty))
-
-    def cancel(self, oid: int) -> Outcome:
-        return self.execute(dict(kind=1, id=oid))
-
-    def modify(self, oid: int, qty: int, price: int = 0) -> Outcome:
-        return self.execute(dict(kind=2, id=oid, qty=qty, price=price))
-
-    def mass_cancel(self, scope: int = Scope.ALL, *, side: int = 0, owner: int = 0,
-                    price_lo: int = 0, price_hi: int = 0) -> Outcome:
-        return self.execute(dict(kind=3, otype=_as_int("scope", scope), side=side,
-                                 owner=owner, price=_as_int("price_lo", price_lo),
-                                 price_hi=price_hi))
-
     # --- fills and views --------------------------------------------------------------------
     @property
     def fills(self) -> np.ndarray:
@@ -220,7 +184,7 @@ class ForeignEngine:
         self._nf = 0
 
     def snapshot(self, depth: int = 10) -> dict:
-        depth = _as_int("depth", depth)
+        depth = as_int("depth", depth)
         if depth < 0:
             raise ValueError(f"depth must be >= 0, got {depth}")
         depth = min(depth, self.config.width)
@@ -242,8 +206,6 @@ class ForeignEngine:
         msg = ctypes.create_string_buffer(512)
         if self._lib.check(self._handle, msg, len(msg)):
             raise AssertionError(f"{self.name}: {msg.value.decode(errors='replace')}")
-
-    _check = check
 
     def __repr__(self) -> str:
         return f"<ForeignEngine {self.name!r} from {self._lib.path} clock={self.clock}>"
@@ -289,5 +251,3 @@ class TimedForeignEngine(ForeignEngine):
 class HarnessForeignEngine(ForeignEngine):
     """A foreign engine without ``lob_replay_timed`` (clock = "harness"): the caller times
     ``step``, one ctypes call per command (~1 us of crossing is then in every figure)."""
-
-    _exec = ForeignEngine.step  # the per-op path of the harness-clock capture loop
