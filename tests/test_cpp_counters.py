@@ -111,7 +111,7 @@ def _check(run, remaining):
 # they run under `make test-extended`; in CI they must match the reference outcome for
 # outcome on the first 10% of the stream (below).
 FOK_FULL_PYTHON = {e for e in ENGINES if "@" not in e and e != "reference"
-                   and engine_spec(e).toggles["fok"] == "full"}
+                   and engine_spec(e).toggles.get("fok") == "full"}
 
 
 @pytest.mark.slow

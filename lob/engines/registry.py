@@ -23,8 +23,10 @@ from lob.engines.base import EngineSpec
 from lob.semantics import BookConfig
 
 ENTRY_POINT_GROUP = "lob.engines"
-# built-in members, in listing order; each exports ENGINES (a list of EngineSpec)
-MEMBERS = ("lob.engines.reference", "lob.engines.ladder", "lob.engines.compiled")
+# built-in members, in listing order; each exports ENGINES (a list of EngineSpec);
+# lob.engines.foreign lists the foreign engines named in $LOB_ENGINES_TOML
+MEMBERS = ("lob.engines.reference", "lob.engines.ladder", "lob.engines.compiled",
+           "lob.engines.foreign")
 
 
 _REGISTRY: dict[str, EngineSpec] = {}

@@ -1,0 +1,253 @@
+"""``ForeignEngine``: a foreign library's book behind lob's ``Engine`` interface.
+
+Every method is a batch call of the library: ``replay`` / ``replay_into`` / ``replay_timed``
+pass the whole command array; the interactive API (``step``, ``execute``, ``submit``, ...)
+replays a one-row array. The fill record is a growable guarded buffer; when the engine asks
+for more fill space (``LOB_NEED_FILL_SPACE``) it is doubled and the call resumes where the
+engine stopped.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+import numpy as np
+
+from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int
+from lob.engines.foreign.library import (
+    ERRORS,
+    LEVEL_DTYPE,
+    NEED_FILL_SPACE,
+    OK,
+    Config,
+    ForeignEngineError,
+    GuardedArray,
+    Library,
+)
+from lob.semantics import (
+    COMMAND_DTYPE,
+    FILL_DTYPE,
+    OUTCOME_DTYPE,
+    BookConfig,
+    as_commands,
+)
+
+_MAX_FILL_CAP = 1 << 31
+_RANGES = {f: np.iinfo(COMMAND_DTYPE[f]) for f in EXEC_FIELDS}
+
+
+class ForeignEngine(Interactive):
+    """A book living in a foreign library (see ``lob_engine.h``); built as
+    :class:`TimedForeignEngine` (clock = "engine": the library exports ``lob_replay_timed``
+    and times each op with its own clock) or :class:`HarnessForeignEngine` (clock =
+    "harness")."""
+
+    clock = "harness"
+
+    def __init__(self, lib: Library, config: BookConfig | None = None, name: str | None = None):
+        if config is None:
+            config = BookConfig()
+        if not isinstance(config, BookConfig):
+            raise TypeError(f"config must be a lob.BookConfig, got {type(config).__name__}")
+        self._lib = lib
+        self.name = name or lib.label
+        self.config = config
+        self._handle = None
+        cfg = Config(config.min_price, config.max_price, int(config.stp), 0)
+        h = lib.create(ctypes.byref(cfg))
+        if not h:
+            raise ForeignEngineError(
+                f"foreign engine {self.name!r} refused the book config {config.to_dict()} "
+                f"(lob_create returned NULL: band too wide for this engine, bad config, or out "
+                f"of memory)")
+        self._handle = h
+        self._frec = GuardedArray(FILL_DTYPE, 1024)  # the fill record
+        self._nf = 0
+        self._scratch_fills = GuardedArray(FILL_DTYPE, 1024)  # replay_into without fills
+        self._one = GuardedArray(COMMAND_DTYPE, 1)
+        self._one_out = GuardedArray(OUTCOME_DTYPE, 1)
+        self._done = ctypes.c_int64()
+        self._k = ctypes.c_int64()
+        self._pdone = ctypes.byref(self._done)
+        self._pk = ctypes.byref(self._k)
+
+    def __del__(self):
+        h, self._handle = getattr(self, "_handle", None), None
+        if h:
+            try:
+                self._lib.destroy(h)
+            except Exception:  # interpreter shutdown
+                pass
+
+    # --- the driver ---------------------------------------------------------------------
+    def _drive(self, cmds: np.ndarray, out: GuardedArray, fills: GuardedArray, nf: int,
+               ns: GuardedArray | None = None) -> tuple[GuardedArray, int, int]:
+        """Run ``cmds`` into ``out`` and ``fills[nf:]``, growing ``fills`` when asked.
+        Returns (fills buffer, fills count, ns spent inside the library calls)."""
+        n = len(cmds)
+        base = cmds.ctypes.data
+        isz = COMMAND_DTYPE.itemsize
+        osz = OUTCOME_DTYPE.itemsize
+        fsz = FILL_DTYPE.itemsize
+        timed = ns is not None
+        fn = self._lib.replay_timed if timed else self._lib.replay
+        i = elapsed = 0
+        while True:
+            cap = fills.cap - nf
+            args = [self._handle, base + i * isz, n - i, out.addr + i * osz,
+                    fills.addr + nf * fsz, cap, self._pdone, self._pk]
+            if timed:
+                args.append(ns.addr + i * 8)
+            t0 = time.perf_counter_ns()
+            rc = fn(*args)
+            elapsed += time.perf_counter_ns() - t0
+            out.check(self.name, "outcome")
+            fills.check(self.name, "fill")
+            if timed:
+                ns.check(self.name, "durations")
+            done, k = self._done.value, self._k.value
+            if not (0 <= done <= n - i and 0 <= k <= cap):
+                raise ForeignEngineError(
+                    f"foreign engine {self.name!r} reported {done} commands run of {n - i} and "
+                    f"{k} fills written into room for {cap}: impossible counts")
+            i += done
+            nf += k
+            if rc == OK:
+                if i != n:
+                    raise ForeignEngineError(f"foreign engine {self.name!r} returned LOB_OK "
+                                             f"after {i} of {n} commands")
+                return fills, nf, elapsed
+            if rc != NEED_FILL_SPACE:
+                raise ForeignEngineError(
+                    f"foreign engine {self.name!r}: lob_replay failed at command {i} with "
+                    f"{ERRORS.get(rc, f'unknown code {rc}')}")
+            if fills.cap >= _MAX_FILL_CAP:
+                raise ForeignEngineError(f"foreign engine {self.name!r} keeps asking for more "
+                                         f"fill space beyond {_MAX_FILL_CAP} records")
+            fills = fills.grown(max(2 * fills.cap, 1024), nf)
+
+    @staticmethod
+    def _cmds(commands) -> np.ndarray:
+        return np.ascontiguousarray(as_commands(commands))
+
+    # --- batch ----------------------------------------------------------------------------
+    def replay(self, commands: np.ndarray) -> ReplayResult:
+        """Run every command in library calls; the fill record restarts first."""
+        cmds = self._cmds(commands)
+        out = GuardedArray(OUTCOME_DTYPE, len(cmds))
+        self._frec, self._nf, elapsed = self._drive(cmds, out, self._frec, 0)
+        return ReplayResult(self.name, out.arr, self.fills, elapsed, self)
+
+    def replay_into(self, commands: np.ndarray, outcomes: np.ndarray,
+                    fills: np.ndarray | None = None) -> int:
+        """Run ``commands`` on the current book, outcomes into ``outcomes[:n]``; returns the
+        number of fills k, copied to ``fills[:k]`` when given (ValueError if it is short)."""
+        cmds = self._cmds(commands)
+        n = len(cmds)
+        if outcomes.dtype != OUTCOME_DTYPE or len(outcomes) < n:
+            raise ValueError(f"outcomes must be an OUTCOME_DTYPE array of >= {n} rows")
+        out = GuardedArray(OUTCOME_DTYPE, n)
+        self._scratch_fills, k, _ = self._drive(cmds, out, self._scratch_fills, 0)
+        outcomes[:n] = out.arr
+        if fills is not None:
+            if k > len(fills):
+                raise ValueError(f"{k} fills do not fit in a fill array of {len(fills)}")
+            fills[:k] = self._scratch_fills.arr[:k]
+        return k
+
+    def clock_overhead(self) -> dict | None:
+        """None: the caller's clock times this engine (``clock == "harness"``)."""
+        return None
+
+    # --- one command ------------------------------------------------------------------------
+    def step(self, kind, otype, side, owner, price, qty, oid, price_hi) -> tuple:
+        """One command as plain ints (EXEC_FIELDS order) -> outcome tuple; fills are appended
+        to the fill record."""
+        row = self._one.arr
+        for f, v in zip(EXEC_FIELDS, (kind, otype, side, owner, price, qty, oid, price_hi),
+                        strict=True):
+            r = _RANGES[f]
+            if not r.min <= v <= r.max:
+                raise ValueError(f"command field {f!r} = {v} is outside {COMMAND_DTYPE[f]}")
+            row[f] = v
+        row["timed"] = False
+        self._frec, self._nf, _ = self._drive(row, self._one_out, self._frec, self._nf)
+        return self._one_out.arr[0].item()
+
+    # --- fills and views --------------------------------------------------------------------
+    @property
+    def fills(self) -> np.ndarray:
+        return self._frec.arr[: self._nf].copy()
+
+    def clear_fills(self) -> None:
+        self._nf = 0
+
+    def snapshot(self, depth: int = 10) -> dict:
+        depth = as_int("depth", depth)
+        if depth < 0:
+            raise ValueError(f"depth must be >= 0, got {depth}")
+        depth = min(depth, self.config.width)
+        out = {}
+        for side, key in ((0, "bids"), (1, "asks")):
+            buf = GuardedArray(LEVEL_DTYPE, depth)
+            k = int(self._lib.snapshot(self._handle, side, depth, buf.addr)) if depth else 0
+            buf.check(self.name, "snapshot")
+            if not 0 <= k <= depth:
+                raise ForeignEngineError(f"foreign engine {self.name!r}: lob_snapshot "
+                                         f"returned {k} levels for depth {depth}")
+            out[key] = [tuple(int(x) for x in lv) for lv in buf.arr[:k].tolist()]
+        return out
+
+    def check(self) -> None:
+        """The library's own invariant check (``lob_check``), if it exports one."""
+        if self._lib.check is None:
+            return
+        msg = ctypes.create_string_buffer(512)
+        if self._lib.check(self._handle, msg, len(msg)):
+            raise AssertionError(f"{self.name}: {msg.value.decode(errors='replace')}")
+
+    def __repr__(self) -> str:
+        return f"<ForeignEngine {self.name!r} from {self._lib.path} clock={self.clock}>"
+
+
+class TimedForeignEngine(ForeignEngine):
+    """A foreign engine whose library exports ``lob_replay_timed`` (clock = "engine")."""
+
+    clock = "engine"
+
+    def replay_timed(self, commands: np.ndarray) -> tuple[ReplayResult, np.ndarray]:
+        """``replay`` plus one duration (ns, the engine's own clock) per timed command."""
+        cmds = self._cmds(commands)
+        out = GuardedArray(OUTCOME_DTYPE, len(cmds))
+        ns = GuardedArray(np.dtype(np.int64), len(cmds))
+        self._frec, self._nf, elapsed = self._drive(cmds, out, self._frec, 0, ns)
+        durs = ns.arr[cmds["timed"].astype(bool)].copy()
+        return ReplayResult(self.name, out.arr, self.fills, elapsed, self), durs
+
+    def clock_overhead(self, samples: int = 100_000) -> dict | None:
+        """Cost of one read of the engine's own clock (back-to-back reads in the library)."""
+        if self._lib.clock_samples is None:
+            return None
+        buf = GuardedArray(np.dtype(np.int64), samples)
+        self._lib.clock_samples(buf.addr, samples)
+        buf.check(self.name, "clock sample")
+        d = buf.arr
+        return {"source": f"{self.name}: the engine's clock (lob_clock_samples)",
+                "min_ns": float(d.min()), "median_ns": float(np.median(d)),
+                "p99_ns": float(np.percentile(d, 99)), "resolution_ns": 1.0,
+                "samples": int(samples)}
+
+    def clock_calibration(self):
+        from lob.measure.clock import external
+
+        c = self.clock_overhead()
+        if c is None:
+            return None
+        return external(c["source"], c["median_ns"],
+                        overhead_p99_ns=c["p99_ns"], samples=c["samples"])
+
+
+class HarnessForeignEngine(ForeignEngine):
+    """A foreign engine without ``lob_replay_timed`` (clock = "harness"): the caller times
+    ``step``, one ctypes call per command (~1 us of crossing is then in every figure)."""

@@ -1,0 +1,182 @@
+"""Loading a foreign engine library (``lob_engine.h``) with ``ctypes``, and guarded buffers.
+
+Why ctypes and not cffi: ctypes is in the standard library and needs no build step (cffi's
+fast mode compiles a module per library, its ABI mode is ctypes with a C parser on top);
+the ABI is six functions over flat arrays, so numpy arrays go across as plain pointers and
+each call replays a whole batch: the per-call cost of ctypes (~1 us) never sits inside a
+timed region, since the engine times itself with its own clock (``lob_replay_timed``).
+
+Every check happens at load time and fails with :class:`ForeignEngineError`, a message
+that names the library and says what to do: missing file, not a loadable library, missing
+symbol, ABI version mismatch, record size mismatch. Output buffers carry a guard region
+filled with a canary pattern, verified after every call (:class:`GuardedArray`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import numpy as np
+
+from lob.semantics import COMMAND_DTYPE, FILL_DTYPE, OUTCOME_DTYPE
+
+ABI_VERSION = 1  # must equal LOB_ABI_VERSION in lob_engine.h
+HEADER = Path(__file__).with_name("lob_engine.h")
+
+LEVEL_DTYPE = np.dtype([("price", "i8"), ("qty", "i8"), ("count", "i8")])
+
+OK, NEED_FILL_SPACE = 0, 1
+ERRORS = {-1: "LOB_ERR_ARG (a NULL pointer or negative count)",
+          -2: "LOB_ERR_NOMEM (the engine could not grow its memory)"}
+
+STRUCT_COMMAND, STRUCT_OUTCOME, STRUCT_FILL, STRUCT_LEVEL, STRUCT_CONFIG = range(5)
+
+
+class ForeignEngineError(RuntimeError):
+    """A foreign engine library cannot be used, or misbehaved during a call."""
+
+
+class Config(ctypes.Structure):
+    _fields_ = [("min_price", ctypes.c_int64), ("max_price", ctypes.c_int64),
+                ("stp", ctypes.c_int32), ("reserved", ctypes.c_int32)]
+
+
+EXPECTED_SIZES = {  # record -> (LOB_STRUCT_* constant, size lob uses)
+    "lob_command": (STRUCT_COMMAND, COMMAND_DTYPE.itemsize),
+    "lob_outcome": (STRUCT_OUTCOME, OUTCOME_DTYPE.itemsize),
+    "lob_fill": (STRUCT_FILL, FILL_DTYPE.itemsize),
+    "lob_level": (STRUCT_LEVEL, LEVEL_DTYPE.itemsize),
+    "lob_config": (STRUCT_CONFIG, ctypes.sizeof(Config)),
+}
+
+_p, _i32, _i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
+_REPLAY_ARGS = [_p, _p, _i64, _p, _p, _i64, _p, _p]
+REQUIRED = {
+    "lob_abi_version": (ctypes.c_uint32, []),
+    "lob_struct_size": (_i64, [_i32]),
+    "lob_create": (_p, [_p]),
+    "lob_destroy": (None, [_p]),
+    "lob_replay": (_i32, _REPLAY_ARGS),
+    "lob_snapshot": (_i64, [_p, _i32, _i64, _p]),
+}
+OPTIONAL = {
+    "lob_replay_timed": (_i32, [*_REPLAY_ARGS, _p]),
+    "lob_clock_samples": (None, [_p, _i64]),
+    "lob_check": (_i32, [_p, ctypes.c_char_p, _i64]),
+}
+
+
+class Library:
+    """A loaded, checked foreign engine library: its functions as ctypes callables."""
+
+    def __init__(self, path: str | os.PathLike, label: str | None = None):
+        path = Path(path)
+        self.path = path
+        self.label = label or path.name
+        if not path.is_file():
+            raise ForeignEngineError(
+                f"foreign engine {self.label!r}: library file {path} does not exist "
+                f"(build it first, e.g. `make -C examples/c_engine` for the example engine, "
+                f"or fix `path` in its TOML)")
+        try:
+            self._dll = ctypes.CDLL(str(path.resolve()))
+        except OSError as e:
+            raise ForeignEngineError(
+                f"foreign engine {self.label!r}: {path} is not a loadable shared library "
+                f"({e})") from None
+        missing = [s for s in REQUIRED if not hasattr(self._dll, s)]
+        if missing:
+            raise ForeignEngineError(
+                f"foreign engine {self.label!r}: {path} does not export "
+                f"{', '.join(missing)} (required by lob_engine.h: {', '.join(REQUIRED)}); "
+                f"declare them extern \"C\" and not static")
+        for sym, (res, args) in {**REQUIRED, **OPTIONAL}.items():
+            if hasattr(self._dll, sym):
+                f = getattr(self._dll, sym)
+                f.restype, f.argtypes = res, args
+                setattr(self, sym[4:], f)
+            else:
+                setattr(self, sym[4:], None)
+        got = int(self.abi_version())
+        if got != ABI_VERSION:
+            raise ForeignEngineError(
+                f"foreign engine {self.label!r}: {path} was built for lob engine ABI version "
+                f"{got}, this lob speaks version {ABI_VERSION}; rebuild it against "
+                f"lob/engines/foreign/lob_engine.h of this lob")
+        bad = []
+        for name, (which, size) in EXPECTED_SIZES.items():
+            theirs = int(self.struct_size(which))
+            if theirs != size:
+                bad.append(f"{name} is {theirs} bytes in the library, {size} in lob")
+        if bad:
+            raise ForeignEngineError(
+                f"foreign engine {self.label!r}: record layout mismatch in {path}: "
+                f"{'; '.join(bad)} (the records must be packed, in lob_engine.h's field "
+                f"order: #pragma pack(push, 1))")
+
+    @property
+    def timed(self) -> bool:
+        return self.replay_timed is not None
+
+
+_LOADED: dict[tuple[str, float], Library] = {}
+
+
+def load(path: str | os.PathLike, label: str | None = None) -> Library:
+    """The checked library at ``path`` (loaded once per file version)."""
+    p = Path(path)
+    try:
+        key = (str(p.resolve()), p.stat().st_mtime)
+    except OSError:
+        return Library(p, label)  # raises the missing-file error
+    lib = _LOADED.get(key)
+    if lib is None:
+        lib = _LOADED[key] = Library(p, label)
+    return lib
+
+
+# --- guarded output buffers ---------------------------------------------------------------
+
+CANARY = np.frombuffer(b"\xa5\x5a\xc3\x3c\x0f\xf0\x96\x69", dtype=np.uint8)
+GUARD_BYTES = 4096
+GUARD = np.resize(CANARY, GUARD_BYTES)
+_GUARD_BYTES_STR = GUARD.tobytes()
+
+
+class GuardedArray:
+    """A numpy record array of ``cap`` rows followed by a canary-filled guard region.
+
+    ``check(what)`` verifies the guard after a foreign call; a write past ``cap`` rows
+    raises :class:`ForeignEngineError` instead of passing unnoticed.
+    """
+
+    def __init__(self, dtype: np.dtype, cap: int):
+        self.dtype = np.dtype(dtype)
+        self.cap = int(cap)
+        nbytes = self.cap * self.dtype.itemsize
+        self.raw = np.empty(nbytes + GUARD_BYTES, dtype=np.uint8)
+        self.raw[:nbytes] = 0  # touch the pages here, not inside a timed call
+        self.raw[nbytes:] = GUARD
+        self.arr = self.raw[:nbytes].view(self.dtype)
+        self.addr = self.raw.ctypes.data
+
+    def ptr(self, row: int = 0) -> int:
+        return self.addr + row * self.dtype.itemsize
+
+    def check(self, label: str, what: str) -> None:
+        g = self.raw[self.cap * self.dtype.itemsize:]
+        if g.tobytes() != _GUARD_BYTES_STR:
+            first = int(np.flatnonzero(g != GUARD)[0])
+            raise ForeignEngineError(
+                f"foreign engine {label!r} wrote past the end of the {what} buffer "
+                f"({self.cap} records of {self.dtype.itemsize} bytes; the guard region after "
+                f"it was overwritten from byte {first} on). The engine is broken: it must "
+                f"never write beyond the capacity it is given; this process's memory may be "
+                f"corrupted, restart it")
+
+    def grown(self, cap: int, keep: int) -> GuardedArray:
+        new = GuardedArray(self.dtype, cap)
+        new.arr[:keep] = self.arr[:keep]
+        return new

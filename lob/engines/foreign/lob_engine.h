@@ -1,0 +1,132 @@
+/* lob_engine.h -- the C ABI of a foreign lob engine (ABI version 1).
+ *
+ * A foreign engine is a shared library exporting the functions below. lob loads it with
+ * ctypes (lob/engines/foreign), checks the ABI version and the three record sizes, and
+ * then drives it with batch calls only: one call replays a whole command array, so no
+ * per-command crossing of the language boundary is ever inside a timed region.
+ *
+ * The records are byte for byte the numpy dtypes of lob/semantics.py (COMMAND_DTYPE,
+ * OUTCOME_DTYPE, FILL_DTYPE): packed, little-endian, fields in the same order. The
+ * semantics an engine must implement are the module docstring of lob/semantics.py; lob's
+ * differential fuzz compares every outcome and every fill with the `reference` engine.
+ *
+ * Memory: lob owns every array passed in and never frees engine memory; the engine owns
+ * its book and frees it in lob_destroy. An engine must never write outside the counts it
+ * is given (lob puts a canary-filled guard region after each output buffer and reports
+ * any write into it).
+ */
+#ifndef LOB_ENGINE_H
+#define LOB_ENGINE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOB_ABI_VERSION 1
+
+/* ---- records (packed; sizes checked by lob at load time via lob_struct_size) ---------- */
+#pragma pack(push, 1)
+typedef struct {
+    int8_t kind;      /* 0 SUBMIT, 1 CANCEL, 2 MODIFY, 3 MASS_CANCEL */
+    int8_t otype;     /* OrderType for SUBMIT (0 LIMIT, 1 IOC, 2 FOK, 3 POST_ONLY, 4 MARKET,
+                         5 NOTIONAL); Scope for MASS_CANCEL (0 ALL, 1 SIDE, 2 OWNER,
+                         3 PRICE_RANGE) */
+    int8_t side;      /* 0 BUY, 1 SELL */
+    uint8_t timed;    /* 1: lob_replay_timed measures this command */
+    int32_t owner;
+    int64_t price;
+    int64_t qty;      /* quantity; quote amount for NOTIONAL */
+    int64_t id;       /* target of CANCEL / MODIFY */
+    int64_t price_hi; /* upper bound of a PRICE_RANGE mass cancel */
+} lob_command;        /* 40 bytes */
+
+typedef struct {
+    int8_t status;    /* 0 FILLED, 1 PARTIALLY_FILLED, 2 ACCEPTED, 3 CANCELLED, 4 REJECTED,
+                         5 NOT_FOUND */
+    int8_t reason;    /* lob.semantics.Reason */
+    int64_t id;
+    int64_t remaining;
+    int64_t filled;
+    int32_t fills;
+    int32_t removed;
+} lob_outcome;        /* 34 bytes */
+
+typedef struct {
+    int64_t taker;
+    int64_t maker;
+    int64_t price;
+    int64_t qty;
+} lob_fill;           /* 32 bytes */
+
+typedef struct {
+    int64_t price;
+    int64_t qty;
+    int64_t count;
+} lob_level;          /* 24 bytes: one L2 level of a snapshot */
+#pragma pack(pop)
+
+typedef struct {
+    int64_t min_price; /* price band, inclusive (lob.BookConfig) */
+    int64_t max_price;
+    int32_t stp;       /* 0 NONE, 1 CANCEL_MAKER, 2 CANCEL_TAKER, 3 CANCEL_BOTH */
+    int32_t reserved;  /* 0 */
+} lob_config;
+
+enum { LOB_STRUCT_COMMAND = 0, LOB_STRUCT_OUTCOME = 1, LOB_STRUCT_FILL = 2,
+       LOB_STRUCT_LEVEL = 3, LOB_STRUCT_CONFIG = 4 };
+
+/* return codes of lob_replay / lob_replay_timed */
+#define LOB_OK 0              /* all n commands ran */
+#define LOB_NEED_FILL_SPACE 1 /* stopped before command *n_done: the next command might
+                                 produce more fills than the space left; call again from
+                                 there with more fill space */
+#define LOB_ERR_ARG (-1)      /* a NULL pointer or negative count */
+#define LOB_ERR_NOMEM (-2)    /* the engine could not grow its own memory */
+
+typedef struct lob_book lob_book; /* opaque */
+
+/* ---- required symbols ---------------------------------------------------------------- */
+
+/* LOB_ABI_VERSION the library was built against. */
+uint32_t lob_abi_version(void);
+
+/* sizeof the record named by a LOB_STRUCT_* constant (-1 if unknown). */
+int64_t lob_struct_size(int32_t which);
+
+/* A new empty book, or NULL (bad config, band too wide for this engine, out of memory). */
+lob_book *lob_create(const lob_config *config);
+
+void lob_destroy(lob_book *book);
+
+/* Run cmds[0..n) in order on the book (no reset). outcomes[i] is written for every command
+ * run; the fills they produce go to fills[0..fill_cap). On return *n_done is the number of
+ * commands run and *n_fills the number of fills written. */
+int32_t lob_replay(lob_book *book, const lob_command *cmds, int64_t n, lob_outcome *outcomes,
+                   lob_fill *fills, int64_t fill_cap, int64_t *n_done, int64_t *n_fills);
+
+/* Write up to depth levels of one side (0 bids, best first; 1 asks, best first); returns
+ * the number written. */
+int64_t lob_snapshot(const lob_book *book, int32_t side, int64_t depth, lob_level *out);
+
+/* ---- optional symbols ---------------------------------------------------------------- */
+
+/* lob_replay, plus ns[i] = duration of command i in ns, read with the engine's own clock
+ * (CLOCK_MONOTONIC in the example engine), for each command whose timed flag is set;
+ * ns[i] of untimed commands is left untouched. ns has n entries. With this symbol lob
+ * reports clock = "engine". */
+int32_t lob_replay_timed(lob_book *book, const lob_command *cmds, int64_t n,
+                         lob_outcome *outcomes, lob_fill *fills, int64_t fill_cap,
+                         int64_t *n_done, int64_t *n_fills, int64_t *ns);
+
+/* n back-to-back reads of the engine's clock: out[i] = read(i+1) - read(i) in ns. */
+void lob_clock_samples(int64_t *out, int64_t n);
+
+/* Check the book's invariants: 0 if they hold, else non-zero with a message in msg. */
+int32_t lob_check(const lob_book *book, char *msg, int64_t msg_cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOB_ENGINE_H */

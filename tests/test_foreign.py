@@ -1,0 +1,468 @@
+"""Foreign engines (lob_engine.h): the example C engine against ``reference``, the C++ seed's
+published counters, every load error with the message a user sees, the overflow guard, and
+the notebooks by name.
+
+The example engine (examples/c_engine) and a few deliberately broken variants of it are
+built with gcc into a temporary folder; without gcc these tests skip, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_cpp_counters import PUBLISHED, REMAINING_COMPREHENSIVE
+from test_fuzz import PROFILES, assert_same, gen_stream
+
+import lob
+from lob.engines import registry
+from lob.engines.foreign import (
+    ABI_VERSION,
+    ENV,
+    HEADER,
+    ForeignEngine,
+    ForeignEngineError,
+    HarnessForeignEngine,
+    TimedForeignEngine,
+    foreign_specs,
+    open_engine,
+)
+from lob.engines.foreign.library import EXPECTED_SIZES
+from lob.semantics import (
+    FILL_DTYPE,
+    OUTCOME_DTYPE,
+    BookConfig,
+    Kind,
+    OrderType,
+    Scope,
+    Status,
+    StpMode,
+    checksum,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "c_engine"
+NAME = "c_book_test"  # registered by the fixture (the example's own TOML says "c_book")
+FUZZ_LEN = 17_000  # per (profile, STP mode): 3 x 4 x 17,000 = 204,000 commands
+
+
+def _gcc() -> str:
+    cc = shutil.which("gcc")
+    if cc is None:
+        pytest.skip("gcc not found: the example C engine (examples/c_engine) cannot be built")
+    return cc
+
+
+def _build(out: Path, sources: list[Path], *flags: str) -> Path:
+    cmd = [_gcc(), "-O2", "-std=c11", "-fwrapv", "-fPIC", "-shared", f"-I{HEADER.parent}",
+           f"-I{EXAMPLE}", *flags, *map(str, sources), "-o", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stderr}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("foreign")
+
+
+@pytest.fixture(scope="module")
+def c_lib(build_dir) -> Path:
+    return _build(build_dir / "liblob_c_book.so", [EXAMPLE / "lob_book.c"])
+
+
+@pytest.fixture(scope="module")
+def toml(c_lib, build_dir) -> Path:
+    """A TOML naming the built engine; registered once in this process."""
+    p = build_dir / "engines.toml"
+    p.write_text(f'name = "{NAME}"\npath = "{c_lib.name}"\n'
+                 f'description = "the example C engine, built by the tests"\n')
+    if NAME not in lob.engine_names():
+        for spec in foreign_specs(p):
+            lob.register_engine(spec)
+    return p
+
+
+# --- the engine against the reference ------------------------------------------------------
+
+@pytest.mark.parametrize("stp", list(StpMode), ids=[m.name for m in StpMode])
+def test_differential_fuzz_against_reference(toml, stp):
+    """204,000 fuzz commands in all (this test x 4 STP modes): every command kind, order type,
+    mass-cancel scope, invalid command; outcomes, fills, checksum and final book agree."""
+    for profile, (lo, hi, window) in PROFILES.items():
+        cmds = gen_stream(1000 + int(stp), FUZZ_LEN, lo, hi, window)
+        config = BookConfig(lo, hi, stp)
+        ref = lob.get_engine("reference", config)
+        r = ref.replay(cmds)
+        eng = lob.get_engine(NAME, config)
+        got = eng.replay(cmds)
+        eng.check()
+        assert_same(f"{NAME} ({profile})", cmds, (r.outcomes, r.fills, ref.snapshot(10**6)),
+                    (got.outcomes, got.fills, eng.snapshot(10**6)))
+        # the stream reached what it claims to cover
+        kinds = set(cmds["kind"].tolist())
+        assert {int(k) for k in Kind} <= kinds
+        assert {int(t) for t in OrderType} <= set(cmds["otype"][cmds["kind"] == 0].tolist())
+        assert {int(s) for s in Scope} <= set(cmds["otype"][cmds["kind"] == 3].tolist())
+        assert (r.outcomes["status"] == Status.REJECTED).any()
+
+
+def test_per_command_path_and_replay_into_agree_with_replay(toml):
+    lo, hi, window = PROFILES["narrow"]
+    cmds = gen_stream(77, 3_000, lo, hi, window)
+    config = BookConfig(lo, hi, StpMode.CANCEL_BOTH)
+    ref = lob.get_engine("reference", config).replay(cmds)
+    one = lob.get_engine(NAME, config)
+    rows = []
+    for i, row in enumerate(cmds):
+        rows.append(tuple(one.execute(row).__dict__.values()))
+        if i % 10 == 0:
+            one.check()  # the library's own invariant check (lob_check)
+    assert np.array_equal(np.array(rows, OUTCOME_DTYPE), ref.outcomes)
+    assert np.array_equal(one.fills, ref.fills)
+    one.check()
+    # replay_into: the book carries over between calls, fills come back per call
+    eng = lob.get_engine(NAME, config)
+    outs = np.zeros(len(cmds), OUTCOME_DTYPE)
+    got_fills = []
+    for a in range(0, len(cmds), 1000):
+        buf = np.zeros(len(ref.fills), FILL_DTYPE)
+        k = eng.replay_into(cmds[a:a + 1000], outs[a:], buf)
+        got_fills.append(buf[:k])
+    assert checksum(outs, np.concatenate(got_fills)) == ref.checksum
+    with pytest.raises(ValueError, match="do not fit"):
+        lob.get_engine(NAME, config).replay_into(cmds, outs, np.zeros(1, FILL_DTYPE))
+
+
+def test_engine_protocol_and_engine_clock(toml):
+    eng = lob.get_engine(NAME, BookConfig(1, 99))
+    from lob.engines.base import Engine
+
+    assert isinstance(eng, Engine) and isinstance(eng, TimedForeignEngine)
+    assert eng.clock == "engine" and eng.name == NAME
+    wl = lob.workload("cpp_comprehensive", scale=0.01)
+    res, durs = lob.get_engine(NAME, wl.config).replay_timed(wl.commands)
+    assert res.checksum == lob.replay("reference", wl).checksum
+    assert len(durs) == wl.n_timed and (durs > 0).all()
+    from lob.measure.latency import capture_latency
+
+    cap = capture_latency(lob.get_engine(NAME, wl.config), wl.commands)
+    assert cap.method == "engine-clock" and cap.replay.checksum == res.checksum
+    c = eng.clock_overhead(1000)
+    assert 0 <= c["min_ns"] <= c["median_ns"]
+    assert eng.submit(1, 0, 0, 50, 5).status == Status.ACCEPTED
+    assert eng.snapshot(5) == {"bids": [(50, 5, 1)], "asks": []}
+    assert eng.submit(2, 1, 4, 0, 2).filled == 2 and eng.fills.tolist() == [(2, 1, 50, 2)]
+    eng.clear_fills()
+    assert len(eng.fills) == 0
+
+
+def test_need_fill_space_protocol(c_lib):
+    """The raw ABI: with no fill space left the engine stops before a command that could
+    trade, says how far it got, and resumes from there."""
+    import ctypes
+
+    from lob.engines.foreign.library import NEED_FILL_SPACE, OK, Config, load
+    from lob.semantics import commands
+
+    lib = load(c_lib)
+    book = lib.create(ctypes.byref(Config(1, 99, 0, 0)))
+    try:
+        cmds = commands([dict(kind=0, otype=0, side=1, owner=1, price=50, qty=3),
+                         dict(kind=1, id=99),  # cannot trade: runs without fill space
+                         dict(kind=0, otype=1, side=0, owner=2, price=60, qty=2)])
+        outs = np.zeros(3, OUTCOME_DTYPE)
+        fills = np.zeros(1, FILL_DTYPE)
+        done, k = ctypes.c_int64(-1), ctypes.c_int64(-1)
+        args = (ctypes.byref(done), ctypes.byref(k))
+        c0, o0, f0 = cmds.ctypes.data, outs.ctypes.data, fills.ctypes.data
+        # the first submit finds an empty book, so needs no fill space
+        assert lib.replay(book, c0, 3, o0, f0, 0, *args) == NEED_FILL_SPACE
+        assert (done.value, k.value) == (2, 0)
+        assert outs["status"].tolist()[:2] == [Status.ACCEPTED, Status.NOT_FOUND]
+        assert lib.replay(book, c0 + 2 * cmds.itemsize, 1, o0 + 2 * outs.itemsize, f0, 1,
+                          *args) == OK
+        assert (done.value, k.value) == (1, 1)
+        assert fills.tolist() == [(2, 1, 50, 2)] and outs[2]["status"] == Status.FILLED
+    finally:
+        lib.destroy(book)
+
+
+def test_published_cpp_counters_full_size(toml):
+    """The C++ seed's comprehensive stream, 2,000,000 commands: its published counters."""
+    run = lob.replay(NAME, lob.workload("cpp_comprehensive"))
+    c = run.counters
+    assert {k: c[k] for k in PUBLISHED} == PUBLISHED
+    assert c["remaining_sum"] == REMAINING_COMPREHENSIVE
+
+
+# --- registration ------------------------------------------------------------------------
+
+def test_toml_specs_and_env(toml, c_lib, tmp_path, monkeypatch):
+    (spec,) = foreign_specs(toml)
+    assert spec.name == NAME and spec.backend == "foreign" and "built by the tests" in \
+        spec.description
+    assert spec.factory(BookConfig(1, 10)).snapshot() == {"bids": [], "asks": []}
+    multi = tmp_path / "two.toml"
+    multi.write_text(f'[[engine]]\nname = "x1"\npath = "{c_lib}"\n'
+                     f'[[engine]]\nname = "x2"\npath = "{c_lib}"\ndescription = "d"\n')
+    assert [s.name for s in foreign_specs(multi)] == ["x1", "x2"]
+    monkeypatch.setenv(ENV, str(multi))
+    try:  # the registry collects $LOB_ENGINES_TOML's engines as members
+        assert {"x1", "x2"} <= set(registry.refresh())
+        assert registry.engine_spec("x1").source == "lob"
+        assert lob.get_engine("x2", BookConfig(1, 5)).submit(1, 0, 0, 3, 1).status == 2
+    finally:
+        monkeypatch.delenv(ENV)
+        assert "x1" not in registry.refresh() and NAME in lob.engine_names()
+    ex = foreign_specs(EXAMPLE / "engine.toml")[0]  # the example's TOML resolves its path
+    assert ex.name == "c_book" and "liblob_c_book.so" in ex.description
+
+
+def test_bad_toml(tmp_path):
+    with pytest.raises(ForeignEngineError, match="does not exist"):
+        foreign_specs(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('description = "no name"\n')
+    with pytest.raises(ForeignEngineError, match="expected `name`"):
+        foreign_specs(bad)
+    bad.write_text('name = "a@b"\npath = "x.so"\n')
+    with pytest.raises(ForeignEngineError, match="may not contain '@'"):
+        foreign_specs(bad)
+
+
+# --- load errors: what a user sees ---------------------------------------------------------
+
+def test_missing_library_file(tmp_path):
+    toml = tmp_path / "e.toml"
+    toml.write_text('name = "ghost"\npath = "build/libghost.so"\n')
+    (spec,) = foreign_specs(toml)  # listing works; building the engine says what is wrong
+    with pytest.raises(ForeignEngineError) as e:
+        spec.factory(BookConfig())
+    assert str(e.value) == (
+        f"foreign engine 'ghost': library file {tmp_path / 'build' / 'libghost.so'} does not "
+        "exist (build it first, e.g. `make -C examples/c_engine` for the example engine, or "
+        "fix `path` in its TOML)")
+
+
+def test_not_a_library(tmp_path):
+    p = tmp_path / "libtext.so"
+    p.write_text("not an ELF file")
+    with pytest.raises(ForeignEngineError, match="is not a loadable shared library"):
+        open_engine(p)
+
+
+# A wrapper around the example engine: -D flags rename one of its functions and put a
+# broken one in its place (or leave the symbol missing).
+WRAPPER = r"""
+#define lob_abi_version real_abi_version
+#define lob_struct_size real_struct_size
+#define lob_replay real_replay
+#ifdef HIDE_SNAPSHOT
+#define lob_snapshot hidden_snapshot
+#endif
+#ifdef HIDE_TIMED
+#define lob_replay_timed hidden_replay_timed
+#define lob_clock_samples hidden_clock_samples
+#endif
+#include "lob_book.c"
+#undef lob_abi_version
+#undef lob_struct_size
+#undef lob_replay
+#ifndef ABI
+#define ABI LOB_ABI_VERSION
+#endif
+uint32_t lob_abi_version(void) { return ABI; }
+int64_t lob_struct_size(int32_t w) {
+#ifdef BAD_STRUCT
+    if (w == BAD_STRUCT) return real_struct_size(w) + 8;
+#endif
+    return real_struct_size(w);
+}
+int32_t lob_replay(lob_book *b, const lob_command *c, int64_t n, lob_outcome *o, lob_fill *f,
+                   int64_t cap, int64_t *done, int64_t *nf) {
+    int32_t rc = real_replay(b, c, n, o, f, cap, done, nf);
+#ifdef OVERFLOW_FILLS
+    memset(&f[cap], 0x11, sizeof(lob_fill)); /* one fill past the end */
+#endif
+#ifdef OVERFLOW_OUTCOMES
+    memset(&o[n], 0x22, 3); /* three bytes past the last outcome */
+#endif
+    return rc;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def broken(build_dir):
+    src = build_dir / "broken.c"
+    src.write_text(WRAPPER)
+
+    def make(tag: str, *flags: str) -> Path:
+        return _build(build_dir / f"lib{tag}.so", [src], *flags)
+
+    return make
+
+
+def test_wrapper_unbroken_still_works(broken):
+    eng = open_engine(broken("plain"), BookConfig(1, 99))
+    assert eng.submit(1, 0, 0, 10, 1).status == Status.ACCEPTED
+
+
+def test_engine_without_its_own_clock_is_timed_by_the_harness(broken):
+    from lob.measure.latency import capture_latency
+
+    wl = lob.workload("cpp_comprehensive", scale=0.001)
+    eng = open_engine(broken("untimed", "-DHIDE_TIMED"), wl.config)
+    assert isinstance(eng, HarnessForeignEngine) and eng.clock == "harness"
+    assert eng.clock_overhead() is None and not hasattr(eng, "replay_timed")
+    cap = capture_latency(eng, wl.commands)
+    assert cap.method != "engine-clock" and len(cap.durations_ns) == wl.n_timed
+    assert cap.replay.checksum == lob.replay("reference", wl).checksum
+    timed = capture_latency(lob.get_engine("reference", wl.config), wl.commands)
+    assert timed.replay.checksum == cap.replay.checksum
+
+
+def test_missing_symbol(broken):
+    lib = broken("nosnap", "-DHIDE_SNAPSHOT")
+    with pytest.raises(ForeignEngineError) as e:
+        open_engine(lib)
+    assert str(e.value) == (
+        f"foreign engine 'libnosnap.so': {lib} does not export lob_snapshot (required by "
+        "lob_engine.h: lob_abi_version, lob_struct_size, lob_create, lob_destroy, lob_replay, "
+        "lob_snapshot); declare them extern \"C\" and not static")
+
+
+def test_abi_version_mismatch(broken):
+    lib = broken("abi", f"-DABI={ABI_VERSION + 1}")
+    with pytest.raises(ForeignEngineError) as e:
+        open_engine(lib, name="old")
+    assert str(e.value) == (
+        f"foreign engine 'old': {lib} was built for lob engine ABI version {ABI_VERSION + 1}, "
+        f"this lob speaks version {ABI_VERSION}; rebuild it against "
+        "lob/engines/foreign/lob_engine.h of this lob")
+
+
+def test_struct_size_mismatch(broken):
+    lib = broken("size", "-DBAD_STRUCT=1")  # LOB_STRUCT_OUTCOME
+    with pytest.raises(ForeignEngineError) as e:
+        open_engine(lib, name="unpacked")
+    size = EXPECTED_SIZES["lob_outcome"][1]
+    assert str(e.value) == (
+        f"foreign engine 'unpacked': record layout mismatch in {lib}: lob_outcome is "
+        f"{size + 8} bytes in the library, {size} in lob (the records must be packed, in "
+        "lob_engine.h's field order: #pragma pack(push, 1))")
+
+
+@pytest.mark.parametrize("what", ["fills", "outcomes"])
+def test_writing_past_a_buffer_is_caught(broken, what):
+    eng = open_engine(broken(f"over_{what}", f"-DOVERFLOW_{what.upper()}"), BookConfig(1, 99),
+                      name="sloppy")
+    with pytest.raises(ForeignEngineError) as e:
+        eng.replay(lob.workload("cpp_comprehensive", scale=0.001).commands)
+    buf = "fill" if what == "fills" else "outcome"
+    assert str(e.value).startswith(
+        f"foreign engine 'sloppy' wrote past the end of the {buf} buffer (")
+    assert "the guard region after it was overwritten from byte 0 on). The engine is broken" \
+        in str(e.value)
+
+
+def test_refused_config(toml):
+    with pytest.raises(ForeignEngineError, match="refused the book config"):
+        lob.get_engine(NAME, BookConfig(1, 1 << 40))
+
+
+def test_header_compiles_as_cpp(build_dir):
+    """C++ engines include the same header: extern "C", packed records of lob's sizes."""
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("g++ not found")
+    src = build_dir / "sizes.cpp"
+    src.write_text('#include "lob_engine.h"\n'
+                   'static_assert(sizeof(lob_command) == 40 && sizeof(lob_outcome) == 34 &&\n'
+                   '              sizeof(lob_fill) == 32, "packed records");\n'
+                   'extern "C" uint32_t lob_abi_version(void) { return LOB_ABI_VERSION; }\n')
+    r = subprocess.run([cxx, "-std=c++17", "-fsyntax-only", f"-I{HEADER.parent}", str(src)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_broken_env_toml_warns_and_lists_nothing(tmp_path, monkeypatch):
+    from lob.engines import foreign
+
+    monkeypatch.setenv(ENV, str(tmp_path / "missing.toml"))
+    with pytest.warns(RuntimeWarning, match="LOB_ENGINES_TOML ignored: foreign engine list"):
+        assert foreign.ENGINES == []
+
+
+def test_header_and_loader_agree():
+    text = HEADER.read_text()
+    assert f"#define LOB_ABI_VERSION {ABI_VERSION}\n" in text
+    for name, (_, size) in EXPECTED_SIZES.items():
+        if name != "lob_config":
+            assert f"}} {name};" in text and f"{size} bytes" in text, name
+    assert ForeignEngine.__doc__
+
+
+# --- the notebooks, by name ------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook,overrides", [
+    ("tail_analysis", {"engines": [NAME]}),
+    ("fok_scan_bottleneck", {"engines": [NAME], "fok_engines": [NAME]}),
+])
+def test_notebooks_run_the_engine_by_name(toml, notebook, overrides, tmp_path, monkeypatch):
+    from lob.experiments import run_batch
+
+    monkeypatch.setenv(ENV, str(toml))  # the papermill kernel finds the engine through it
+    assert run_batch([notebook], "quick", overrides, artifacts=tmp_path, progress=False) == 0
+    (run,) = (tmp_path / notebook).iterdir()
+    assert list(run.glob(f"{NAME}*.hgrm")), "no latency histogram of the C engine"
+    summary = json.loads((run / "summary.json").read_text())
+    rows = [r for t in summary["tables"].values() for r in t]
+    assert any(NAME in map(str, r.values()) for r in rows), "C engine missing from the tables"
+
+
+# --- the figure (a benchmark, not a test: `make bench` runs it) ------------------------------
+
+@pytest.mark.bench
+def test_bench_c_engine_beside_v2_numba(toml):
+    """ns/op of the example C engine and v2@numba on the full C++ comprehensive stream: replay
+    time inside the library / kernel calls, min and median of 5 rounds interleaved across
+    the two engines, same process; writes artifacts/bench/foreign/report.json."""
+    from lob.measure.conditions import run_conditions
+
+    wl = lob.workload("cpp_comprehensive")
+    names = [NAME, "v2@numba"]
+    sums = {lob.get_engine(n, wl.config).replay(wl.commands).checksum for n in names}  # warm
+    assert len(sums) == 1, "the engines disagree on the full stream"
+    runs = {n: [] for n in names}
+    for _ in range(5):
+        for n in names:
+            runs[n].append(lob.get_engine(n, wl.config).replay(wl.commands).elapsed_ns
+                           / len(wl.commands))
+    rows = {n: {"min": min(v), "median": float(np.median(v)), "all": [round(x, 1) for x in v]}
+            for n, v in runs.items()}
+    lat = {}
+    for n in names:
+        _, d = lob.get_engine(n, wl.config).replay_timed(wl.commands)
+        lat[n] = {f"p{q:g}": float(np.percentile(d, q)) for q in (50, 99, 99.9)}
+    report = {"workload": "cpp_comprehensive", "commands": len(wl.commands), "ns_per_op": rows,
+              "ratio_min": rows["v2@numba"]["min"] / rows[NAME]["min"],
+              "ratio_median": rows["v2@numba"]["median"] / rows[NAME]["median"],
+              "engine_clock_latency_ns": lat, "conditions": run_conditions()}
+    out = ROOT / "artifacts" / "bench" / "foreign"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    c = report["conditions"]
+    print(f"\ncpp_comprehensive, {len(wl.commands):,} commands, 5 interleaved rounds")
+    for n, r in rows.items():
+        print(f"  {n:12s} min {r['min']:6.1f}  median {r['median']:6.1f} ns/op  {r['all']}"
+              f"  latency {lat[n]}")
+    print(f"  v2@numba / {NAME}: {report['ratio_min']:.2f}x (min), "
+          f"{report['ratio_median']:.2f}x (median)")
+    print(f"  {c['cpu_model']}, {c['cpu_count']} cpus, load {c['load_avg']}")
