@@ -65,7 +65,7 @@ __all__ = ["PipelineSession", "TRANSPORTS"]
 
 TRANSPORTS = ("python", "compiled")
 _L = 8
-_SUB = 1024  # python transport: the engine beats between sub-chunks of a drained chunk
+_SUB_MAX = 4096  # python transport: a drained chunk runs in parts of ~check_ms (beats between)
 
 
 def _block_size(n: int) -> int:
@@ -160,6 +160,8 @@ class _EngineChild(_Child):
         from lob.pipeline.run import make_step_runner, warmup_commands
 
         cfg = BookConfig.from_dict(config)
+        if cfg.width > 1000:  # the code paths, not the band, need warming (a wide book is slow)
+            cfg = BookConfig(cfg.min_price, cfg.min_price + 999, cfg.stp)
         wc = warmup_commands(cfg)
         n = len(wc)
         out, done = np.zeros(n, OUTCOME_DTYPE), np.zeros(n, np.int64)
@@ -223,7 +225,7 @@ class _EngineChild(_Child):
                 cons, max_take = self.cons, self.opts["max_take"]
                 start_tail = int(self.raw[TAIL * _L])
                 self.raw[READY * _L] = job["row"]
-                pos = 0
+                pos, sub = 0, _SUB_MAX
                 while pos < n:
                     first, rec = cons.take(min(max_take, n - pos))
                     m = len(rec["due"])
@@ -231,10 +233,17 @@ class _EngineChild(_Child):
                         raise RingError(f"engine: expected record {start_tail + pos}, got "
                                         f"{first} (lost or reordered)")
                     due[pos:pos + m] = rec["due"]
-                    for j in range(0, m, _SUB):  # long chunks: beat between sub-chunks
-                        k = min(m, j + _SUB)
+                    j = 0
+                    while j < m:  # a long chunk runs in parts, beating between them
+                        k = min(m, j + sub)
+                        t0 = now_ns()
                         run(rec["cmd"][j:k], out[pos + j:pos + k], done[pos + j:pos + k])
-                        cons.beat()
+                        t1 = now_ns()
+                        cons.beat(t1)
+                        # next part: about check_ms of work (at least 1 command)
+                        sub = max(1, min(_SUB_MAX, int((k - j) * self.check_ns
+                                                       / max(1, t1 - t0))))
+                        j = k
                     pos += m
             end_tail = int(self.raw[TAIL * _L])
             if end_tail - start_tail != n:

@@ -230,7 +230,8 @@ def save_rows(rows: list[dict], out_dir: str | os.PathLike, *, name: str = "pipe
     out.mkdir(parents=True, exist_ok=True)
     for r in rows:
         pin = "pinned" if r["pinned"] else "unpinned"
-        stem = f"{name}_{r['engine']}_{r.get('transport', 'python')}_b{r['batch']}_r{r['offered_rate']:.0f}_{pin}"
+        tr = r.get("transport", "python")
+        stem = f"{name}_{r['engine']}_{tr}_b{r['batch']}_r{r['offered_rate']:.0f}_{pin}"
         r["hgrm"] = write_hgrm(decode(r["encoded"]), out / f"{stem}.hgrm".replace("@", "-")).name
     return write_result({"kind": "pipeline_latency", "rows": rows,
                          "conditions": run_conditions(params=params)}, out / f"{name}.json")
