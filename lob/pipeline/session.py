@@ -61,11 +61,24 @@ from lob.pipeline.ring import (
 )
 from lob.semantics import COMMAND_DTYPE, OUTCOME_DTYPE, BookConfig, as_commands
 
-__all__ = ["PipelineSession", "TRANSPORTS"]
+__all__ = ["PipelineSession", "TRANSPORTS", "runs_on"]
 
 TRANSPORTS = ("python", "compiled")
 _L = 8
 _SUB_MAX = 4096  # python transport: a drained chunk runs in parts of ~check_ms (beats between)
+
+
+def _backend(engine: str) -> str:
+    from lob.engines.registry import engine_spec
+
+    return getattr(engine_spec(engine), "backend", "python")  # unknown names raise here
+
+
+def runs_on(engine: str, transport: str) -> bool:
+    """Whether ``engine`` can run on ``transport`` (``compiled`` needs an @numba engine)."""
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
+    return transport == "python" or _backend(engine) == "numba"
 
 
 def _block_size(n: int) -> int:
@@ -393,17 +406,13 @@ class PipelineSession:
                  mode: str = "chunk", gc_enabled: bool = False, ring_capacity: int = 4096,
                  max_take: int | None = None, timeout_s: float = 10.0, liveness_s: float = 2.0,
                  check_ms: float = 10.0, start_timeout_s: float = 600.0):
-        from lob.engines.registry import engine_spec as engine_info
         from lob.pipeline.run import MODES
 
-        if transport not in TRANSPORTS:
-            raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        info = engine_info(engine)  # unknown names fail here, listing the registered ones
-        if transport == "compiled" and getattr(info, "backend", "") != "numba":
+        if not runs_on(engine, transport):  # unknown names fail here, listing the registered
             raise ValueError(f"transport 'compiled' runs compiled engines only (an @numba one); "
-                             f"{engine!r} is a {getattr(info, 'backend', '?')} engine")
+                             f"{engine!r} is a {_backend(engine)} engine")
         if isinstance(ring_capacity, bool) or not isinstance(ring_capacity, (int, np.integer)) \
                 or ring_capacity < 1:
             raise ValueError(f"ring_capacity must be an int >= 1, got {ring_capacity!r}")
