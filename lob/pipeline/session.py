@@ -78,7 +78,8 @@ def runs_on(engine: str, transport: str) -> bool:
     """Whether ``engine`` can run on ``transport`` (``compiled`` needs an @numba engine)."""
     if transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
-    return transport == "python" or _backend(engine) == "numba"
+    backend = _backend(engine)
+    return transport == "python" or backend == "numba"
 
 
 def _block_size(n: int) -> int:
