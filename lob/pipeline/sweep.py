@@ -118,14 +118,15 @@ def service_time(engine: str, commands: np.ndarray, *, config: BookConfig | None
 
 
 def find_capacity(engine: str, commands: np.ndarray, *, batch: int, steps: int = 4,
-                  session=None, **kw) -> dict:
+                  session=None, max_run_s: float = 2.0, **kw) -> dict:
     """Capacity at one batch size (see the module docstring); ``kw`` go to the session and
     its rows (``pin``, ``config``, ``warmup``, ``lead_s``).
 
     Returns the capacity, the unpaced rate, the bisection bracket [ok, saturated] and the
     runs made. ``steps`` bisection runs set the resolution (bracket width / 2**steps). When
-    no rate down to 1/1000 of the unpaced one keeps up (a machine too busy to pace), it warns
-    and returns the best achieved rate with ``found=False``.
+    no rate keeps up before the next halving would make a run longer than ``max_run_s`` (a
+    machine too busy to pace: another process's time slice at the end of a run is a backlog),
+    it warns and returns the best achieved rate with ``found=False``.
     """
     with _session(engine, session, kw) as (s, row_kw):
         def run(rate):
@@ -135,6 +136,8 @@ def find_capacity(engine: str, commands: np.ndarray, *, batch: int, steps: int =
         top = unpaced.achieved_rate  # taken as not kept up: a paced run cannot beat unpaced
         lo, hi, rate, tried = 0.0, top, 0.8 * top, []
         for _ in range(10):  # down by halves until a rate keeps up
+            if tried and len(commands) / rate > max_run_s:
+                break  # the next run would be too long: report what was found
             r = run(rate)
             tried.append(r)
             if r.keeps_up():
