@@ -203,7 +203,7 @@ def test_stopped_sender_raises_in_the_caller_quickly(transport, engine):
     assert not any(p.is_alive() for p in s._procs.values())
 
 
-@pytest.mark.parametrize("transport,engine,n,batch", [("compiled", "v0@numba", 300, 16),
+@pytest.mark.parametrize("transport,engine,n,batch", [("compiled", "v0+pool@numba", 300, 16),
                                                       ("python", "v0", 65536, 16384)])
 def test_slow_engine_is_not_declared_hung(transport, engine, n, batch):
     """An engine busy far longer than the liveness interval without ever waiting (a 1M-tick

@@ -8,8 +8,8 @@ Two transports carry the commands: ``"python"`` (Python loops over the ring, any
 """
 
 from lob.pipeline.ring import Consumer, PeerError, Producer, RingError, RingTimeout, SpscRing
-from lob.pipeline.run import PipelineError, PipelineRun, run_pipeline
-from lob.pipeline.session import TRANSPORTS, PipelineSession
+from lob.pipeline.run import PipelineError, PipelineRun
+from lob.pipeline.session import TRANSPORTS, PipelineSession, run_pipeline
 
 __all__ = ["Consumer", "PeerError", "PipelineError", "PipelineRun", "PipelineSession", "Producer",
            "RingError", "RingTimeout", "SpscRing", "TRANSPORTS", "run_pipeline"]

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lob.pipeline.ring import now_ns
-from lob.semantics import COMMAND_DTYPE, BookConfig, as_commands
+from lob.semantics import COMMAND_DTYPE, BookConfig
 
-__all__ = ["PipelineRun", "PipelineError", "run_pipeline", "make_step_runner", "warmup_commands"]
+__all__ = ["PipelineRun", "PipelineError", "make_step_runner", "warmup_commands", "MODES"]
 
 MODES = ("chunk", "command")
 
@@ -139,43 +139,3 @@ def make_step_runner(engine, mode: str):
             engine.replay_into(cmds[j:j + 1], out[j:j + 1])
             done[j] = now_ns()
     return run_each_into
-
-
-# --- parent ---------------------------------------------------------------------------------
-
-def run_pipeline(engine: str, commands: np.ndarray, *, rate: float, batch: int = 1,
-                 config: BookConfig | None = None, mode: str = "chunk",
-                 transport: str = "python", pin: tuple[int, int] | None = None,
-                 gc_enabled: bool = False, warmup: int = 0, ring_capacity: int = 4096,
-                 max_take: int | None = None, lead_s: float = 0.02, timeout_s: float = 10.0,
-                 liveness_s: float = 2.0, session=None) -> PipelineRun:
-    """Run ``commands`` through a sender and an engine process at ``rate`` commands/s.
-
-    ``rate=math.inf`` sends unpaced (every command due at start: the achieved rate is the
-    capacity). ``pin=(sender_cpu, engine_cpu)`` pins the two processes. The first ``warmup``
-    commands, and any whose ``timed`` flag is False, are left out of the latencies.
-    ``transport`` is ``"python"`` or ``"compiled"`` (see :mod:`lob.pipeline.session`). With
-    ``session`` (a :class:`~lob.pipeline.session.PipelineSession`) the row runs on its live
-    processes (its engine, transport and ring settings apply); without, a session is started
-    for this one row and closed after it.
-    """
-    from lob.pipeline.session import PipelineSession
-
-    commands = as_commands(commands)
-    if session is not None:
-        return session.run(commands, rate=rate, batch=batch, pin=pin, config=config,
-                           warmup=warmup, lead_s=lead_s)
-    if len(commands) == 0:
-        raise ValueError("commands is empty")
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-        raise ValueError(f"batch must be an int >= 1, got {batch!r}")
-    if not (isinstance(rate, (int, float)) and rate > 0):
-        raise ValueError(f"rate must be a number > 0 (commands/s, or math.inf), got {rate!r}")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if batch > ring_capacity:
-        raise ValueError(f"batch ({batch}) must be <= ring_capacity ({ring_capacity})")
-    with PipelineSession(engine, transport=transport, config=config, mode=mode,
-                         gc_enabled=gc_enabled, ring_capacity=ring_capacity, max_take=max_take,
-                         timeout_s=timeout_s, liveness_s=liveness_s) as s:
-        return s.run(commands, rate=rate, batch=batch, pin=pin, warmup=warmup, lead_s=lead_s)

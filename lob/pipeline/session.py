@@ -59,9 +59,10 @@ from lob.pipeline.ring import (
     create_shm,
     now_ns,
 )
+from lob.pipeline.run import MODES, PipelineError, PipelineRun, make_step_runner, warmup_commands
 from lob.semantics import COMMAND_DTYPE, OUTCOME_DTYPE, BookConfig, as_commands
 
-__all__ = ["PipelineSession", "TRANSPORTS", "runs_on"]
+__all__ = ["PipelineSession", "TRANSPORTS", "run_pipeline", "runs_on"]
 
 TRANSPORTS = ("python", "compiled")
 _L = 8
@@ -171,8 +172,6 @@ class _EngineChild(_Child):
 
     def warm(self, config) -> None:
         """Compile / load and exercise the code paths once, on a private book and ring."""
-        from lob.pipeline.run import make_step_runner, warmup_commands
-
         cfg = BookConfig.from_dict(config)
         if cfg.width > 1000:  # the code paths, not the band, need warming (a wide book is slow)
             cfg = BookConfig(cfg.min_price, cfg.min_price + 999, cfg.stp)
@@ -211,7 +210,6 @@ class _EngineChild(_Child):
             return
 
     def run(self, job) -> dict:
-        from lob.pipeline.run import make_step_runner
 
         n = job["n"]
         done, due, out, _ = self.views(job["res"], n)
@@ -231,6 +229,7 @@ class _EngineChild(_Child):
                 while eng.kernel_state()[2].size < n + 2:  # size the id index up front
                     eng.kernel_state(GROW_INDEX)
                 start_tail = int(self.raw[TAIL * _L])
+                self.beat()  # building the book took a while: fresh beat, then ready
                 self.raw[READY * _L] = job["row"]
                 self._drain(eng, self.raw, self.ring.slots["cmd"], self.ring.slots["due"],
                             out, done, due, n, job["sender_pid"])
@@ -238,6 +237,7 @@ class _EngineChild(_Child):
                 run = make_step_runner(eng, self.opts["mode"])
                 cons, max_take = self.cons, self.opts["max_take"]
                 start_tail = int(self.raw[TAIL * _L])
+                self.beat()  # building the book took a while: fresh beat, then ready
                 self.raw[READY * _L] = job["row"]
                 pos, sub = 0, _SUB_MAX
                 while pos < n:
@@ -282,7 +282,6 @@ class _SenderChild(_Child):
         if self.transport != "compiled":
             return
         from lob.pipeline.compiled import send_row
-        from lob.pipeline.run import warmup_commands
 
         wc = warmup_commands(BookConfig.from_dict(config))
         n = len(wc)
@@ -407,7 +406,6 @@ class PipelineSession:
                  mode: str = "chunk", gc_enabled: bool = False, ring_capacity: int = 4096,
                  max_take: int | None = None, timeout_s: float = 10.0, liveness_s: float = 2.0,
                  check_ms: float = 10.0, start_timeout_s: float = 600.0):
-        from lob.pipeline.run import MODES
 
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -459,7 +457,6 @@ class PipelineSession:
 
     def _wait_all(self, want: str, budget_s: float, check_beats: bool = True) -> dict:
         """Both children's replies, or PipelineError once one fails, dies, hangs or is late."""
-        from lob.pipeline.run import PipelineError
 
         msgs, errors = {}, []
         deadline = time.monotonic() + budget_s
@@ -522,7 +519,6 @@ class PipelineSession:
         """One row: ``commands`` at ``rate`` commands/s (``math.inf``: unpaced) in batches of
         ``batch`` -> :class:`~lob.pipeline.run.PipelineRun`. ``pin=(sender_cpu, engine_cpu)``
         pins the two processes for this row; ``config`` the book (default: the session's)."""
-        from lob.pipeline.run import PipelineError, PipelineRun
 
         if self.closed:
             raise PipelineError("the session is closed (a row failed or close() was called)")
@@ -602,3 +598,39 @@ class PipelineSession:
             self.close()
         except Exception:
             pass
+
+
+def run_pipeline(engine: str, commands: np.ndarray, *, rate: float, batch: int = 1,
+                 config: BookConfig | None = None, mode: str = "chunk",
+                 transport: str = "python", pin: tuple[int, int] | None = None,
+                 gc_enabled: bool = False, warmup: int = 0, ring_capacity: int = 4096,
+                 max_take: int | None = None, lead_s: float = 0.02, timeout_s: float = 10.0,
+                 liveness_s: float = 2.0, session=None) -> PipelineRun:
+    """Run ``commands`` through a sender and an engine process at ``rate`` commands/s.
+
+    ``rate=math.inf`` sends unpaced (every command due at start: the achieved rate is the
+    capacity). ``pin=(sender_cpu, engine_cpu)`` pins the two processes. The first ``warmup``
+    commands, and any whose ``timed`` flag is False, are left out of the latencies.
+    ``transport`` is ``"python"`` or ``"compiled"`` (see the module docstring). With
+    ``session`` (a :class:`PipelineSession`) the row runs on its live
+    processes (its engine, transport and ring settings apply); without, a session is started
+    for this one row and closed after it.
+    """
+    commands = as_commands(commands)
+    if session is not None:
+        return session.run(commands, rate=rate, batch=batch, pin=pin, config=config,
+                           warmup=warmup, lead_s=lead_s)
+    if len(commands) == 0:
+        raise ValueError("commands is empty")
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise ValueError(f"batch must be an int >= 1, got {batch!r}")
+    if not (isinstance(rate, (int, float)) and rate > 0):
+        raise ValueError(f"rate must be a number > 0 (commands/s, or math.inf), got {rate!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if batch > ring_capacity:
+        raise ValueError(f"batch ({batch}) must be <= ring_capacity ({ring_capacity})")
+    with PipelineSession(engine, transport=transport, config=config, mode=mode,
+                         gc_enabled=gc_enabled, ring_capacity=ring_capacity, max_take=max_take,
+                         timeout_s=timeout_s, liveness_s=liveness_s) as s:
+        return s.run(commands, rate=rate, batch=batch, pin=pin, warmup=warmup, lead_s=lead_s)

@@ -200,16 +200,16 @@ def open_loop_scenarios(engine: str, scenarios=SCENARIOS, *, scale: float = 0.01
     and the timed sample count. A percentile the sample count does not support
     (:func:`supported`) is NaN, and ``*_ok`` says so.
     """
-    import lob
     from lob.engines.registry import get_engine
     from lob.measure.latency import capture_latency
+    from lob.workloads import build
 
     qs = {"p50": 0.5, "p99": 0.99, "p99_9": 0.999}
     rows = []
     with _session(engine, session, kw) as (s, row_kw):
         row_kw.pop("config", None)
         for name in scenarios:
-            wl = lob.workload(name, scale=scale)
+            wl = build(name, scale=scale)
             cmds, cfg = wl.commands, wl.config
             cl = capture_latency(get_engine(engine, cfg), cmds).durations_ns
             cap = find_capacity(engine, cmds, batch=batch, steps=steps, session=s, config=cfg,
