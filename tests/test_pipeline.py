@@ -104,3 +104,21 @@ def test_save_rows_writes_hgrm_and_a_result_with_conditions(paced, tmp_path):
     rec = json.loads(path.read_text())
     assert rec["conditions"]["params"] == {"n": paced.n} and rec["schema_version"] == 1
     assert (tmp_path / rec["rows"][0]["hgrm"]).read_text().count("\n") > 10
+
+
+def test_percentiles_need_ten_samples_beyond_them():
+    from lob.pipeline.sweep import min_samples, supported
+
+    assert [min_samples(q) for q in (0.5, 0.99, 0.999)] == [20, 1000, 10000]
+    assert supported(1000, 0.99) and not supported(999, 0.99)
+
+
+def test_open_loop_scenario_rows_mark_unsupported_percentiles():
+    from lob.pipeline.sweep import open_loop_scenarios
+
+    (row,) = open_loop_scenarios("v2", ["thin_book_sweep"], scale=0.001, fractions=(0.5,),
+                                 steps=0, transport="python")
+    assert row["scenario"] == "thin_book_sweep" and row["samples"] == 200
+    assert row["open_p50"] > 0 and row["closed_p50"] > 0 and row["p50_ok"]
+    assert math.isnan(row["open_p99"]) and not row["p99_ok"]  # 200 < 1,000 samples
+    assert row["capacity"] > 0 and math.isclose(row["fraction"], 0.5)

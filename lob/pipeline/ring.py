@@ -27,12 +27,22 @@ every ``check_ms``, refreshes its own heartbeat and checks the peer: an ``abort`
 by the peer, a peer pid that is gone or a zombie (a killed process), or a peer heartbeat
 older than ``liveness_s`` (a hung or stopped process) all raise :class:`PeerError`; a wait
 longer than ``timeout_s`` raises :class:`RingTimeout`. Nothing waits forever.
+
+Names and leftovers
+-------------------
+Every shared block lob creates is named ``lob_<owner pid>_<random>_<tag>`` (see
+:func:`create_shm`). A process group killed outright (``kill -9`` of the whole group, the
+resource tracker included) leaves its blocks in ``/dev/shm``; :func:`clean_stale`, run by
+every pipeline session at start, unlinks those whose owner pid is gone. The pipeline creates
+no semaphores (its processes talk over pipes), so nothing else can be left behind.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import re
+import secrets
 import time
 import warnings
 from dataclasses import dataclass
@@ -41,14 +51,17 @@ from multiprocessing import resource_tracker, shared_memory
 import numpy as np
 
 __all__ = ["RingSpec", "SpscRing", "Producer", "Consumer", "RingError", "PeerError",
-           "RingTimeout", "check_platform"]
+           "RingTimeout", "check_platform", "create_shm", "attach_shm", "clean_stale"]
 
 _LINE = 8  # int64 words per 64-byte cache line
-# control words, one per cache line
-HEAD, TAIL, PROD_BEAT, CONS_BEAT, CLOSED, ABORT, PROD_PID, CONS_PID, START_NS = range(9)
-_NWORDS = 9
+# control words, one per cache line (READY: the row id the engine is ready for)
+HEAD, TAIL, PROD_BEAT, CONS_BEAT, CLOSED, ABORT, PROD_PID, CONS_PID, START_NS, READY = range(10)
+_NWORDS = 10
 _HEADER_BYTES = _NWORDS * _LINE * 8
-ABORT_PRODUCER, ABORT_CONSUMER = 1, 2
+ABORT_PRODUCER, ABORT_CONSUMER, ABORT_PARENT = 1, 2, 3
+_ABORTER = {ABORT_PRODUCER: "producer", ABORT_CONSUMER: "consumer", ABORT_PARENT: "parent"}
+SHM_DIR = "/dev/shm"
+_NAME = re.compile(r"^(?:sem\.)?lob_(\d+)_[0-9a-f]+_\w+$")
 
 now_ns = time.perf_counter_ns  # CLOCK_MONOTONIC on Linux: one clock for every process
 
@@ -88,6 +101,49 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
+def shm_name(tag: str) -> str:
+    """``lob_<this pid>_<random>_<tag>``: the owner can be found from the name."""
+    return f"lob_{os.getpid()}_{secrets.token_hex(4)}_{tag}"
+
+
+def create_shm(size: int, tag: str) -> shared_memory.SharedMemory:
+    """A new shared block named after this process (see :func:`clean_stale`)."""
+    return shared_memory.SharedMemory(name=shm_name(tag), create=True, size=max(1, size))
+
+
+def attach_shm(name: str) -> shared_memory.SharedMemory:
+    """Map a block created by another process, without adopting it."""
+    # Python < 3.13 registers attached blocks with this process's resource tracker. A
+    # multiprocessing child shares its parent's tracker (fd already set), where the
+    # owner's unlink clears the entry; a process with a tracker of its own would unlink
+    # the owner's block at exit, so there the registration is undone.
+    own_tracker = getattr(resource_tracker._resource_tracker, "_fd", None) is None
+    shm = shared_memory.SharedMemory(name=name)
+    if own_tracker:
+        resource_tracker.unregister(shm._name, "shared_memory")
+    return shm
+
+
+def clean_stale(shm_dir: str = SHM_DIR) -> list[str]:
+    """Unlink the ``lob_<pid>_*`` blocks (and ``sem.lob_<pid>_*`` semaphores) whose owner
+    process is gone; returns their names. Blocks of live owners are left alone."""
+    removed = []
+    try:
+        names = os.listdir(shm_dir)
+    except OSError:  # no /dev/shm (not Linux)
+        return removed
+    for name in names:
+        m = _NAME.match(name)
+        if m is None or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            os.unlink(os.path.join(shm_dir, name))
+            removed.append(name)
+        except OSError:
+            pass
+    return removed
+
+
 @dataclass(frozen=True)
 class RingSpec:
     """What another process needs to attach: block name, capacity and field dtypes."""
@@ -108,7 +164,8 @@ class SpscRing:
     def __init__(self, shm: shared_memory.SharedMemory, spec: RingSpec, owner: bool):
         self._shm, self.spec, self._owner = shm, spec, owner
         buf = shm.buf
-        self.hdr = np.ndarray((_NWORDS * _LINE,), np.int64, buf, 0)[::_LINE]
+        self.raw = np.ndarray((_NWORDS * _LINE,), np.int64, buf, 0)  # word w at raw[w * 8]
+        self.hdr = self.raw[::_LINE]
         self.slots: dict[str, np.ndarray] = {}
         off = _HEADER_BYTES
         for fname, descr in spec.fields:
@@ -134,7 +191,7 @@ class SpscRing:
         check_platform()
         descr = tuple((str(k), np.dtype(v).descr if np.dtype(v).names else np.dtype(v).str)
                       for k, v in fields.items())
-        shm = shared_memory.SharedMemory(create=True, size=cls._size(int(capacity), descr))
+        shm = create_shm(cls._size(int(capacity), descr), "ring")
         spec = RingSpec(shm.name, int(capacity), descr)
         ring = cls(shm, spec, owner=True)
         ring.hdr[:] = 0
@@ -143,15 +200,7 @@ class SpscRing:
     @classmethod
     def attach(cls, spec: RingSpec) -> SpscRing:
         """Map an existing ring created by another process."""
-        # Python < 3.13 registers attached blocks with this process's resource tracker. A
-        # multiprocessing child shares its parent's tracker (fd already set), where the
-        # owner's unlink clears the entry; a process with a tracker of its own would unlink
-        # the owner's block at exit, so there the registration is undone.
-        own_tracker = getattr(resource_tracker._resource_tracker, "_fd", None) is None
-        shm = shared_memory.SharedMemory(name=spec.name)
-        if own_tracker:
-            resource_tracker.unregister(shm._name, "shared_memory")
-        return cls(shm, spec, owner=False)
+        return cls(shm=attach_shm(spec.name), spec=spec, owner=False)
 
     def producer(self, **kw) -> Producer:
         return Producer(self, **kw)
@@ -169,7 +218,7 @@ class SpscRing:
 
     def close(self) -> None:
         """Unmap (and, in the owner, unlink) the block; views taken from it become invalid."""
-        self.hdr = None
+        self.hdr = self.raw = None
         self.slots = {}
         try:
             self._shm.close()
@@ -219,7 +268,7 @@ class _Endpoint:
         t = now_ns() if t is None else t
         ab = int(hdr[ABORT])
         if ab and ab != self._me_abort:
-            raise PeerError(f"{self.role}: the {self._peer_name} aborted")
+            raise PeerError(f"{self.role}: the {_ABORTER.get(ab, self._peer_name)} aborted")
         pid = int(hdr[self._peer_pid])
         if pid == 0:
             return  # not attached yet: only the wait's own timeout applies

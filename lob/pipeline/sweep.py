@@ -8,21 +8,60 @@ bound), then offered rates from 80% of it down by halves until one keeps up, the
 bisection between the last rate that kept up and the first that did not; the bracket (the
 resolution) is reported. Rows of a sweep whose offered rate exceeds that capacity are marked
 ``saturated``.
+
+Every function here runs its rows on one :class:`~lob.pipeline.session.PipelineSession` (one
+sender/engine pair for the whole sweep, the book reset between rows): pass ``session=`` to
+share one across calls, else one is started with the session keywords in ``kw``
+(``transport``, ``mode``, ``gc_enabled``, ``ring_capacity``, ``max_take``, ``timeout_s``,
+``liveness_s``) and closed at the end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from lob.pipeline.run import PipelineRun, make_step_runner, run_pipeline
+from lob.pipeline.run import PipelineRun, make_step_runner
 from lob.semantics import OUTCOME_DTYPE, BookConfig, as_commands
 
-__all__ = ["default_engine", "summarize", "service_time", "find_capacity", "sweep", "save_rows"]
+__all__ = ["default_engine", "summarize", "service_time", "find_capacity", "sweep", "save_rows",
+           "open_loop_scenarios", "supported", "min_samples", "SCENARIOS"]
+
+_SESSION_KW = ("transport", "mode", "gc_enabled", "ring_capacity", "max_take", "timeout_s",
+               "liveness_s", "check_ms")
+# the eight orderbook-rs HDR bench scenarios (seed 000)
+SCENARIOS = ("add_only", "cancel_only", "aggressive_walk", "notional_walk", "mixed_70_20_10",
+             "thin_book_sweep", "mass_cancel_burst", "stp_sweep")
+
+
+def min_samples(q: float) -> int:
+    """Samples needed before the q-quantile is reported: 10 / (1 - q) (p50: 20, p99: 1,000,
+    p99.9: 10,000), so at least ten samples lie beyond it."""
+    return math.ceil(10 / (1 - q) - 1e-9)
+
+
+def supported(count: int, q: float) -> bool:
+    return count >= min_samples(q)
+
+
+@contextlib.contextmanager
+def _session(engine: str, session, kw: dict):
+    """(session, row keywords): the given session, or a new one from ``kw``'s session keys."""
+    from lob.pipeline.session import PipelineSession
+
+    row_kw = {k: v for k, v in kw.items() if k not in _SESSION_KW}
+    if session is not None:
+        yield session, row_kw
+        return
+    with PipelineSession(engine, config=kw.get("config"),
+                         **{k: v for k, v in kw.items() if k in _SESSION_KW}) as s:
+        yield s, row_kw
 
 
 def default_engine() -> str:
@@ -38,7 +77,8 @@ def summarize(run: PipelineRun) -> dict:
 
     h, clamped = histogram_from(run.latency_ns)
     st = LatencyStats.of(h, clamped)
-    return {"engine": run.engine, "mode": run.mode, "batch": run.batch,
+    return {"engine": run.engine, "transport": run.transport, "mode": run.mode,
+            "batch": run.batch,
             "offered_rate": run.rate, "achieved_rate": run.achieved_rate,
             "keeps_up": run.keeps_up(), "backlog_end": run.backlog_end, "n": run.n,
             "pinned": run.pin is not None, "pin": list(run.pin) if run.pin else None,
@@ -78,57 +118,116 @@ def service_time(engine: str, commands: np.ndarray, *, config: BookConfig | None
 
 
 def find_capacity(engine: str, commands: np.ndarray, *, batch: int, steps: int = 4,
-                  **kw) -> dict:
-    """Capacity at one batch size (see the module docstring); ``kw`` go to run_pipeline.
+                  session=None, max_run_s: float = 2.0, **kw) -> dict:
+    """Capacity at one batch size (see the module docstring); ``kw`` go to the session and
+    its rows (``pin``, ``config``, ``warmup``, ``lead_s``).
 
     Returns the capacity, the unpaced rate, the bisection bracket [ok, saturated] and the
-    runs made. ``steps`` bisection runs set the resolution (bracket width / 2**steps).
+    runs made. ``steps`` bisection runs set the resolution (bracket width / 2**steps). When
+    no rate keeps up before the next halving would make a run longer than ``max_run_s`` (a
+    machine too busy to pace: another process's time slice at the end of a run is a backlog),
+    it warns and returns the best achieved rate with ``found=False``.
     """
-    unpaced = run_pipeline(engine, commands, rate=math.inf, batch=batch, **kw)
-    top = unpaced.achieved_rate  # taken as not kept up: a paced run cannot beat unpaced
-    lo, hi, rate, tried = 0.0, top, 0.8 * top, []
-    for _ in range(10):  # down by halves until a rate keeps up
-        r = run_pipeline(engine, commands, rate=rate, batch=batch, **kw)
-        tried.append(r)
-        if r.keeps_up():
-            lo = rate
-            break
-        hi, rate = rate, rate / 2
-    if lo == 0.0:
-        raise RuntimeError(f"batch {batch}: no offered rate down to {hi:,.0f}/s kept up")
-    for _ in range(steps):
-        mid = (lo + hi) / 2
-        r = run_pipeline(engine, commands, rate=mid, batch=batch, **kw)
-        tried.append(r)
-        if r.keeps_up():
-            lo = mid
-        else:
-            hi = mid
+    with _session(engine, session, kw) as (s, row_kw):
+        def run(rate):
+            return s.run(commands, rate=rate, batch=batch, **row_kw)
+
+        unpaced = run(math.inf)
+        top = unpaced.achieved_rate  # taken as not kept up: a paced run cannot beat unpaced
+        lo, hi, rate, tried = 0.0, top, 0.8 * top, []
+        for _ in range(10):  # down by halves until a rate keeps up
+            if tried and len(commands) / rate > max_run_s:
+                break  # the next run would be too long: report what was found
+            r = run(rate)
+            tried.append(r)
+            if r.keeps_up():
+                lo = rate
+                break
+            hi, rate = rate, rate / 2
+        found = lo > 0.0
+        if not found:  # e.g. a machine too busy for any run to keep up: report, do not fail
+            lo = max(r.achieved_rate for r in tried)
+            warnings.warn(f"batch {batch}: no offered rate down to {hi:,.0f}/s kept up; "
+                          f"capacity taken as the best achieved rate {lo:,.0f}/s",
+                          RuntimeWarning, stacklevel=2)
+        for _ in range(steps if found else 0):
+            mid = (lo + hi) / 2
+            r = run(mid)
+            tried.append(r)
+            if r.keeps_up():
+                lo = mid
+            else:
+                hi = mid
     return {"batch": batch, "capacity": lo, "unpaced_rate": top, "bracket": (lo, hi),
-            "runs": [summarize(x) for x in [unpaced, *tried]]}
+            "found": found, "runs": [summarize(x) for x in [unpaced, *tried]]}
 
 
 def sweep(engine: str, commands: np.ndarray, *, batches=(1, 8, 64), fractions=(0.25, 0.5, 0.9,
-          1.1, 1.5), steps: int = 3, pins=(None,), **kw):
+          1.1, 1.5), steps: int = 3, pins=(None,), session=None, **kw):
     """Capacity per batch size, then runs at ``fractions`` x capacity -> (rows, capacities).
 
     ``pins`` lists CPU pinnings to compare (None = unpinned, or (sender_cpu, engine_cpu));
     capacity is found unpinned-or-first-pin, then every pinning runs the same offered rates.
-    Each row carries ``fraction`` (of capacity) and ``saturated`` (offered > capacity).
+    Each row carries ``fraction`` (of capacity) and ``saturated`` (offered > capacity). All
+    rows run on one session (one process pair).
     """
+    kw.pop("pin", None)
     rows, caps = [], []
-    for b in batches:
-        cap = find_capacity(engine, commands, batch=b, steps=steps, pin=pins[0], **kw)
-        caps.append({k: v for k, v in cap.items() if k != "runs"})
-        for pin in pins:
-            for f in fractions:
-                run = run_pipeline(engine, commands, rate=f * cap["capacity"], batch=b, pin=pin,
-                                   **kw)
-                row = summarize(run)
-                row.update(fraction=f, capacity=cap["capacity"],
-                           saturated=bool(f * cap["capacity"] > cap["capacity"]))
-                rows.append(row)
+    with _session(engine, session, kw) as (s, row_kw):
+        for b in batches:
+            cap = find_capacity(engine, commands, batch=b, steps=steps, pin=pins[0], session=s,
+                                **row_kw)
+            caps.append({"transport": s.transport,
+                         **{k: v for k, v in cap.items() if k != "runs"}})
+            for pin in pins:
+                for f in fractions:
+                    run = s.run(commands, rate=f * cap["capacity"], batch=b, pin=pin, **row_kw)
+                    row = summarize(run)
+                    row.update(fraction=f, capacity=cap["capacity"],
+                               saturated=bool(f * cap["capacity"] > cap["capacity"]))
+                    rows.append(row)
     return rows, caps
+
+
+def open_loop_scenarios(engine: str, scenarios=SCENARIOS, *, scale: float = 0.01,
+                        fractions=(0.5, 0.9), batch: int = 1, steps: int = 2, session=None,
+                        **kw) -> list[dict]:
+    """Open-loop latency of each orderbook-rs scenario at ``fractions`` of *its own* capacity,
+    beside its closed-loop per-op figures, on one session (the book config per row).
+
+    One row per (scenario, fraction): capacity, closed-loop p50/p99/p99.9 (the engine's
+    per-op latency, :func:`lob.measure.latency.capture_latency`), open-loop p50/p99/p99.9
+    and the timed sample count. A percentile the sample count does not support
+    (:func:`supported`) is NaN, and ``*_ok`` says so.
+    """
+    from lob.engines.registry import get_engine
+    from lob.measure.latency import capture_latency
+    from lob.workloads import build
+
+    qs = {"p50": 0.5, "p99": 0.99, "p99_9": 0.999}
+    rows = []
+    with _session(engine, session, kw) as (s, row_kw):
+        row_kw.pop("config", None)
+        for name in scenarios:
+            wl = build(name, scale=scale)
+            cmds, cfg = wl.commands, wl.config
+            cl = capture_latency(get_engine(engine, cfg), cmds).durations_ns
+            cap = find_capacity(engine, cmds, batch=batch, steps=steps, session=s, config=cfg,
+                                **row_kw)
+            for f in fractions:
+                run = s.run(cmds, rate=f * cap["capacity"], batch=batch, config=cfg, **row_kw)
+                lat = run.latency_ns
+                row = {"scenario": name, "fraction": f, "capacity": cap["capacity"],
+                       "capacity_found": cap["found"],
+                       "n": run.n, "samples": int(len(lat)), "keeps_up": run.keeps_up(),
+                       "achieved_rate": run.achieved_rate}
+                for k, q in qs.items():
+                    ok_open, ok_closed = supported(len(lat), q), supported(len(cl), q)
+                    row[f"closed_{k}"] = float(np.quantile(cl, q)) if ok_closed else math.nan
+                    row[f"open_{k}"] = float(np.quantile(lat, q)) if ok_open else math.nan
+                    row[f"{k}_ok"] = ok_open
+                rows.append(row)
+    return rows
 
 
 def save_rows(rows: list[dict], out_dir: str | os.PathLike, *, name: str = "pipeline",
@@ -142,7 +241,8 @@ def save_rows(rows: list[dict], out_dir: str | os.PathLike, *, name: str = "pipe
     out.mkdir(parents=True, exist_ok=True)
     for r in rows:
         pin = "pinned" if r["pinned"] else "unpinned"
-        stem = f"{name}_{r['engine']}_b{r['batch']}_r{r['offered_rate']:.0f}_{pin}"
+        tr = r.get("transport", "python")
+        stem = f"{name}_{r['engine']}_{tr}_b{r['batch']}_r{r['offered_rate']:.0f}_{pin}"
         r["hgrm"] = write_hgrm(decode(r["encoded"]), out / f"{stem}.hgrm".replace("@", "-")).name
     return write_result({"kind": "pipeline_latency", "rows": rows,
                          "conditions": run_conditions(params=params)}, out / f"{name}.json")

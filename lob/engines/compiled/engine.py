@@ -254,6 +254,24 @@ class CompiledEngine(Interactive):
         return {"source": f"{o['clock']} in-kernel", "min_ns": o["min"],
                 "median_ns": o["median"], "p99_ns": o["p99"], "samples": o["samples"]}
 
+    def kernel_state(self, grow: int = kn.DONE) -> tuple:
+        """The live book arrays ``(F, N, IDX, LV, B, G)``, for compiled code that runs
+        :func:`lob.engines.compiled.kernel.run` itself (the pipeline's compiled engine loop).
+
+        Contract: ``kernel.run(cmds, start, out, F, N, IDX, LV, B, G, timed, durs)`` with
+        these arrays, in order, runs commands on this book exactly as :meth:`replay` does.
+        When it returns a code other than ``kernel.DONE`` (an array might be too small for
+        the next command), call ``kernel_state(code)``: it grows what the code names and
+        returns the new arrays (the old ones must not be used again), then resume at the
+        returned command index. The arrays are the engine's own (no copies) and stay valid
+        until the next call of any method of this engine. The caller may set ``G[NFILL]``
+        (:mod:`lob.engines.compiled.book`) to 0 to discard the fill record, as ``replay``
+        does at its start; it must not write anything else.
+        """
+        if grow != kn.DONE:
+            self._grow(grow)
+        return self._F, self._N, self._IDX, self._LV, self._B, self._G
+
     @property
     def fills(self) -> np.ndarray:
         return self._F[: self._G[bk.NFILL]].copy().view(FILL_DTYPE).reshape(-1)

@@ -1,0 +1,120 @@
+"""Small numba intrinsics for the compiled transport: acquire loads, release stores, a CPU
+pause hint and two libc calls (``getppid``, ``kill``).
+
+``load_acquire(a, i)`` / ``store_release(a, i, v)`` emit LLVM ``load atomic ... acquire`` /
+``store atomic ... release`` on an aligned int64 array element. On x86-64 they compile to
+plain ``mov``s (TSO already gives that order) but they still forbid the *compiler* from
+hoisting a load out of a spin loop or sinking the slot writes below the publishing store; on
+a weakly ordered CPU (ARM, POWER) LLVM adds the barriers the protocol needs (``ldar`` /
+``stlr`` on AArch64). Only one process writes each control word, so no read-modify-write is
+needed anywhere.
+
+``cpu_pause()`` is ``pause`` on x86 (``yield`` on AArch64, nothing elsewhere): it tells the
+core a spin-wait is running (less power, no memory-order mis-speculation on exit, and the
+sibling hyper-thread gets the pipeline).
+
+Like :func:`lob.engines.compiled.clock.monotonic_ns`, the libc calls are declared as external
+symbols resolved at load time, so functions using them can be cached by numba.
+"""
+
+from __future__ import annotations
+
+import platform
+
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+__all__ = ["load_acquire", "store_release", "cpu_pause", "getppid", "pid_alive"]
+
+_MACHINE = platform.machine().lower()
+
+
+def _elem_ptr(context, builder, aryty, ary, idx):
+    arr = context.make_array(aryty)(context, builder, ary)
+    return cgutils.get_item_pointer(context, builder, aryty, arr, [idx])
+
+
+@intrinsic
+def load_acquire(typingctx, a, i):
+    """``a[i]`` (int64 array) read with acquire semantics."""
+    if not (isinstance(a, types.Array) and a.dtype == types.int64):
+        return None
+    sig = types.int64(a, types.intp)
+
+    def codegen(context, builder, signature, args):
+        ptr = _elem_ptr(context, builder, signature.args[0], args[0], args[1])
+        return builder.load_atomic(ptr, "acquire", 8)
+
+    return sig, codegen
+
+
+@intrinsic
+def store_release(typingctx, a, i, v):
+    """``a[i] = v`` (int64 array) written with release semantics."""
+    if not (isinstance(a, types.Array) and a.dtype == types.int64):
+        return None
+    sig = types.void(a, types.intp, types.int64)
+
+    def codegen(context, builder, signature, args):
+        ptr = _elem_ptr(context, builder, signature.args[0], args[0], args[1])
+        val = context.cast(builder, args[2], signature.args[2], types.int64)
+        builder.store_atomic(val, ptr, "release", 8)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def cpu_pause(typingctx):
+    """A spin-wait hint: ``pause`` (x86), ``yield`` (AArch64), else nothing."""
+    sig = types.void()
+
+    def codegen(context, builder, signature, args):
+        # LLVM's target intrinsics (numba's JIT has no inline-asm parser)
+        if _MACHINE in ("x86_64", "amd64", "i686", "i386"):
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+            builder.call(fn, [])
+        elif _MACHINE in ("aarch64", "arm64"):
+            i32 = ir.IntType(32)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [i32]), "llvm.aarch64.hint")
+            builder.call(fn, [i32(1)])  # hint #1 = yield
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def getppid(typingctx):
+    """libc ``getppid()``: 1 (or a subreaper's pid) once the parent has died."""
+    sig = types.int64()
+
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, []), "getppid")
+        return builder.sext(builder.call(fn, []), ir.IntType(64))
+
+    return sig, codegen
+
+
+@intrinsic
+def _kill0(typingctx, pid):
+    sig = types.int64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i32, i32]),
+                                            "kill")
+        r = builder.call(fn, [builder.trunc(args[0], i32), i32(0)])
+        return builder.sext(r, ir.IntType(64))
+
+    return sig, codegen
+
+
+@njit(cache=True)
+def pid_alive(pid):
+    """False once ``kill(pid, 0)`` fails (the process is gone and reaped)."""
+    return _kill0(pid) == 0

@@ -1,0 +1,183 @@
+"""The compiled transport's two loops: the sender's pacing + publish loop and the engine's
+drain + execute loop, each one numba function over the shared ring.
+
+Both work on the ring of :mod:`lob.pipeline.ring` (the same header words and slot arrays as
+the Python transport): ``H`` is the raw int64 header (control word ``w`` at ``H[w * 8]``, one
+per cache line), ``slot_cmd`` / ``slot_due`` the slot arrays. Control words are read with
+:func:`~lob.pipeline.atomics.load_acquire` and written with
+:func:`~lob.pipeline.atomics.store_release`; each side keeps a private copy of the other's
+counter and reloads it only when its copy says "full" (sender) or "empty" (engine), so the
+counters' cache lines move between cores only when they must.
+
+Waits spin with :func:`~lob.pipeline.atomics.cpu_pause`; every ``check_ns`` (read off the
+clock every 64 spins, or after each command) a side refreshes its heartbeat and checks: the
+abort word, its parent (``getppid``), the peer's heartbeat age and the peer's pid. Any of
+them makes the loop return a status, so a failure reaches Python (and the caller) within
+about ``liveness_ns``. The engine refreshes its heartbeat after commands too, so a long
+unpaced backlog (no waiting at all) is never mistaken for a hang.
+
+Both loops read the one clock the engine stamps with
+(:func:`lob.engines.compiled.clock.monotonic_ns`, ``CLOCK_MONOTONIC``, the clock behind
+Python's ``time.perf_counter_ns`` on Linux).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from lob.engines.compiled import kernel as kn
+from lob.engines.compiled.book import NFILL
+from lob.engines.compiled.clock import monotonic_ns
+from lob.pipeline.atomics import cpu_pause, getppid, load_acquire, pid_alive, store_release
+from lob.pipeline.ring import ABORT, CONS_BEAT, HEAD, PROD_BEAT, TAIL
+
+__all__ = ["send_row", "engine_row", "OK", "ABORTED", "PARENT_GONE", "PEER_STALE",
+           "PEER_DEAD", "TIMEOUT", "GROW", "STATUS"]
+
+# what a loop returns (GROW + code: the engine needs kernel_state(code) and a re-entry)
+OK, ABORTED, PARENT_GONE, PEER_STALE, PEER_DEAD, TIMEOUT = 0, 1, 2, 3, 4, 5
+GROW = 100
+STATUS = {OK: "done", ABORTED: "aborted (the other side or the parent gave up)",
+          PARENT_GONE: "the parent process is gone",
+          PEER_STALE: "no heartbeat from the peer (hung or stopped)",
+          PEER_DEAD: "the peer process died", TIMEOUT: "a bounded wait ran out"}
+
+_L = 8  # int64 words per cache line
+_SPIN_CHECK = 63  # read the clock every 64 spins
+
+
+@njit(cache=True)
+def check(H, me_beat, peer_beat, t, liveness_ns, ppid, peer_pid):
+    """Beat, then look at the abort word, the parent, the peer's heartbeat and pid."""
+    store_release(H, me_beat * _L, t)
+    if load_acquire(H, ABORT * _L) != 0:
+        return ABORTED
+    if ppid > 0 and getppid() != ppid:
+        return PARENT_GONE
+    if t - load_acquire(H, peer_beat * _L) > liveness_ns:
+        return PEER_STALE
+    if peer_pid > 0 and not pid_alive(peer_pid):
+        return PEER_DEAD
+    return OK
+
+
+@njit(cache=True)
+def send_row(H, cmds, slot_cmd, slot_due, k0, n, start, period, batch, check_ns,
+             liveness_ns, timeout_ns, ppid, peer_pid):
+    """Publish ``cmds[k0:n]`` in batches of ``batch``, command ``k`` due at
+    ``start + int64(k * period)`` (``period`` = 1e9 / rate, 0 = unpaced); a batch goes out
+    when its last command is due, each slot carrying its own due time.
+
+    Returns ``(next k, status, late_batches_1ms)``; status :data:`OK` when all are sent.
+    """
+    cap = slot_due.size
+    head = H[HEAD * _L]  # only this side writes head
+    tail = load_acquire(H, TAIL * _L)
+    t = monotonic_ns()
+    nxt = t + check_ns
+    late = 0
+    k = k0
+    while k < n:
+        m = min(batch, n - k)
+        t_due = start + np.int64((k + m - 1) * period)
+        # pace: spin until the batch's last command is due
+        t = monotonic_ns()
+        while t < t_due:
+            if t >= nxt:
+                st = check(H, PROD_BEAT, CONS_BEAT, t, liveness_ns, ppid, peer_pid)
+                if st != OK:
+                    return k, st, late
+                nxt = t + check_ns
+            cpu_pause()
+            t = monotonic_ns()
+        if t - t_due > 1_000_000:
+            late += 1
+        # room: back-pressure, never overwrite
+        if head + m - tail > cap:
+            tail = load_acquire(H, TAIL * _L)
+            spins = 0
+            t0 = t
+            while head + m - tail > cap:
+                cpu_pause()
+                spins += 1
+                if spins & _SPIN_CHECK == 0:
+                    t = monotonic_ns()
+                    if t >= nxt:
+                        st = check(H, PROD_BEAT, CONS_BEAT, t, liveness_ns, ppid, peer_pid)
+                        if st != OK:
+                            return k, st, late
+                        if t - t0 > timeout_ns:
+                            return k, TIMEOUT, late
+                        nxt = t + check_ns
+                tail = load_acquire(H, TAIL * _L)
+        for j in range(m):
+            s = (head + j) % cap
+            slot_cmd[s] = cmds[k + j]
+            slot_due[s] = start + np.int64((k + j) * period)
+        head += m
+        store_release(H, HEAD * _L, head)  # publish: after the slot writes
+        k += m
+        if t >= nxt:
+            st = check(H, PROD_BEAT, CONS_BEAT, t, liveness_ns, ppid, peer_pid)
+            if st != OK:
+                return k, st, late
+            nxt = t + check_ns
+    store_release(H, PROD_BEAT * _L, monotonic_ns())
+    return k, OK, late
+
+
+@njit(cache=True)
+def engine_row(H, slot_cmd, slot_due, out, done, due, pos, n, F, N, IDX, LV, B, G, durs,
+               check_ns, liveness_ns, timeout_ns, ppid, peer_pid):
+    """Drain ``n - pos`` records: run each command straight from its slot into ``out[pos]``
+    (the kernel of :mod:`lob.engines.compiled.kernel`), stamp ``done[pos]`` right after,
+    copy its due time, then free the slot (one release store of ``tail``).
+
+    Fills are discarded (the fill count is reset before each command, as
+    ``replay_into(..., fills=None)`` does). Returns ``(pos, status)``; a status ``GROW + c``
+    means the book needs ``kernel_state(c)`` before re-entering at ``pos``.
+    """
+    cap = slot_due.size
+    tail = H[TAIL * _L]  # only this side writes tail
+    head = load_acquire(H, HEAD * _L)
+    t = monotonic_ns()
+    nxt = t + check_ns
+    timed = durs.size > 0  # False: typed bool, not a literal (reuses replay's compiled kernel)
+    zero = np.int64(0)
+    while pos < n:
+        if head == tail:
+            head = load_acquire(H, HEAD * _L)
+            spins = 0
+            t0 = monotonic_ns()
+            while head == tail:
+                cpu_pause()
+                spins += 1
+                if spins & _SPIN_CHECK == 0:
+                    t = monotonic_ns()
+                    if t >= nxt:
+                        st = check(H, CONS_BEAT, PROD_BEAT, t, liveness_ns, ppid, peer_pid)
+                        if st != OK:
+                            return pos, st
+                        if t - t0 > timeout_ns:
+                            return pos, TIMEOUT
+                        nxt = t + check_ns
+                head = load_acquire(H, HEAD * _L)
+        s = tail % cap
+        G[NFILL] = 0
+        _, code = kn.run(slot_cmd[s:s + 1], zero, out[pos:pos + 1], F, N, IDX, LV, B, G, timed,
+                         durs)
+        if code != kn.DONE:
+            return pos, GROW + code
+        t = monotonic_ns()
+        done[pos] = t
+        due[pos] = slot_due[s]
+        pos += 1
+        tail += 1
+        store_release(H, TAIL * _L, tail)
+        if t >= nxt:
+            st = check(H, CONS_BEAT, PROD_BEAT, t, liveness_ns, ppid, peer_pid)
+            if st != OK:
+                return pos, st
+            nxt = t + check_ns
+    return pos, OK
