@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import yaml
 
@@ -32,6 +33,8 @@ def _cmd_run(args) -> int:
     if bool(args.all) == bool(args.names):
         raise ValueError("give experiment names or --all (not both)")
     overrides = dict(parse_assignment(p) for p in args.param)
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out} is a file, not an artifacts directory")
     names = experiment_names() if args.all else args.names
     return run_batch(names, preset=args.preset, overrides=overrides, artifacts=args.out,
                      force=args.force, executor=args.executor, scheduler=args.scheduler,
@@ -41,6 +44,8 @@ def _cmd_run(args) -> int:
 def _cmd_report(args) -> int:
     from lob.experiments.report import write_index
 
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out} is a file, not an artifacts directory")
     print(write_index(args.out))
     return 0
 
@@ -71,6 +76,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="dask: let timing runs share a host (default: one at a time per host)")
     s.set_defaults(func=_cmd_run)
 
-    r = sub.add_parser("report", help="write artifacts/index.md: latest complete run of each")
+    r = sub.add_parser("report", help="write artifacts/index.md: latest complete run of each, "
+                                             "every run listed")
     r.add_argument("--out", default=None, help=OUT_HELP)
     r.set_defaults(func=_cmd_report)

@@ -75,7 +75,14 @@ def _client(scheduler: str | None, workers: int):
     from distributed import Client, Nanny, Scheduler, SpecCluster
 
     if scheduler:
-        with Client(scheduler, timeout="30s") as client:
+        try:
+            client = Client(scheduler, timeout="15s")
+        except (OSError, TimeoutError, ValueError, TypeError) as e:
+            why = " ".join(str(e).split()) or type(e).__name__
+            raise ValueError(f"cannot reach the Dask scheduler at {scheduler!r} "
+                             f"(is it running? start one with `dask scheduler`): {why}"
+                             ) from None
+        with client:
             print(f"dask: scheduler {scheduler}, dashboard {client.dashboard_link}",
                   file=sys.stderr)
             yield client

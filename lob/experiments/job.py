@@ -132,8 +132,14 @@ def execute_notebook(job: Job) -> None:
     # for sys.executable, and the venv's own kernelspec comes first on its jupyter path
     pm.execute_notebook(job.notebook, str(out / f"{job.experiment}.ipynb"),
                         parameters={**job.params, "out_dir": str(out)},
-                        kernel_name="python3", progress_bar=False, log_output=False,
-                        cwd=str(Path(job.notebook).parent), execution_timeout=job.timeout)
+                        kernel_name="python3", log_output=False,
+                        cwd=str(Path(job.notebook).parent), execution_timeout=job.timeout,
+                        # per-cell progress once a run has taken a few seconds, on a terminal
+                        progress_bar={"desc": f"  {job.experiment}", "delay": 3.0,
+                                      "leave": False, "disable": None},
+                        # the kernel's "running over TCP without encryption" warning: the
+                        # kernel listens on loopback only, for this one process
+                        extra_arguments=["--IPKernelApp.log_level=ERROR"])
 
 
 def _finalize(job: Job, rec: RunRecord) -> None:

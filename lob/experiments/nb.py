@@ -1,15 +1,20 @@
 """Helpers the notebooks call to leave their record in the run directory.
 
-A notebook gets ``out_dir`` from the runner; run interactively (or by nbval) it gets ""
-and writes to a fresh temporary directory instead, so nothing lands in the checkout.
-``summary.json`` holds the notebook's tables (records), its computed conclusion and the
-names of its key table and plot; the runner adds the run record and conditions.
+``out_dir`` is the notebook's run folder. The runner sets it to a fresh
+``artifacts/<experiment>/<run_id>/``; a notebook run any other way (opened in JupyterLab
+from ``notebooks/`` or from an executed run, nbval, papermill by hand) never touches a
+recorded run: :func:`run_dir` gives it a new ``artifacts/<experiment>/interactive-<time>/``
+unless ``out_dir`` names a folder that is not complete. ``summary.json`` holds the
+notebook's tables (records), its computed conclusion and the names of its key table and
+plot; the runner adds the run record and conditions.
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
+import shlex
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,13 +22,63 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def run_dir(out_dir: str, experiment: str) -> Path:
-    """The directory to write into: ``out_dir``, or a new temp dir when it is empty."""
+MARKER = "COMPLETE"  # lob.experiments.job.MARKER (not imported: notebooks import this lightly)
+
+
+def _interactive_dir(parent: Path) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    parent.mkdir(parents=True, exist_ok=True)
+    for i in range(1000):  # two runs in one second get -1, -2, ...
+        p = parent / (f"interactive-{stamp}" + (f"-{i}" if i else ""))
+        try:
+            p.mkdir()
+            return p
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free interactive-{stamp}-N folder in {parent}")
+
+
+def _rerun_hint(run: Path, experiment: str) -> str:
+    try:
+        meta = json.loads((run / "summary.json").read_text()).get("run") or {}
+    except (OSError, ValueError):
+        meta = {}
+    params = [f"-p {shlex.quote(k + '=' + json.dumps(v, separators=(',', ':')))}"
+              for k, v in (meta.get("params") or {}).items()]
+    preset = meta.get("preset") or run.name.split("-")[0]
+    return " ".join(["lob experiments run", experiment, "--preset", preset, *params, "--force"])
+
+
+def run_dir(out_dir: str, experiment: str, artifacts: str | Path | None = None) -> Path:
+    """The folder this run writes into; a complete (recorded) run is never written again.
+
+    * ``out_dir`` empty: a new ``<artifacts>/<experiment>/interactive-<UTC time>/``
+      (``artifacts``: default ``artifacts/`` of the checkout, ``LOB_ARTIFACTS`` overrides).
+    * ``out_dir`` a folder without the ``COMPLETE`` marker (the runner's fresh run folder,
+      or your own): that folder.
+    * ``out_dir`` a complete run (an executed notebook opened from ``artifacts/`` keeps its
+      run folder in its parameters): refused; a note says how to rerun the recorded run and
+      a new ``interactive-<time>/`` beside it is used instead.
+    """
     if out_dir:
-        p = Path(out_dir)
-        p.mkdir(parents=True, exist_ok=True)
-        return p
-    return Path(tempfile.mkdtemp(prefix=f"lob-{experiment}-"))
+        p = Path(out_dir).expanduser()
+        if p.exists() and not p.is_dir():
+            raise NotADirectoryError(f"out_dir {p} is a file, not a run folder")
+        if not (p / MARKER).exists():
+            p.mkdir(parents=True, exist_ok=True)
+            return p
+        fresh = _interactive_dir(p.parent)
+        print(f"{p} holds a complete recorded run: it is never rewritten. This run writes to "
+              f"{fresh} instead. To redo the recorded run: {_rerun_hint(p, experiment)}",
+              file=sys.stderr)
+        return fresh
+    if artifacts is None:
+        from lob.experiments.job import default_artifacts
+
+        artifacts = default_artifacts()
+    fresh = _interactive_dir(Path(artifacts) / experiment)
+    print(f"interactive run: writing to {fresh}", file=sys.stderr)
+    return fresh
 
 
 def save_figure(fig, out: Path, name: str) -> str:

@@ -2,12 +2,17 @@
 
 Reads only what runs left behind (``summary.json`` beside each ``COMPLETE`` marker): the
 key table as Markdown, the computed conclusion, the plots, and links to the executed
-notebook and the run's files. Analysis never re-runs anything.
+notebook and the run's files; under each experiment, every complete run, latest first.
+A run whose summary cannot be read is named (file and reason) and skipped; the rest of
+the index is still written. Analysis never re-runs anything.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from lob.experiments.job import MARKER, SUMMARY, default_artifacts
@@ -33,6 +38,35 @@ def latest_runs(artifacts: Path) -> dict[str, Path]:
     return out
 
 
+def all_runs(artifacts: Path) -> dict[str, list[Path]]:
+    """Experiment -> its complete run dirs, latest first (by marker time)."""
+    by_exp: dict[str, list[tuple[float, Path]]] = {}
+    for marker in Path(artifacts).glob(f"*/*/{MARKER}"):
+        by_exp.setdefault(marker.parent.parent.name, []).append(
+            (marker.stat().st_mtime, marker.parent))
+    return {name: [r for _, r in sorted(by_exp[name], key=lambda t: (-t[0], t[1].name))]
+            for name in sorted(by_exp)}
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub (and most Markdown viewers) give a heading: lower case, spaces to
+    ``-``, punctuation other than ``-`` and ``_`` dropped."""
+    s = heading.strip().lower()
+    s = re.sub(r"[^\w\- ]", "", s)
+    return s.replace(" ", "-")
+
+
+def _anchors(headings: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for h in headings:
+        base = slug(h)
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        out.append(base if n == 0 else f"{base}-{n}")
+    return out
+
+
 def _cell(v) -> str:
     if isinstance(v, float):
         return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
@@ -53,7 +87,7 @@ def markdown_table(records: list[dict], max_rows: int = 40) -> str:
 
 
 def _section(name: str, run: Path, root: Path) -> list[str]:
-    summary = json.loads((run / SUMMARY).read_text())
+    summary = _read_summary(run)
     meta = summary.get("run", {})
     rel = run.relative_to(root)
     out = [f"## {name}", "",
@@ -75,22 +109,75 @@ def _section(name: str, run: Path, root: Path) -> list[str]:
     return out
 
 
+def _read_summary(run: Path) -> dict:
+    path = run / SUMMARY
+    try:
+        summary = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path}: missing") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: unreadable ({e})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(summary, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return summary
+
+
+def _run_line(run: Path, root: Path) -> str:
+    rel = run.relative_to(root)
+    when = datetime.fromtimestamp((run / MARKER).stat().st_mtime, UTC)
+    try:
+        meta = _read_summary(run).get("run") or {}
+    except ValueError:
+        return f"`{rel}` · {when:%Y-%m-%d %H:%M} UTC · summary unreadable"
+    params = meta.get("params") or {}
+    ps = ", ".join(f"`{k}={v}`" for k, v in params.items())
+    return (f"[`{rel}`]({rel}/{meta.get('notebook', run.parent.name + '.ipynb')}) · "
+            f"{when:%Y-%m-%d %H:%M} UTC · git `{str(meta.get('git_sha', '?'))[:12]}` · "
+            f"[summary]({rel}/{SUMMARY})" + (f" · {ps}" if ps else ""))
+
+
 def write_index(artifacts: Path | str | None = None) -> Path:
-    """Write ``index.md`` in ``artifacts`` and return its path."""
+    """Write ``index.md`` in ``artifacts`` and return its path.
+
+    One section per run of the preset each experiment last ran (a grid gives several), then
+    every complete run of the experiment, latest first. A run whose ``summary.json`` cannot
+    be read is reported (on stderr and in the index) and skipped.
+    """
     if artifacts is None:
         artifacts = default_artifacts()
     root = Path(artifacts)
     if not root.is_dir():
         raise FileNotFoundError(f"no artifacts directory {root}: run `lob main` first")
-    runs = latest_runs(root)
+    runs = all_runs(root)
+    latest = latest_runs(root)
+    body: list[str] = []
+    heads: list[str] = []
+    problems: list[str] = []
+    for exp, exp_runs in runs.items():
+        for label in (lab for lab, r in latest.items() if r.parent.name == exp):
+            try:
+                body += _section(label, latest[label], root)
+                heads.append(label)
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                msg = str(e) if str(root) in str(e) else f"{latest[label] / SUMMARY}: {e}"
+                problems.append(msg)
+                print(f"lob report: skipped a run: {msg}", file=sys.stderr)
+        body += [f"Every complete run of {exp}, latest first:", ""]
+        body += [f"- {_run_line(r, root)}" for r in exp_runs] + [""]
+    if problems:
+        heads.append("Runs skipped")
+        body += ["## Runs skipped", ""] + [f"- {p}" for p in problems] + [""]
     lines = ["# lob experiments: latest complete runs", "",
              "Generated by `lob report` from each run's summary.json. "
              "Timings are from the machine and conditions recorded in that file.", ""]
     if not runs:
         lines.append("_No complete runs yet._")
-    lines += [f"- [{n}](#{n})" for n in runs] + [""]
-    for name, run in runs.items():
-        lines += _section(name, run, root)
+    lines += [f"- [{h}](#{a})" for h, a in zip(heads, _anchors(heads), strict=True)] + [""]
+    lines += body
     path = root / "index.md"
-    path.write_text("\n".join(lines) + "\n")
+    tmp = root / "index.md.tmp"
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
     return path

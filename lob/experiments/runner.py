@@ -10,6 +10,7 @@ the artifacts is described in :mod:`lob.experiments.job`.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, replace
@@ -29,6 +30,50 @@ from lob.experiments.job import (
 from lob.experiments.lock import artifacts_lock
 from lob.experiments.registry import Experiment, experiment_names, get_experiment
 
+# parameters whose values name engines / workloads, and numbers with a range
+_ENGINE_KEYS = ("engine", "engines", "counters_engine", "fok_engines")
+_WORKLOAD_KEYS = ("workload", "workloads", "scenarios", "tail_scenario")
+_AT_LEAST_1 = ("repeat", "runs", "steps", "n_boot", "top", "batches")
+
+
+def check_values(experiment: str, params: dict) -> None:
+    """Check what the notebook would only find out after its kernel started: engine and
+    workload names are registered, scales are in (0, 100], counts are >= 1, fractions are
+    > 0, every number is finite. Raises ``ValueError`` with a one-line message."""
+    from lob.engines import engine_names
+    from lob.workloads import workload_names
+
+    def bad(key, why):
+        raise ValueError(f"{experiment}: parameter {key!r} {why}")
+
+    for key, value in params.items():
+        values = value if isinstance(value, list | tuple) else [value]
+        if key in _ENGINE_KEYS:
+            known = engine_names()
+            for v in values:
+                if not (v == "" and key == "engine") and v not in known:
+                    bad(key, f"names unknown engine {v!r}; engines: {', '.join(known)}")
+        if key in _WORKLOAD_KEYS:
+            known = workload_names()
+            for v in values:
+                if v not in known:
+                    bad(key, f"names unknown workload {v!r}; workloads: {', '.join(known)}")
+        nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        for v in nums:
+            if isinstance(v, float) and not math.isfinite(v):
+                bad(key, f"must be a finite number, got {v}")
+            if (key == "scale" or key.endswith("_scale")) and not 0 < v <= 100:
+                bad(key, f"must be in (0, 100] (1.0 = the published size), got {v}")
+            if key in _AT_LEAST_1 and v < 1:
+                bad(key, f"must be at least 1, got {v}")
+            if key == "fractions" and v <= 0:
+                bad(key, f"must hold fractions > 0, got {v}")
+            if key == "confidence" and not 0 < v < 1:
+                bad(key, f"must be in (0, 1), got {v}")
+        if key in _WORKLOAD_KEYS + _ENGINE_KEYS + _AT_LEAST_1 and isinstance(value, list) \
+                and not value:
+            bad(key, "is an empty list")
+
 
 def plan(names: Iterable[str], preset: str = "default", overrides: dict | None = None,
          artifacts: Path | str | None = None) -> list[Job]:
@@ -38,6 +83,7 @@ def plan(names: Iterable[str], preset: str = "default", overrides: dict | None =
     for name in names:
         exp: Experiment = get_experiment(name)
         for params in exp.param_sets(preset, overrides):  # a grid: one job per point
+            check_values(name, params)
             rid = run_id(name, preset, params)
             jobs.setdefault(str(art / name / rid), Job(
                 experiment=name, notebook=str(exp.notebook), preset=preset, params=params,
@@ -94,23 +140,33 @@ def run_batch(names: Iterable[str] | None = None, preset: str = "default",
                 artifacts)
     if not jobs:
         raise ValueError("no experiments to run")
-    with artifacts_lock(jobs[0].artifacts, lock_wait) as held:  # for the whole batch
+    art = Path(jobs[0].artifacts)
+    try:
+        art.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ValueError(f"--out {art} is a file, not an artifacts directory") from None
+    with artifacts_lock(art, lock_wait) as held:  # for the whole batch
         jobs = [replace(j, lock_token=held.token) for j in jobs]
-        return _drive(jobs, preset, force, execute, executor, scheduler, workers,
+        return _drive(jobs, art, preset, force, execute, executor, scheduler, workers,
                       concurrent_timing, progress, tqdm)
 
 
-def _drive(jobs: list[Job], preset: str, force: bool, execute, executor: str,
+def _drive(jobs: list[Job], art: Path, preset: str, force: bool, execute, executor: str,
            scheduler: str | None, workers: int | None, concurrent_timing: bool,
            progress: bool, tqdm) -> int:
     """The batch under its lock: skip complete runs, run the rest, record each."""
+    say = print if progress else (lambda *a, **k: None)
     todo = [j for j in jobs if force or not is_complete(Path(j.run_dir))]
-    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=f"experiments ({preset})",
-               unit="run", disable=not progress)
+    for j in jobs:
+        if j not in todo:
+            say(f"already complete: {j.run_dir} (use --force to rerun)", file=sys.stderr)
+    bar = None
     failed = []
     try:
         with open_executor(executor, scheduler=scheduler, workers=workers,
                            concurrent_timing=concurrent_timing) as runs:
+            bar = tqdm(total=len(todo), desc=f"experiments ({preset})", unit="run",
+                       disable=not progress or not todo)
             try:
                 for job, rec in runs(todo, execute, force):
                     record(job, rec)
@@ -119,13 +175,28 @@ def _drive(jobs: list[Job], preset: str, force: bool, execute, executor: str,
                     if rec.status == "failed":
                         failed.append(rec)
                         bar.write(f"FAILED {rec.experiment} {rec.run_id} ({rec.run_dir}):\n"
-                                  f"{rec.error[-800:]}")
+                                  f"{rec.error[-800:]}", file=sys.stderr)
+                    elif progress:
+                        bar.write(f"{rec.status}: {rec.run_dir} ({rec.wall_s:.0f} s)",
+                                  file=sys.stderr)
             except RunInterrupted as e:  # local: the run that was going on is logged
                 record(next(j for j in todo if j.run_dir == e.record.run_dir), e.record)
                 raise
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
+        _refresh_index(art, say)
     if failed:
         print(f"{len(failed)} of {len(jobs)} runs failed: "
               + ", ".join(f"{r.experiment}/{r.run_id}" for r in failed), file=sys.stderr)
     return 1 if failed else 0
+
+
+def _refresh_index(art: Path, say) -> None:
+    """Rewrite ``index.md`` after a batch; a report problem never fails the batch."""
+    from lob.experiments.report import write_index
+
+    try:
+        say(f"index of the complete runs: {write_index(art)}", file=sys.stderr)
+    except Exception as e:  # the runs are recorded; the index is only a view of them
+        print(f"could not refresh {art / 'index.md'}: {e}", file=sys.stderr)

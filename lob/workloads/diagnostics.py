@@ -131,15 +131,17 @@ def summary_text(d: dict) -> str:
     def f(v):
         return "n/a" if v is None else (f"{v:,}" if isinstance(v, int) else str(v))
 
+    def rate(pct, n, what):  # "12.5% of 8,000 submits", or "no timed submits"
+        return f"no timed {what}" if not n else f"{f(pct)}% of {f(n)} {what}"
+
     lines = [
         "  diagnostics (reference replay; rates over timed commands):",
         f"    resting orders: end {f(d['resting_end'])}, max {f(d['resting_max'])}, "
         f"mean {d['resting_mean']:,.0f}; max levels (both sides) {f(d['levels_max'])}; "
         f"mean price span {d['span_mean']:,.0f} ticks",
-        f"    submits crossing: {f(d['cross_pct'])}% of {f(d['timed_submits'])}; "
-        f"markets meeting an empty side: {f(d['market_empty_pct'])}% of {f(d['timed_markets'])}",
-        f"    cancels hitting a resting order: {f(d['cancel_hit_pct'])}% of "
-        f"{f(d['timed_cancels'])}",
+        f"    crossing: {rate(d['cross_pct'], d['timed_submits'], 'submits')}; "
+        f"meeting an empty side: {rate(d['market_empty_pct'], d['timed_markets'], 'markets')}",
+        f"    hitting a resting order: {rate(d['cancel_hit_pct'], d['timed_cancels'], 'cancels')}",
         f"    fills per timed submit: mean {d['fills_mean']}, max {f(d['fills_max'])}; "
         f"levels walked: mean {d['levels_walked_mean']}, max {f(d['levels_walked_max'])}",
         f"    bid side first empties at command {f(d['bid_empties_at'])} "
