@@ -257,3 +257,24 @@ def test_measurement_converts_numpy_and_checks_ci():
                                          "explain": {}, "detail": "", "ci": [1.0, 2.0]}
     with pytest.raises(ValueError):
         C.measurement(1.0, ci=(2, 1))
+
+
+# --- regime diagnostics from outcomes ---------------------------------------------------------
+
+@pytest.mark.parametrize("workload", ["aggressive_walk", "thin_book_sweep", "mass_cancel_burst",
+                                      "stp_sweep", "cancel_only", "cpp_comprehensive"])
+def test_stream_diagnostics_agree_with_the_reference_replay(workload):
+    import lob
+    from lob.workloads.diagnostics import diagnose
+
+    wl = lob.workload(workload, scale=0.002)
+    r = lob.replay("v3", wl)
+    a = C.stream_diagnostics(wl.commands, r.outcomes, r.fills)
+    d = diagnose(wl, sample_every=1)
+    for k in ("market_empty_pct", "cancel_hit_pct", "resting_max", "resting_end"):
+        assert a[k] == d[k], k
+    assert a["resting_mean"] == pytest.approx(d["resting_mean"])
+    assert a["count"] == d["timed"] and a["commands"] == d["commands"]
+    mb = d["resting_before_mass_cancel"]
+    assert a["resting_before_mass_cancel_mean"] == (pytest.approx(sum(mb) / len(mb)) if mb
+                                                    else None)

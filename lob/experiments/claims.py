@@ -404,3 +404,71 @@ def reproduction_markdown(vs: list[Verdict]) -> str:
     head = (f"{len(vs)} claims: " + ", ".join(f"{n} {k}" for k, n in tally.items() if n)
             + (f". lob figures measured on {', '.join(machines)}." if machines else "."))
     return head + "\n\n" + markdown([v.row() for v in vs])
+
+
+# --- regime diagnostics from any engine's outcomes ------------------------------------------
+
+def stream_diagnostics(commands, outcomes, fills) -> dict:
+    """Regime diagnostics of a replay, from its commands, outcomes and fills (any engine, so
+    a compiled replay of a seed-sized stream gives them in seconds).
+
+    * ``commands`` / ``count``: stream length and timed ops;
+    * ``resting_mean`` / ``resting_max`` / ``resting_end``: orders resting after each
+      command (a limit or post-only that rested adds one; a maker filled to zero, a
+      self-trade cancel, a cancel or a mass cancel takes its orders away; modifies are not
+      followed);
+    * ``market_empty_pct``: timed market / notional orders that traded nothing, removed
+      nothing and were cancelled for want of liquidity, i.e. met an empty side (a notional
+      amount below the best price counts too);
+    * ``cancel_hit_pct``: timed cancels that found their order;
+    * ``resting_before_mass_cancel_mean``; ``fok_pct``: FOK share of timed submits.
+
+    Same definitions as :func:`lob.workloads.diagnostics.diagnose`, which replays on the
+    reference engine one op at a time (a test checks they agree).
+    """
+    import numpy as np
+
+    from lob.semantics import Kind, OrderType, Reason, Status
+
+    k, t, ot = commands["kind"], commands["timed"].astype(bool), commands["otype"]
+    st, rm, nf = outcomes["status"], outcomes["removed"].astype(np.int64), outcomes["fills"]
+    sub = k == int(Kind.SUBMIT)
+    rests = (sub & np.isin(ot, (int(OrderType.LIMIT), int(OrderType.POST_ONLY)))
+             & np.isin(st, (int(Status.ACCEPTED), int(Status.PARTIALLY_FILLED))))
+    delta = rests.astype(np.int64) - rm
+    n = len(commands)
+    if len(fills):
+        ids = outcomes["id"]
+        top = int(max(ids.max(), fills["maker"].max(), fills["taker"].max())) + 1
+        idx_of = np.full(top, -1, dtype=np.int64)
+        idx_of[ids[sub & (ids > 0)]] = np.flatnonzero(sub & (ids > 0))
+        rest_qty = np.zeros(top, dtype=np.int64)
+        rest_qty[ids[rests]] = outcomes["remaining"][rests]
+        order = np.argsort(fills["maker"], kind="stable")  # each maker's fills in time order
+        mk, q = fills["maker"][order], fills["qty"][order].astype(np.int64)
+        starts = np.r_[0, np.flatnonzero(np.diff(mk)) + 1]
+        cs = np.cumsum(q)
+        base = np.r_[0, cs[starts[1:] - 1]]
+        cum = cs - np.repeat(base, np.diff(np.r_[starts, len(mk)]))
+        gone = cum == rest_qty[mk]
+        delta -= np.bincount(idx_of[fills["taker"][order][gone]], minlength=n)
+    after = np.cumsum(delta)
+    before = after - delta
+    mkt = sub & t & np.isin(ot, (int(OrderType.MARKET), int(OrderType.NOTIONAL)))
+    empty = mkt & (nf == 0) & (rm == 0) & (outcomes["reason"] == int(Reason.NO_LIQUIDITY))
+    can = t & (k == int(Kind.CANCEL))
+    hit = can & (st == int(Status.CANCELLED))
+    mass = k == int(Kind.MASS_CANCEL)
+    tsub = sub & t
+
+    def pct(a, b):
+        return round(100.0 * int(a.sum()) / int(b.sum()), 2) if b.any() else None
+
+    return {"commands": int(n), "count": int(t.sum()),
+            "resting_mean": float(after.mean()) if n else 0.0,
+            "resting_max": int(after.max()) if n else 0,
+            "resting_end": int(after[-1]) if n else 0,
+            "market_empty_pct": pct(empty, mkt), "cancel_hit_pct": pct(hit, can),
+            "resting_before_mass_cancel_mean": (float(before[mass].mean()) if mass.any()
+                                                else None),
+            "fok_pct": pct(tsub & (ot == int(OrderType.FOK)), tsub)}
