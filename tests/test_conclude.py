@@ -217,3 +217,23 @@ def test_conclude_suppressed_names_hidden_rows():
 def test_unknown_column_kind_refused():
     with pytest.raises(ValueError, match="kinds"):
         K.Conclusion("t", [{"a": 1}], kinds={"a": "weird"})
+
+
+def test_conditions_markdown_before_and_after():
+    before = {"cpu_model": "Test CPU", "cpu_count": 2, "affinity": [0, 1], "os": "Linux",
+              "load_avg": [1.0, 2.0, 3.0], "python": "3.11.9",
+              "packages": {"numpy": "2.0", "numba": "0.60"}, "lob_version": "0.1",
+              "git_sha": "abcdef1234567890", "gc_enabled": True, "date_utc": "t0"}
+    md = K.conditions_markdown(before)
+    assert "Test CPU, 2 logical CPUs" in md and "before 1.00 / 2.00 / 3.00" in md
+    assert "still going" in md and "numba 0.60" in md and "GC: on" in md
+    md2 = K.conditions_markdown(before, {**before, "load_avg": [4.0, 4.0, 4.0],
+                                         "date_utc": "t1"})
+    assert "after 4.00 / 4.00 / 4.00" in md2 and "finished t1" in md2
+
+
+def test_run_conditions_finish_records_load_before_and_after():
+    rc = K.RunConditions()
+    out = rc.finish()
+    assert out["load_avg_before"] == rc.before["load_avg"] and "load_avg_after" in out
+    assert out["cpu_model"] and out["gc_enabled_at_start"] in (True, False)

@@ -455,3 +455,71 @@ def _label(c: Conclusion):
     def lab(r: dict) -> str:
         return " / ".join(fmt(r.get(k)) for k in keys) if keys else "row"
     return lab
+
+
+# --- run conditions at the top of a notebook -------------------------------------------------
+
+def conditions_markdown(before: dict, after: dict | None = None) -> str:
+    """Run conditions in a few lines: CPU, cores, load before / after, versions, GC state."""
+    pk = before.get("packages") or {}
+
+    def load(c):
+        la = (c or {}).get("load_avg")
+        return " / ".join(f"{x:.2f}" for x in la) if la else "?"
+
+    sha = (before.get("git_sha") or "?")[:12] + ("+dirty" if before.get("git_dirty") else "")
+    lines = [
+        "**Run conditions**",
+        "",
+        f"- machine: {before.get('cpu_model', '?')}, {before.get('cpu_count', '?')} logical "
+        f"CPUs (affinity {before.get('affinity')}), {before.get('os', '?')}",
+        f"- load average (1 / 5 / 15 min): before {load(before)}; after "
+        + (load(after) if after else "(the run is still going)"),
+        f"- Python {before.get('python', '?')}, numpy {pk.get('numpy', '?')}, numba "
+        f"{pk.get('numba', '?')}, lob {before.get('lob_version', '?')} at {sha}",
+        f"- Python's cyclic GC: {'on' if before.get('gc_enabled') else 'off'} at the start "
+        "(each table says when a measurement turned it off)",
+        f"- started {before.get('date_utc', '?')}"
+        + (f", finished {after.get('date_utc', '?')}" if after else ""),
+    ]
+    return "\n".join(lines)
+
+
+class RunConditions:
+    """Shows the run conditions at the top of a notebook and fills in the "after" at the end.
+
+    ``start()`` in the first cell displays them (an updatable display); ``finish()`` in the
+    last cell updates that display with the load after the run and returns the dict a notebook
+    stores as ``summary["conditions"]`` (the conditions at the end plus ``load_avg_before``).
+    """
+
+    def __init__(self):
+        from lob.measure.conditions import run_conditions
+
+        self._now = run_conditions
+        self.before = run_conditions()
+        self.after: dict | None = None
+        self._handle = None
+
+    @classmethod
+    def start(cls) -> RunConditions:
+        self = cls()
+        try:
+            from IPython.display import Markdown, display
+
+            self._handle = display(Markdown(conditions_markdown(self.before)), display_id=True)
+        except ImportError:  # pragma: no cover - outside IPython
+            print(conditions_markdown(self.before))
+        return self
+
+    def finish(self) -> dict:
+        self.after = self._now()
+        md = conditions_markdown(self.before, self.after)
+        if self._handle is not None:
+            from IPython.display import Markdown
+
+            self._handle.update(Markdown(md))
+        return {**self.after, "load_avg_before": self.before.get("load_avg"),
+                "load_avg_after": self.after.get("load_avg"),
+                "gc_enabled_at_start": self.before.get("gc_enabled"),
+                "date_utc_start": self.before.get("date_utc")}
