@@ -278,3 +278,8 @@ def test_stream_diagnostics_agree_with_the_reference_replay(workload):
     mb = d["resting_before_mass_cancel"]
     assert a["resting_before_mass_cancel_mean"] == (pytest.approx(sum(mb) / len(mb)) if mb
                                                     else None)
+    lw = C.levels_walked(wl.commands, r.outcomes, r.fills)
+    c = wl.commands
+    m = c["timed"] & (c["kind"] == lob.Kind.SUBMIT) & (r.outcomes["status"] != lob.Status.REJECTED)
+    assert round(float(lw[m].mean()), 3) == d["levels_walked_mean"]
+    assert int(lw[m].max()) == d["levels_walked_max"]

@@ -408,6 +408,61 @@ def reproduction_markdown(vs: list[Verdict]) -> str:
 
 # --- regime diagnostics from any engine's outcomes ------------------------------------------
 
+def resting_series(commands, outcomes, fills):
+    """Orders resting just before and just after each command (numpy int64 arrays).
+
+    A limit or post-only that rested adds one; a maker filled to zero, a self-trade cancel, a
+    cancel or a mass cancel takes its orders away; modifies are not followed.
+    """
+    import numpy as np
+
+    from lob.semantics import Kind, OrderType, Status
+
+    k, ot, st = commands["kind"], commands["otype"], outcomes["status"]
+    sub = k == int(Kind.SUBMIT)
+    rests = (sub & np.isin(ot, (int(OrderType.LIMIT), int(OrderType.POST_ONLY)))
+             & np.isin(st, (int(Status.ACCEPTED), int(Status.PARTIALLY_FILLED))))
+    delta = rests.astype(np.int64) - outcomes["removed"].astype(np.int64)
+    n = len(commands)
+    if len(fills):
+        ids = outcomes["id"]
+        top = int(max(ids.max(), fills["maker"].max(), fills["taker"].max())) + 1
+        idx_of = np.full(top, -1, dtype=np.int64)
+        idx_of[ids[sub & (ids > 0)]] = np.flatnonzero(sub & (ids > 0))
+        rest_qty = np.zeros(top, dtype=np.int64)
+        rest_qty[ids[rests]] = outcomes["remaining"][rests]
+        order = np.argsort(fills["maker"], kind="stable")  # each maker's fills in time order
+        mk, q = fills["maker"][order], fills["qty"][order].astype(np.int64)
+        starts = np.r_[0, np.flatnonzero(np.diff(mk)) + 1]
+        cs = np.cumsum(q)
+        base = np.r_[0, cs[starts[1:] - 1]]
+        cum = cs - np.repeat(base, np.diff(np.r_[starts, len(mk)]))
+        gone = cum == rest_qty[mk]
+        delta -= np.bincount(idx_of[fills["taker"][order][gone]], minlength=n)
+    after = np.cumsum(delta)
+    return after - delta, after
+
+
+def levels_walked(commands, outcomes, fills):
+    """Distinct price levels each command traded at (numpy int64, one per command)."""
+    import numpy as np
+
+    from lob.semantics import Kind
+
+    n = len(commands)
+    out = np.zeros(n, dtype=np.int64)
+    if not len(fills):
+        return out
+    sub = commands["kind"] == int(Kind.SUBMIT)
+    ids = outcomes["id"]
+    top = int(max(ids.max(), fills["taker"].max())) + 1
+    idx_of = np.full(top, -1, dtype=np.int64)
+    idx_of[ids[sub & (ids > 0)]] = np.flatnonzero(sub & (ids > 0))
+    pairs = np.unique(np.stack([fills["taker"], fills["price"]], axis=1), axis=0)
+    np.add.at(out, idx_of[pairs[:, 0]], 1)
+    return out
+
+
 def stream_diagnostics(commands, outcomes, fills) -> dict:
     """Regime diagnostics of a replay, from its commands, outcomes and fills (any engine, so
     a compiled replay of a seed-sized stream gives them in seconds).
@@ -431,29 +486,11 @@ def stream_diagnostics(commands, outcomes, fills) -> dict:
     from lob.semantics import Kind, OrderType, Reason, Status
 
     k, t, ot = commands["kind"], commands["timed"].astype(bool), commands["otype"]
-    st, rm, nf = outcomes["status"], outcomes["removed"].astype(np.int64), outcomes["fills"]
+    st, nf = outcomes["status"], outcomes["fills"]
+    rm = outcomes["removed"]
     sub = k == int(Kind.SUBMIT)
-    rests = (sub & np.isin(ot, (int(OrderType.LIMIT), int(OrderType.POST_ONLY)))
-             & np.isin(st, (int(Status.ACCEPTED), int(Status.PARTIALLY_FILLED))))
-    delta = rests.astype(np.int64) - rm
+    before, after = resting_series(commands, outcomes, fills)
     n = len(commands)
-    if len(fills):
-        ids = outcomes["id"]
-        top = int(max(ids.max(), fills["maker"].max(), fills["taker"].max())) + 1
-        idx_of = np.full(top, -1, dtype=np.int64)
-        idx_of[ids[sub & (ids > 0)]] = np.flatnonzero(sub & (ids > 0))
-        rest_qty = np.zeros(top, dtype=np.int64)
-        rest_qty[ids[rests]] = outcomes["remaining"][rests]
-        order = np.argsort(fills["maker"], kind="stable")  # each maker's fills in time order
-        mk, q = fills["maker"][order], fills["qty"][order].astype(np.int64)
-        starts = np.r_[0, np.flatnonzero(np.diff(mk)) + 1]
-        cs = np.cumsum(q)
-        base = np.r_[0, cs[starts[1:] - 1]]
-        cum = cs - np.repeat(base, np.diff(np.r_[starts, len(mk)]))
-        gone = cum == rest_qty[mk]
-        delta -= np.bincount(idx_of[fills["taker"][order][gone]], minlength=n)
-    after = np.cumsum(delta)
-    before = after - delta
     mkt = sub & t & np.isin(ot, (int(OrderType.MARKET), int(OrderType.NOTIONAL)))
     empty = mkt & (nf == 0) & (rm == 0) & (outcomes["reason"] == int(Reason.NO_LIQUIDITY))
     can = t & (k == int(Kind.CANCEL))
@@ -472,3 +509,32 @@ def stream_diagnostics(commands, outcomes, fills) -> dict:
             "resting_before_mass_cancel_mean": (float(before[mass].mean()) if mass.any()
                                                 else None),
             "fok_pct": pct(tsub & (ot == int(OrderType.FOK)), tsub)}
+
+
+# --- in a notebook ----------------------------------------------------------------------------
+
+def for_experiment(experiment: str) -> list[Claim]:
+    """The claims an experiment measures."""
+    return [c for c in load() if c.experiment == experiment]
+
+
+def verdict_table(measured: dict[str, dict], experiment: str, machine: str = ""):
+    """The notebook's own view of its claims: a :class:`~lob.experiments.conclude.Conclusion`
+    (every cell text; seed figures name their machine; lob's are ratios or counts) whose
+    sentences list the claims by verdict."""
+    from lob.experiments.conclude import Conclusion
+
+    rows, by = [], {}
+    for c in for_experiment(experiment):
+        v = judge(c, measured.get(c.id), machine=machine)
+        rows.append({"claim": c.id, "finding": c.finding,
+                     "seed figure (its machine)": c.seed_figure,
+                     "lob figure (this machine)": v.lob_figure, "regime check": v.regime,
+                     "verdict": v.verdict, "why": v.reason})
+        by.setdefault(v.verdict, []).append(c.id)
+    con = Conclusion("claims", rows, key="claim", kinds={k: "label" for k in rows[0]} if rows
+                     else {}, machine=machine or "this machine")
+    for k in VERDICTS:
+        if k in by:
+            con.say(f"{k.capitalize()}: {', '.join(by[k])}.")
+    return con

@@ -523,3 +523,49 @@ class RunConditions:
                 "load_avg_after": self.after.get("load_avg"),
                 "gc_enabled_at_start": self.before.get("gc_enabled"),
                 "date_utc_start": self.before.get("date_utc")}
+
+
+# --- one latency capture, with its clock --------------------------------------------------------
+
+def capture(engine: str, wl, *, gc_enabled: bool = True) -> dict:
+    """Closed-loop per-op latency of ``engine`` on workload ``wl`` (a fresh engine), the replay
+    it came from and the clock that timed it: ``durations`` (ns, one per timed command),
+    ``replay`` (outcomes, fills), ``method``, ``clock`` (the engine's own clock for a compiled
+    engine, else the harness clock's calibration), ``gc_enabled``, ``untimed`` (pre-load and
+    warm-up commands, run but not timed)."""
+    import gc
+
+    import lob
+    from lob.measure.clock import calibrate
+    from lob.measure.latency import capture_latency
+
+    eng = lob.get_engine(engine, wl.config)
+    was = gc.isenabled()
+    if not gc_enabled:
+        gc.collect()
+        gc.disable()
+    try:
+        cap = capture_latency(eng, wl.commands)
+    finally:
+        (gc.enable if was else gc.disable)()
+    cal = cap.calibration
+    if cal is None:
+        clock = calibrate().to_dict()
+    else:
+        clock = cal.to_dict() if hasattr(cal, "to_dict") else dict(cal)
+    n_timed = int(np.count_nonzero(wl.commands["timed"]))
+    return {"durations": np.asarray(cap.durations_ns, dtype=np.int64), "replay": cap.replay,
+            "method": cap.method, "clock": clock, "gc_enabled": gc_enabled,
+            "untimed": int(len(wl.commands) - n_timed)}
+
+
+def save_hgrm(durations, path) -> str:
+    """Write the samples as an .hgrm percentile file (HDR, 1 ns .. 1 s, 3 figures)."""
+    from pathlib import Path
+
+    from lob.measure.hgrm import write_hgrm
+    from lob.measure.latency import histogram_from
+
+    h, _ = histogram_from(durations)
+    write_hgrm(h, Path(path))
+    return Path(path).name
