@@ -281,5 +281,6 @@ def test_stream_diagnostics_agree_with_the_reference_replay(workload):
     lw = C.levels_walked(wl.commands, r.outcomes, r.fills)
     c = wl.commands
     m = c["timed"] & (c["kind"] == lob.Kind.SUBMIT) & (r.outcomes["status"] != lob.Status.REJECTED)
-    assert round(float(lw[m].mean()), 3) == d["levels_walked_mean"]
-    assert int(lw[m].max()) == d["levels_walked_max"]
+    if m.any():  # (no timed submit in cancel_only or mass_cancel_burst)
+        assert round(float(lw[m].mean()), 3) == d["levels_walked_mean"]
+        assert int(lw[m].max()) == d["levels_walked_max"]
