@@ -237,3 +237,11 @@ def test_run_conditions_finish_records_load_before_and_after():
     out = rc.finish()
     assert out["load_avg_before"] == rc.before["load_avg"] and "load_avg_after" in out
     assert out["cpu_model"] and out["gc_enabled_at_start"] in (True, False)
+
+
+def test_plain_rows_and_summary_tables():
+    c = K.Conclusion("t", pd.DataFrame({"s": ["a"], "count": [np.int64(5)],
+                                        "p50": [np.float64(1.5)], "x": [float("nan")]}), key="s")
+    (row,) = K.summary_tables([c])["t"]
+    assert row == {"s": "a", "count": 5, "p50": "n<20", "x": None}
+    assert type(row["count"]) is int

@@ -518,14 +518,18 @@ def for_experiment(experiment: str) -> list[Claim]:
     return [c for c in load() if c.experiment == experiment]
 
 
-def verdict_table(measured: dict[str, dict], experiment: str, machine: str = ""):
+def verdict_table(measured: dict[str, dict], experiment: str, machine: str = "", *,
+                  only_measured: bool = False):
     """The notebook's own view of its claims: a :class:`~lob.experiments.conclude.Conclusion`
     (every cell text; seed figures name their machine; lob's are ratios or counts) whose
-    sentences list the claims by verdict."""
+    sentences list the claims by verdict. ``only_measured``: leave out the experiment's
+    claims this run did not measure (a grid run measures some of them)."""
     from lob.experiments.conclude import Conclusion
 
     rows, by = [], {}
     for c in for_experiment(experiment):
+        if only_measured and c.id not in measured:
+            continue
         v = judge(c, measured.get(c.id), machine=machine)
         rows.append({"claim": c.id, "finding": c.finding,
                      "seed figure (its machine)": c.seed_figure,

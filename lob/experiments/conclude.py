@@ -283,6 +283,14 @@ class Conclusion:
             parts += ["", self.text]
         return "\n".join(parts)
 
+    def plain_rows(self) -> list[dict]:
+        """The rows with plain Python values (numpy scalars unwrapped, NaN as None): the
+        table a notebook stores in ``summary["tables"]`` (markers stay markers)."""
+        def plain(v):
+            v = v.item() if isinstance(v, np.generic) else v
+            return None if _isnan(v) else v
+        return [{c: plain(r.get(c)) for c in self.columns} for r in self.rows]
+
     def record(self) -> dict:
         """What ``summary.json`` keeps (``conclusions``), checked by :func:`check_record`."""
         return {"table": self.name, "machine": self.machine, "kinds": dict(self.kinds),
@@ -298,6 +306,11 @@ class Conclusion:
 
     def check(self) -> list[str]:
         return check_record(self.record())
+
+
+def summary_tables(conclusions: Iterable[Conclusion]) -> dict[str, list[dict]]:
+    """``summary["tables"]``: each conclusion's table by name, with plain values."""
+    return {c.name: c.plain_rows() for c in conclusions}
 
 
 def check_record(rec: dict) -> list[str]:
