@@ -548,11 +548,11 @@ def capture(engine: str, wl, *, gc_enabled: bool = True) -> dict:
     warm-up commands, run but not timed)."""
     import gc
 
-    import lob
+    from lob.engines.registry import get_engine
     from lob.measure.clock import calibrate
     from lob.measure.latency import capture_latency
 
-    eng = lob.get_engine(engine, wl.config)
+    eng = get_engine(engine, wl.config)
     was = gc.isenabled()
     if not gc_enabled:
         gc.collect()
