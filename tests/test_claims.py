@@ -1,0 +1,286 @@
+"""Claims: the definitions load and agree with the seeds' published figures; every verdict
+branch and every regime-check branch is reached by a synthetic measurement."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lob.experiments import claims as C
+from lob.experiments import published as P
+
+
+def _claim(**kw) -> C.Claim:
+    base = dict(id="x", seed="seed001", finding="f", machine="Apple M2 Pro", metric="a / b",
+                workload="w", size="s", experiment="fok_scan_bottleneck", kind="ratio",
+                detail="d", value=2.0, pivot=1.0, tolerance=0.25)
+    base.update(kw)
+    return C.Claim(**base)
+
+
+# --- the definitions ------------------------------------------------------------------------
+
+def test_claims_load_and_cover_the_issue_list():
+    ids = {c.id for c in C.load()}
+    scenarios = P.SEED000_PERCENTILES
+    assert {f"s000_tail_{s}" for s in scenarios} <= ids
+    assert {"s000_allocs_mixed", "s000_bytes_mixed", "s000_alloc_budget", "s000_stp_one_step",
+            "s000_mass_cancel_gain", "s001_counters", "s001_v0_v1_limit_only",
+            "s001_v0_v1_comprehensive", "s001_v1_v2_comprehensive", "s001_v2_tail",
+            "s003_bitmap_narrow", "s003_bitmap_sparse", "s003_version_steps",
+            "s003_pipeline_capacity", "s003_pinning"} <= ids
+
+
+def test_claim_experiments_exist():
+    from lob.experiments import experiment_names
+
+    names = set(experiment_names())
+    for c in C.load():
+        assert c.experiment in names, f"{c.id}: no experiment {c.experiment!r}"
+
+
+def test_seed_values_match_the_published_figures():
+    by = {c.id: c for c in C.load()}
+    for s, q in P.SEED000_PERCENTILES.items():
+        assert by[f"s000_tail_{s}"].value == pytest.approx(q["p99"] / q["p50"], rel=5e-3), s
+    ns = P.SEED001_NS_PER_OP
+    assert by["s001_v0_v1_limit_only"].value == pytest.approx(
+        ns["cpp_limit_only"]["v0"] / ns["cpp_limit_only"]["v1"], rel=5e-3)
+    assert by["s001_v0_v1_comprehensive"].value == pytest.approx(
+        ns["cpp_comprehensive"]["v0"] / ns["cpp_comprehensive"]["v1"], rel=5e-3)
+    assert by["s001_v1_v2_comprehensive"].value == pytest.approx(
+        ns["cpp_comprehensive"]["v1"] / ns["cpp_comprehensive"]["v2"], rel=5e-3)
+    lat = P.SEED001_LATENCY["v2"]
+    assert by["s001_v2_tail"].value == pytest.approx(lat["p99"] / lat["p50"], rel=5e-3)
+    counters = {**P.SEED001_COUNTERS,
+                "limit_only_remaining_sum": P.SEED001_LIMIT_ONLY_REMAINING_SUM}
+    assert by["s001_counters"].value == counters
+    m = P.SEED003_MOPS
+    assert by["s003_version_steps"].value == pytest.approx(m["v5"] / m["v1"], rel=5e-3)
+
+
+def test_every_seed_figure_names_its_machine():
+    for c in C.load():
+        assert f"[{c.machine}]" in c.seed_figure
+
+
+@pytest.mark.parametrize("change, msg", [
+    ({"kind": "nope"}, "kind"),
+    ({"machine": "pdp11"}, "machine"),
+    ({"value": -1}, "positive value"),
+    ({"tolerance": None}, "tolerance"),
+    ({"value": 1}, "pivot"),
+    ({"kind": "direction"}, "direction"),
+    ({"kind": "band", "value": [3, 1]}, "band"),
+    ({"regime": [{"diagnostic": "count"}]}, "regime"),
+    ({"bogus": 1}, "unknown keys"),
+])
+def test_bad_definitions_are_refused(tmp_path, change, msg):
+    d = {"id": "a", "seed": "seed001", "finding": "f", "machine": "m2pro", "metric": "m",
+         "workload": "w", "size": "s", "experiment": "e", "kind": "ratio", "detail": "d",
+         "value": 2.0, "pivot": 1, "tolerance": 0.1}
+    d.update(change)
+    p = tmp_path / "claims.yaml"
+    p.write_text(json.dumps({"machines": {"m2pro": "Apple M2 Pro"}, "claims": [d]}))
+    with pytest.raises(ValueError, match=msg):
+        C.load(p)
+
+
+def test_duplicate_ids_are_refused(tmp_path):
+    d = {"id": "a", "seed": "s", "finding": "f", "machine": "m", "metric": "m",
+         "workload": "w", "size": "s", "experiment": "e", "kind": "ceiling", "detail": "d",
+         "value": 10}
+    p = tmp_path / "claims.yaml"
+    p.write_text(json.dumps({"machines": {"m": "M"}, "claims": [d, d]}))
+    with pytest.raises(ValueError, match="twice"):
+        C.load(p)
+
+
+# --- verdicts -------------------------------------------------------------------------------
+
+def test_not_measured():
+    assert C.judge(_claim(), None).verdict == "not measured"
+    assert C.judge(_claim(), C.measurement(None)).verdict == "not measured"
+
+
+def test_ratio_reproduced_within_tolerance():
+    v = C.judge(_claim(), C.measurement(2.4))
+    assert v.verdict == "reproduced" and "1.20x the seed's" in v.reason
+
+
+def test_ratio_direction_only_names_the_measured_reason():
+    v = C.judge(_claim(value=13.1), C.measurement(63.2, explain={"v1/v2 at depth 525": 0.58}))
+    assert v.verdict == "direction only"
+    assert "lob 63.2 vs seed 13.1" in v.reason and "v1/v2 at depth 525: 0.58" in v.reason
+
+
+def test_ratio_other_side_of_pivot_is_not_reproduced():
+    assert C.judge(_claim(), C.measurement(0.9)).verdict == "not reproduced"
+    assert C.judge(_claim(), C.measurement(1.0)).verdict == "not reproduced"  # on the pivot
+
+
+def test_ratio_pivot_other_than_one():
+    c = _claim(value=68.5, pivot=10, tolerance=0.5)
+    assert C.judge(c, C.measurement(40.0)).verdict == "reproduced"
+    assert C.judge(c, C.measurement(12.0)).verdict == "direction only"
+    assert C.judge(c, C.measurement(3.0)).verdict == "not reproduced"
+
+
+def test_ratio_noise_interval_around_pivot_is_no_direction():
+    v = C.judge(_claim(), C.measurement(2.0, ci=(0.9, 3.0)))
+    assert v.verdict == "not reproduced" and "no direction" in v.reason
+    assert C.judge(_claim(), C.measurement(2.0, ci=(1.5, 2.5))).verdict == "reproduced"
+
+
+def test_magnitude_only_claim():
+    c = _claim(value=1.0, pivot=None, tolerance=0.25)
+    assert C.judge(c, C.measurement(1.1)).verdict == "reproduced"
+    assert C.judge(c, C.measurement(1.6)).verdict == "not reproduced"
+
+
+def test_direction_claim():
+    c = _claim(kind="direction", direction="up", value=None, tolerance=None)
+    assert C.judge(c, C.measurement(1.3)).verdict == "reproduced"
+    assert C.judge(c, C.measurement(0.7)).verdict == "not reproduced"
+
+
+def test_exact_claim_compares_every_counter():
+    c = _claim(kind="exact", value={"filled": 3, "trades": 5}, pivot=None)
+    assert C.judge(c, C.measurement({"filled": 3, "trades": 5})).verdict == "reproduced"
+    v = C.judge(c, C.measurement({"filled": 3, "trades": 6}))
+    assert v.verdict == "not reproduced" and "trades lob 6 vs seed 5" in v.reason
+    assert C.judge(c, C.measurement({"filled": 3})).verdict == "not reproduced"
+
+
+def test_ceiling_and_band():
+    c = _claim(kind="ceiling", value=10)
+    assert C.judge(c, C.measurement(9.99)).verdict == "reproduced"
+    assert C.judge(c, C.measurement(10.0)).verdict == "not reproduced"
+    b = _claim(kind="band", value=[15, 19])
+    assert C.judge(b, C.measurement(18.2)).verdict == "reproduced"
+    assert C.judge(b, C.measurement(3.0)).verdict == "not reproduced"
+
+
+def test_absolute_claim_is_never_compared_across_machines():
+    c = _claim(kind="absolute", value=6_300_000)
+    v = C.judge(c, C.measurement(6_300_000.0), machine="Intel Xeon")
+    assert v.verdict == "not comparable" and "machine" in v.reason
+    assert "6,300,000" not in v.lob_figure  # lob's absolute figure stays in its notebook
+
+
+def test_not_a_number_is_not_reproduced():
+    assert C.judge(_claim(), C.measurement("fast")).verdict == "not reproduced"
+
+
+# --- regime checks --------------------------------------------------------------------------
+
+def _regime(**kw) -> C.RegimeCheck:
+    return C.RegimeCheck(**kw)
+
+
+def test_regime_min_fails_and_names_the_diagnostic():
+    c = _claim(regime=(_regime(diagnostic="market_empty_pct", min=90, seed="~98%"),))
+    v = C.judge(c, C.measurement(2.0, diagnostics={"market_empty_pct": 0.0}))
+    assert v.verdict == "not comparable"
+    assert v.reason == "market_empty_pct = 0 (needs >= 90; seed: ~98%)"
+    ok = C.judge(c, C.measurement(2.0, diagnostics={"market_empty_pct": 97.8}))
+    assert ok.verdict == "reproduced" and ok.regime.startswith("ok: market_empty_pct 97.8")
+
+
+def test_regime_max_equals_and_missing():
+    c = _claim(regime=(_regime(diagnostic="cancel_hit_pct", max=20),
+                       _regime(diagnostic="commands", equals=2_000_000),
+                       _regime(diagnostic="baseline_rescans", equals=False)))
+    good = {"cancel_hit_pct": 11.0, "commands": 2_000_000, "baseline_rescans": False}
+    assert C.judge(c, C.measurement(2.0, diagnostics=good)).verdict == "reproduced"
+    for key, bad in (("cancel_hit_pct", 50.0), ("commands", 20_000),
+                     ("baseline_rescans", True), ("baseline_rescans", 0)):
+        v = C.judge(c, C.measurement(2.0, diagnostics={**good, key: bad}))
+        assert v.verdict == "not comparable" and v.reason.startswith(key), (key, bad)
+    missing = {k: v for k, v in good.items() if k != "commands"}
+    v = C.judge(c, C.measurement(2.0, diagnostics=missing))
+    assert v.verdict == "not comparable" and v.reason.startswith("commands not measured")
+
+
+def test_regime_range_refuses_non_numbers():
+    c = _claim(regime=(_regime(diagnostic="resting_mean", min=3000, max=12000),))
+    assert C.judge(c, C.measurement(2.0, diagnostics={"resting_mean": "lots"})).verdict \
+        == "not comparable"
+    assert C.judge(c, C.measurement(2.0, diagnostics={"resting_mean": 20000})).verdict \
+        == "not comparable"
+
+
+# --- collecting from run directories ----------------------------------------------------------
+
+def _run(root, exp, rid, claims, cpu="Test CPU"):
+    d = root / exp / rid
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps({"claims": claims,
+                                                "conditions": {"cpu_model": cpu}}))
+    (d / "COMPLETE").write_text("x\n")
+    return d
+
+
+def test_verdicts_from_artifacts(tmp_path):
+    cs = [_claim(id="a"), _claim(id="b", experiment="tail_analysis"), _claim(id="c")]
+    _run(tmp_path, "fok_scan_bottleneck", "quick-1", {"a": C.measurement(2.1),
+                                                      "c": C.measurement(0.5)})
+    vs = C.verdicts(tmp_path, cs)
+    assert [v.verdict for v in vs] == ["reproduced", "not measured", "not reproduced"]
+    assert vs[0].link == "fok_scan_bottleneck/quick-1/fok_scan_bottleneck.ipynb"
+    md = C.reproduction_markdown(vs)
+    assert md.splitlines()[0].startswith("3 claims: 1 reproduced, 1 not reproduced, "
+                                         "1 not measured")
+    assert "Test CPU" in md.splitlines()[0]
+    assert "| claim | seed figure (machine) | lob figure (this machine) | regime check |" in md
+
+
+def test_collect_ignores_partial_runs_and_older_presets(tmp_path):
+    import os
+    import time
+
+    old = _run(tmp_path, "e", "quick-1", {"a": C.measurement(1.0)})
+    os.utime(old / "COMPLETE", (time.time() - 100, time.time() - 100))
+    _run(tmp_path, "e", "default-1", {"a": C.measurement(2.0)})
+    partial = tmp_path / "e" / "default-2"
+    partial.mkdir()
+    (partial / "summary.json").write_text(json.dumps({"claims": {"a": C.measurement(9.0)}}))
+    found = C.collect(tmp_path)
+    assert found["a"][0]["value"] == 2.0
+
+
+def test_measurement_converts_numpy_and_checks_ci():
+    np = pytest.importorskip("numpy")
+    m = C.measurement(np.float64(1.5), diagnostics={"count": np.int64(7)}, ci=(1, 2))
+    assert json.loads(json.dumps(m)) == {"value": 1.5, "diagnostics": {"count": 7},
+                                         "explain": {}, "detail": "", "ci": [1.0, 2.0]}
+    with pytest.raises(ValueError):
+        C.measurement(1.0, ci=(2, 1))
+
+
+# --- regime diagnostics from outcomes ---------------------------------------------------------
+
+@pytest.mark.parametrize("workload", ["aggressive_walk", "thin_book_sweep", "mass_cancel_burst",
+                                      "stp_sweep", "cancel_only", "cpp_comprehensive"])
+def test_stream_diagnostics_agree_with_the_reference_replay(workload):
+    import lob
+    from lob.workloads.diagnostics import diagnose
+
+    wl = lob.workload(workload, scale=0.002)
+    r = lob.replay("v3", wl)
+    a = C.stream_diagnostics(wl.commands, r.outcomes, r.fills)
+    d = diagnose(wl, sample_every=1)
+    for k in ("market_empty_pct", "cancel_hit_pct", "resting_max", "resting_end"):
+        assert a[k] == d[k], k
+    assert a["resting_mean"] == pytest.approx(d["resting_mean"])
+    assert a["count"] == d["timed"] and a["commands"] == d["commands"]
+    mb = d["resting_before_mass_cancel"]
+    assert a["resting_before_mass_cancel_mean"] == (pytest.approx(sum(mb) / len(mb)) if mb
+                                                    else None)
+    lw = C.levels_walked(wl.commands, r.outcomes, r.fills)
+    c = wl.commands
+    m = c["timed"] & (c["kind"] == lob.Kind.SUBMIT) & (r.outcomes["status"] != lob.Status.REJECTED)
+    if m.any():  # (no timed submit in cancel_only or mass_cancel_burst)
+        assert round(float(lw[m].mean()), 3) == d["levels_walked_mean"]
+        assert int(lw[m].max()) == d["levels_walked_max"]
