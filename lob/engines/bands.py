@@ -76,7 +76,7 @@ def max_band_width(name: str) -> int | None:
     """The widest band a registered engine accepts, or None if its memory does not grow
     with the band (read from the engine's ``max_band_width``; building a one-tick book
     allocates nothing of note)."""
-    import lob
+    from lob.engines.registry import get_engine
 
-    eng = lob.get_engine(name, BookConfig(1, 1))
+    eng = get_engine(name, BookConfig(1, 1))
     return getattr(eng, "max_band_width", None)
