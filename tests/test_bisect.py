@@ -148,3 +148,12 @@ def test_bad_input(demo, tmp_path):
         revisions(tmp_path / "plain", "HEAD~1", "HEAD")
     assert main(["bisect", "--repo", str(repo), "--good", "nope", "--bad", shas[1],
                  "--engine", "demo", "--workload", "w"]) == 2
+
+
+def test_version_bisection_is_not_in_the_default_batch():
+    from lob.experiments.registry import batch_names, experiment_names, get_experiment
+
+    assert "version_bisection" in experiment_names()
+    assert not get_experiment("version_bisection").batch
+    assert "version_bisection" not in batch_names()
+    assert set(experiment_names()) - set(batch_names()) == {"version_bisection"}
