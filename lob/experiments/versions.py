@@ -169,6 +169,8 @@ try:
         except ImportError as e:
             emit("missing", error="allocation counting: " + why(e))
         value = float(count_allocations(make(), cmds).allocs_per_op)
+        if args["hist"]:
+            hist = histogram(per_op())
     else:
         emit("broken", error=f"unknown metric {metric!r}")
 except Exception as e:
@@ -333,10 +335,10 @@ class Step:
         head = f"[{self.index:>{width}}] {self.sha[:10]} {self.subject[:48]:<48}"
         if self.decision == "skipped":
             return f"{head}  skipped: {self.reason}"
-        ci = (f"CI {self.ci_low:.3f}-{self.ci_high:.3f}" if self.ci_low is not None
+        ci = (f"CI {self.ci_low:.4f}-{self.ci_high:.4f}" if self.ci_low is not None
               else "no interval")
         return (f"{head}  median {self.median:,.4g} {unit} (good {self.good_median:,.4g})  "
-                f"ratio {self.ratio:.3f} {ci}  {self.decision} ({self.rounds} rounds)")
+                f"ratio {self.ratio:.4f} {ci}  {self.decision} ({self.rounds} rounds)")
 
 
 @dataclass
@@ -365,8 +367,8 @@ class BisectResult:
         fc = self.first_change
         if fc is None:
             return "no change beyond noise"
-        s = (f"first change: {fc['sha']} {fc['subject']} ({fc['ratio']:.3f}, "
-             f"CI {fc['ci_low']:.3f}-{fc['ci_high']:.3f})")
+        s = (f"first change: {fc['sha']} {fc['subject']} ({fc['ratio']:.4f}, "
+             f"CI {fc['ci_low']:.4f}-{fc['ci_high']:.4f})")
         if fc.get("decision", "changed") != "changed":
             s += " [its own interval does not clear the threshold: nearer bad than good]"
         if self.candidates:
