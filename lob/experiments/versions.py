@@ -429,7 +429,12 @@ class BisectResult:
             a2.axvline(x, color="k", lw=0.5, ls=":")
         a2.set_yticks(range(len(steps)), [f"{s.index}: {s.sha[:8]}" for s in steps])
         a2.invert_yaxis()
-        a2.set(xscale="log", xlabel=f"ratio to good ({self.confidence:.0%} bootstrap CI; "
+        xs = [x for s in steps for x in (s.ratio, s.ci_low, s.ci_high) if x]
+        if xs and max(xs) / min(xs) > 2:
+            a2.set_xscale("log")
+        else:
+            a2.ticklabel_format(axis="x", useOffset=False)
+        a2.set(xlabel=f"ratio to good ({self.confidence:.0%} bootstrap CI; "
                                     "red changed, grey same, olive within noise)",
                title="steps of the search, in order")
         fig.tight_layout()

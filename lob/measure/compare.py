@@ -255,7 +255,11 @@ class Comparison:
         ax.set_yticks(range(len(r)), [f"{e} / {w} / {METRICS[m]}" for e, w, m in
                                       zip(r.engine, r.workload, r.metric, strict=True)])
         ax.invert_yaxis()
-        ax.set_xscale("log")
+        xs = [x for x in (*r.ratio, *r.ci_low, *r.ci_high) if x and x == x]
+        if xs and max(xs) / min(xs) > 2:
+            ax.set_xscale("log")
+        else:
+            ax.ticklabel_format(axis="x", useOffset=False)
         ax.set_xlabel(f"ratio B/A ({self.confidence:.0%} bootstrap CI; red slower, "
                       "green faster, grey within noise, orange one value)")
         ax.set_title(f"{Path(self.b.spec).name} vs {Path(self.a.spec).name}")
