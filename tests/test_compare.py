@@ -115,3 +115,24 @@ def test_real_bench_results_compare(tmp_path):
     r = c.rows.set_index("metric")
     assert {"ns_per_op", "p50", "p99", "p99_9"} <= set(r.index)
     assert r.loc["ns_per_op", "n_a"] == 3 and r.loc["p50", "n_a"] == 1
+
+
+def test_latency_runs_give_repeat_level_percentiles(tmp_path):
+    """A result that keeps its latency runs (one histogram each) gives one value per run."""
+    from lob.measure.hgrm import encode
+    from lob.measure.latency import histogram_from
+
+    rng = np.random.default_rng(7)
+
+    def side(name, factor):
+        runs = [{"encoded": encode(histogram_from(
+            (rng.lognormal(7, 0.3, 2000) * factor).astype(np.int64))[0])} for _ in range(5)]
+        rec = {"kind": "bench", "engine": "v1", "workload": "w", "conditions": HOST,
+               "runs": runs, "latency": {"p50": 1.0}}
+        (tmp_path / name).mkdir()
+        write_result(rec, tmp_path / name / "r.json")
+        return tmp_path / name
+
+    r = compare(side("a", 1.0), side("b", 2.0)).rows.set_index("metric")
+    assert list(r.n_a) == [5, 5, 5] and (r.verdict == "slower").all()
+    assert r.loc["p50", "ratio"] == pytest.approx(2.0, rel=0.05)

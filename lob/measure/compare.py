@@ -10,9 +10,11 @@ noise`` otherwise. When a side holds a single value for a metric (one latency ca
 allocation count) there is no interval to compute and the verdict says so (``1 value``)
 rather than inventing one.
 
-Repeat-level values: each throughput replay of a bench result (``runs_ns_per_op``), and one
-value per result file for the figures a result holds once (its latency percentiles, its
-allocation count). Several result files of the same pair on one side are pooled.
+Repeat-level values: each throughput replay of a bench result (``runs_ns_per_op``), each
+latency run's own percentiles when the result keeps its runs (``runs[i].encoded``), and
+otherwise one value per result file for the figures a result holds once (its merged latency
+percentiles, its allocation count). Several result files of the same pair on one side are
+pooled.
 
 Results from different machines (hostname, CPU model or core count differ in the recorded
 run conditions) are refused unless ``allow_mixed``: a ratio across machines measures the
@@ -137,12 +139,18 @@ def _num(x):
 def metric_values(rec: dict) -> dict[str, list[float]]:
     """Repeat-level values of each metric one result record carries."""
     out: dict[str, list[float]] = {}
-    runs = rec.get("runs")  # a run/benchmark record: one dict of metrics per run
+    runs = rec.get("runs")  # a run/benchmark record: one latency capture per run
     if isinstance(runs, list) and runs and all(isinstance(r, dict) for r in runs):
         for r in runs:
-            flat = {**r, **(r.get("metrics") or {})}
+            if r.get("encoded"):  # the run's own histogram: its percentiles
+                from lob.measure.hgrm import decode
+
+                h = decode(r["encoded"])
+                if h.get_total_count():
+                    for k, q in (("p50", 50.0), ("p99", 99.0), ("p99_9", 99.9)):
+                        out.setdefault(k, []).append(float(h.get_value_at_percentile(q)))
             for k in METRICS:
-                v = _num(flat.get(k))
+                v = _num(r.get(k))
                 if v is not None:
                     out.setdefault(k, []).append(v)
     thr = rec.get("throughput") or {}
