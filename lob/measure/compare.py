@@ -95,9 +95,10 @@ def verdict(lo: float | None, hi: float | None, threshold: float = 0.0) -> str:
 # --- reading the two sides --------------------------------------------------------------
 
 def _artifacts() -> Path:
-    from lob.experiments.runner import default_artifacts
-
-    return default_artifacts()
+    # the experiments' artifacts folder (the runner's default_artifacts, without importing
+    # the experiments layer from measurement)
+    return Path(os.environ.get("LOB_ARTIFACTS")
+                or Path(__file__).resolve().parents[2] / "artifacts")
 
 
 def resolve(spec: str | os.PathLike) -> list[Path]:
