@@ -50,7 +50,7 @@ def test_a_2x_change_is_slower_with_an_interval_excluding_1(tmp_path):
     assert (back.rows.verdict == "faster").all() and (back.rows.ci_high < 1).all()
 
 
-def test_single_values_get_no_invented_interval(tmp_path):
+def test_single_values_get_no_invented_interval(tmp_path, capsys):
     a = write_side(tmp_path / "a", files=1, seed=3)
     b = write_side(tmp_path / "b", 2.0, files=1, seed=4)
     r = compare(a, b).rows.set_index("metric")
@@ -59,6 +59,9 @@ def test_single_values_get_no_invented_interval(tmp_path):
         assert r.loc[m, "verdict"] == "1 value"
         assert r.loc[m, "ci_low"] is None or np.isnan(r.loc[m, "ci_low"])
     assert bootstrap_ratio([1.0], [2.0, 2.1]) == (pytest.approx(2.05), None, None)
+    # a gate fails only on a change beyond noise: the single values are listed, not gated
+    assert main(["compare", str(a), str(b), "--metric", "p99", "--fail-above", "1.5"]) == 0
+    assert main(["compare", str(a), str(b), "--fail-above", "1.5"]) == 1  # ns/op: 5 values
 
 
 def test_mixed_machines_are_refused_unless_allowed(tmp_path, capsys):
