@@ -4,6 +4,7 @@ fixed cost per command)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -53,14 +54,14 @@ def test_names_exactly_the_slow_commit_and_skips_the_broken_one(demo, tmp_path, 
     out = tmp_path / "run"
     code = main(["bisect", "--repo", str(repo), "--good", shas[0], "--bad", shas[-1],
                  "--engine", "demo", "--workload", "mixed_70_20_10", "--scale", "0.001",
-                 "--runs", "2", "--threshold", "20", "--inner", "2", "--cache", str(cache),
+                 "--runs", "2", "--threshold", "50", "--inner", "3", "--cache", str(cache),
                  "--out", str(out)])
     text = capsys.readouterr().out
     assert code == 0, text
     assert f"first change: {shas[SLOW]} demo engine: 10000 ns of extra work" in text
     assert "skipped: broken" in text and "SyntaxError" in text
     rec = json.loads((out / "bisect.json").read_text())
-    assert rec["first_change"]["sha"] == shas[SLOW] and rec["first_change"]["ci_low"] > 1.2
+    assert rec["first_change"]["sha"] == shas[SLOW] and rec["first_change"]["ci_low"] > 1.5
     assert rec["revisions"][BROKEN]["status"] == "skipped"
     measured = [r for r in rec["revisions"] if r["values"]]
     assert len(list(out.glob("*.hgrm"))) == len(measured) >= 4
@@ -72,7 +73,7 @@ def test_names_exactly_the_slow_commit_and_skips_the_broken_one(demo, tmp_path, 
 def test_a_range_without_change_is_no_change_beyond_noise(demo, capsys):
     repo, shas, cache = demo
     res = bisect_versions(shas[SLOW + 1], shas[-1], "demo", "mixed_70_20_10", repo=repo,
-                          scale=0.001, runs=2, threshold=0.2, inner=2, cache=cache)
+                          scale=0.001, runs=2, threshold=0.5, inner=3, cache=cache)
     assert res.line() == "no change beyond noise"
     assert res.first_change is None and len(res.steps) == 1
     assert capsys.readouterr().out.splitlines()[-2] == "no change beyond noise"
@@ -85,6 +86,10 @@ def test_the_probe_reads_injected_noise_and_misses_engines(demo, monkeypatch):
     monkeypatch.setenv("LOB_BISECT_NOISE", "0.5")
     a, b = m(shas[0], 1, False), m(shas[0], 2, False)
     assert a.status == b.status == "ok" and a.value != b.value
+    # the committed .dist-info makes the entry point visible from PYTHONPATH: lob's registry
+    # finds it where it loads entry points, the probe's own loader otherwise
+    has_ep_registry = importlib.util.find_spec("lob.engines.registry") is not None
+    assert a.via == ("registry" if has_ep_registry else "entry point")
     assert m(shas[BROKEN], 3, False).status == "broken"
     gone = SubprocessMeasurer(repo, "no_such_engine", "mixed_70_20_10", "ns_per_op",
                               scale=0.0005, inner=1, cache=cache)

@@ -94,26 +94,36 @@ except Exception as e:
     emit("missing", error=f"workload {args['workload']!r}: " + why(e))
 
 def entry_point_factory():
-    # an engine registered through the lob.engines entry point (an EngineSpec or a list)
+    # an engine registered through the lob.engines entry point (an EngineSpec or a list);
+    # the entry point named like the engine first; others that fail to load are noted only
     from importlib.metadata import entry_points
-    for ep in entry_points(group="lob.engines"):
-        obj = ep.load()
+    eps = sorted(entry_points(group="lob.engines"), key=lambda ep: ep.name != name)
+    notes = []
+    for ep in eps:
+        try:
+            obj = ep.load()
+        except Exception as e:
+            if ep.name == name:
+                raise
+            notes.append(f"entry point {ep.name!r} does not load ({why(e)})")
+            continue
         for spec in obj if isinstance(obj, (list, tuple)) else [obj]:
             if getattr(spec, "name", None) == name:
-                return spec.factory
-    return None
+                return spec.factory, notes
+    return None, notes
 
+via = "registry"
 try:
     make = lambda: lob.get_engine(name, wl.config)
     make()
 except ValueError as e:  # not in this revision's registry: a foreign entry point?
     try:
-        f = entry_point_factory()
+        f, notes = entry_point_factory()
     except Exception as e2:
         emit("broken", error="entry point: " + why(e2))
     if f is None:
-        emit("missing", error=f"engine {name!r}: " + why(e))
-    make = lambda: f(wl.config)
+        emit("missing", error=f"engine {name!r}: " + why(e) + "".join("; " + n for n in notes))
+    make, via = (lambda: f(wl.config)), "entry point"
     try:
         make()
     except Exception as e2:
@@ -181,7 +191,7 @@ if sigma:  # injected noise (tests): multiplicative, reproducible per (seed, non
                                  int(args["nonce"])])
     value *= float(np.exp(rng.normal(0.0, sigma)))
 emit("ok", value=value, hist=hist.encode().decode("ascii") if hist is not None else None,
-     lob_file=getattr(lob, "__file__", None), n=n)
+     lob_file=getattr(lob, "__file__", None), n=n, via=via)
 '''
 
 
@@ -279,6 +289,7 @@ class Sample:
     value: float | None = None
     hist: str | None = None
     error: str = ""
+    via: str = ""  # how the engine was found: registry | entry point
 
 
 class SubprocessMeasurer:
@@ -308,7 +319,8 @@ class SubprocessMeasurer:
         for line in p.stdout.splitlines():
             if line.startswith("LOBPROBE "):
                 d = json.loads(line[len("LOBPROBE "):])
-                return Sample(d["status"], d.get("value"), d.get("hist"), d.get("error", ""))
+                return Sample(d["status"], d.get("value"), d.get("hist"), d.get("error", ""),
+                              d.get("via", ""))
         tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
         return Sample("broken", error=f"exit {p.returncode}: " + " | ".join(tail))
 
