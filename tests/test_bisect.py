@@ -54,7 +54,8 @@ def test_names_exactly_the_slow_commit_and_skips_the_broken_one(demo, tmp_path, 
     out = tmp_path / "run"
     code = main(["bisect", "--repo", str(repo), "--good", shas[0], "--bad", shas[-1],
                  "--engine", "demo", "--workload", "mixed_70_20_10", "--scale", "0.001",
-                 "--runs", "2", "--threshold", "50", "--inner", "3", "--cache", str(cache),
+                 "--runs", "2", "--max-runs", "3", "--threshold", "50", "--inner", "3",
+                 "--cache", str(cache),
                  "--out", str(out)])
     text = capsys.readouterr().out
     assert code == 0, text
@@ -73,7 +74,8 @@ def test_names_exactly_the_slow_commit_and_skips_the_broken_one(demo, tmp_path, 
 def test_a_range_without_change_is_no_change_beyond_noise(demo, capsys):
     repo, shas, cache = demo
     res = bisect_versions(shas[SLOW + 1], shas[-1], "demo", "mixed_70_20_10", repo=repo,
-                          scale=0.001, runs=2, threshold=0.5, inner=3, cache=cache)
+                          scale=0.001, runs=2, max_runs=3, threshold=0.5, inner=3,
+                          cache=cache)
     assert res.line() == "no change beyond noise"
     assert res.first_change is None and len(res.steps) == 1
     assert capsys.readouterr().out.splitlines()[-2] == "no change beyond noise"
