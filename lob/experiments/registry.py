@@ -15,7 +15,8 @@ of the cartesian product, each point on top of the preset's other parameters::
 
 ``timing: false`` declares an experiment that measures no latency; by default every
 experiment is a timing run, which the Dask executor never overlaps with another timing run
-on the same host.
+on the same host. ``batch: false`` keeps an experiment out of the default batch (``lob main``,
+``run_batch()`` without names); it still runs by name or with ``--all``.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class Experiment:
     timeout: int | None = None  # per-cell execution timeout in seconds (None: no limit)
     grids: dict[str, dict[str, list]] = field(default_factory=dict)  # preset -> axis -> values
     timing: bool = True  # measures latency: never run beside another timing run on a host
+    batch: bool = True  # part of the default batch (lob main)
 
     def param_sets(self, preset: str, overrides: dict | None = None) -> list[dict]:
         """One parameter dict per run of the preset: its grid expanded (cartesian product, in
@@ -89,7 +91,8 @@ class Experiment:
 def load(path: Path) -> Experiment:
     """Read one definition; the notebook path is relative to the YAML file's directory."""
     data = yaml.safe_load(path.read_text()) or {}
-    unknown = set(data) - {"notebook", "description", "tags", "presets", "timeout", "timing"}
+    unknown = set(data) - {"notebook", "description", "tags", "presets", "timeout", "timing",
+                           "batch"}
     if unknown:
         raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
     if "notebook" not in data:
@@ -108,6 +111,9 @@ def load(path: Path) -> Experiment:
     timing = data.get("timing", True)
     if not isinstance(timing, bool):
         raise ValueError(f"{path}: 'timing' must be true or false, got {timing!r}")
+    batch = data.get("batch", True)
+    if not isinstance(batch, bool):
+        raise ValueError(f"{path}: 'batch' must be true or false, got {batch!r}")
     return Experiment(
         name=path.stem,
         notebook=(path.parent / data["notebook"]).resolve(),
@@ -117,6 +123,7 @@ def load(path: Path) -> Experiment:
         timeout=data.get("timeout"),
         grids=grids,
         timing=timing,
+        batch=batch,
     )
 
 
@@ -136,6 +143,11 @@ def _grid(path: Path, preset: str, grid) -> dict[str, list]:
 def experiment_names() -> list[str]:
     """Names of every defined experiment, sorted."""
     return sorted(p.stem for p in experiments_dir().glob("*.yaml"))
+
+
+def batch_names() -> list[str]:
+    """The default batch: every experiment not marked ``batch: false``."""
+    return [n for n in experiment_names() if get_experiment(n).batch]
 
 
 def get_experiment(name: str) -> Experiment:

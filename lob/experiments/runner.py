@@ -28,7 +28,7 @@ from lob.experiments.job import (
     run_id,
 )
 from lob.experiments.lock import artifacts_lock
-from lob.experiments.registry import Experiment, experiment_names, get_experiment
+from lob.experiments.registry import Experiment, batch_names, get_experiment
 
 # parameters whose values name engines / workloads, and numbers with a range
 _ENGINE_KEYS = ("engine", "engines", "counters_engine", "fok_engines")
@@ -122,7 +122,8 @@ def run_batch(names: Iterable[str] | None = None, preset: str = "default",
               executor: str = "local", scheduler: str | None = None,
               workers: int | None = None, concurrent_timing: bool = False,
               progress: bool = True, lock_wait: float = 0.0) -> int:
-    """Run experiments (all when ``names`` is None) at a preset; exit code 0 if all complete.
+    """Run experiments (the default batch when ``names`` is None) at a preset; exit code 0
+    if all complete.
 
     Every job is validated before the first one runs, and complete runs are skipped here.
     ``executor``: ``"local"`` (one after another in this process) or ``"dask"`` (one task per
@@ -136,7 +137,7 @@ def run_batch(names: Iterable[str] | None = None, preset: str = "default",
     """
     from tqdm.auto import tqdm
 
-    jobs = plan(experiment_names() if names is None else list(names), preset, overrides,
+    jobs = plan(batch_names() if names is None else list(names), preset, overrides,
                 artifacts)
     if not jobs:
         raise ValueError("no experiments to run")

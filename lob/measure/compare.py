@@ -1,0 +1,373 @@
+"""``lob compare A B``: two sets of results side by side, metric by metric, with the noise.
+
+A and B are each a result JSON, a folder of them (a run folder, searched recursively) or an
+experiment run id (``artifacts/<experiment>/<run_id>/``). For every (engine, workload) pair
+found on both sides and every metric both sides carry (ns/op, p50, p99, p99.9, allocs/op),
+the table gives both medians, the ratio B/A, a bootstrap confidence interval of that ratio
+from the repeat-level values, and a verdict in the manner of pyperf's ``compare_to``:
+``slower`` / ``faster`` when the interval lies wholly beyond ``1 +/- threshold``, ``within
+noise`` otherwise. When a side holds a single value for a metric (one latency capture, one
+allocation count) there is no interval to compute and the verdict says so (``1 value``)
+rather than inventing one.
+
+Repeat-level values: each throughput replay of a bench result (``runs_ns_per_op``), each
+latency run's own percentiles when the result keeps its runs (``runs[i].encoded``), and
+otherwise one value per result file for the figures a result holds once (its merged latency
+percentiles, its allocation count). Several result files of the same pair on one side are
+pooled.
+
+Results from different machines (hostname, CPU model or core count differ in the recorded
+run conditions) are refused unless ``allow_mixed``: a ratio across machines measures the
+machines. All metrics here are costs, so a ratio above 1 is ``slower`` (worse).
+
+>>> from lob.measure.compare import compare
+>>> c = compare("artifacts/bench-before", "artifacts/bench-after")
+>>> print(c.markdown()); c.plot("compare.png")
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lob.measure.results import MixedMachinesError
+
+# metric key -> label; every one is a cost (lower is better)
+METRICS = {"ns_per_op": "ns/op", "p50": "p50", "p99": "p99", "p99_9": "p99.9",
+           "allocs_per_op": "allocs/op"}
+_ALIASES = {**{k: k for k in METRICS}, **{v: k for k, v in METRICS.items()},
+            "ns/op": "ns_per_op", "p99.9": "p99_9", "allocs": "allocs_per_op"}
+MACHINE_FIELDS = ("hostname", "cpu_model", "cpu_count")
+
+
+def metric_key(name: str) -> str:
+    """The canonical key of a metric name (``ns/op`` -> ``ns_per_op``, ``p99.9`` -> ``p99_9``)."""
+    try:
+        return _ALIASES[name]
+    except KeyError:
+        raise ValueError(f"unknown metric {name!r}; metrics: {', '.join(METRICS.values())}"
+                         ) from None
+
+
+def bootstrap_ratio(a, b, *, n_boot: int = 2000, confidence: float = 0.95,
+                    seed: int = 1) -> tuple[float, float | None, float | None]:
+    """(median(b) / median(a), CI low, CI high): percentile bootstrap of the ratio of medians,
+    each side resampled independently. With fewer than two values on a side the interval is
+    (None, None): one value carries no information about its own noise."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    if not len(a) or not len(b):
+        raise ValueError("bootstrap_ratio needs at least one value on each side")
+    ma, mb = float(np.median(a)), float(np.median(b))
+    ratio = mb / ma if ma else math.inf
+    if len(a) < 2 or len(b) < 2:
+        return ratio, None, None
+    rng = np.random.default_rng(seed)
+    ba = np.median(rng.choice(a, size=(n_boot, len(a))), axis=1)
+    bb = np.median(rng.choice(b, size=(n_boot, len(b))), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = bb / ba
+    r = r[np.isfinite(r)]
+    if not len(r):
+        return ratio, None, None
+    q = (1 - confidence) / 2
+    lo, hi = np.quantile(r, [q, 1 - q])
+    return ratio, float(lo), float(hi)
+
+
+def verdict(lo: float | None, hi: float | None, threshold: float = 0.0) -> str:
+    """``slower`` / ``faster`` when [lo, hi] clears ``1 +/- threshold``, else ``within noise``;
+    ``1 value`` when there is no interval."""
+    if lo is None or hi is None:
+        return "1 value"
+    if lo > 1 + threshold:
+        return "slower"
+    if hi < 1 - threshold:
+        return "faster"
+    return "within noise"
+
+
+# --- reading the two sides --------------------------------------------------------------
+
+def _artifacts() -> Path:
+    # the experiments' artifacts folder (the runner's default_artifacts, without importing
+    # the experiments layer from measurement)
+    return Path(os.environ.get("LOB_ARTIFACTS")
+                or Path(__file__).resolve().parents[2] / "artifacts")
+
+
+def resolve(spec: str | os.PathLike) -> list[Path]:
+    """The result JSON files of one side: a file, a folder (recursively) or a run id."""
+    p = Path(spec)
+    if p.is_file():
+        return [p]
+    if not p.is_dir():  # an experiment run id: artifacts/<experiment>/<run_id>/
+        art = _artifacts()
+        hits = sorted(d for d in art.glob(f"*/{spec}") if d.is_dir()) if art.is_dir() else []
+        if len(hits) > 1:
+            raise ValueError(f"run id {spec!r} names {len(hits)} runs: "
+                             + ", ".join(str(h) for h in hits))
+        if not hits:
+            raise FileNotFoundError(f"{spec!r} is neither a result file, a folder nor a run id "
+                                    f"under {art}")
+        p = hits[0]
+    return sorted(f for f in p.rglob("*.json") if f.is_file())
+
+
+def _records(files: list[Path]) -> list[tuple[Path, dict]]:
+    out = []
+    for f in files:
+        try:
+            rec = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict) and rec.get("engine") and rec.get("workload") \
+                and isinstance(rec.get("conditions"), dict):
+            out.append((f, rec))
+    return out
+
+
+def _num(x):
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) \
+        and math.isfinite(x) else None
+
+
+def metric_values(rec: dict) -> dict[str, list[float]]:
+    """Repeat-level values of each metric one result record carries."""
+    out: dict[str, list[float]] = {}
+    runs = rec.get("runs")  # a run/benchmark record: one latency capture per run
+    if isinstance(runs, list) and runs and all(isinstance(r, dict) for r in runs):
+        for r in runs:
+            if r.get("encoded"):  # the run's own histogram: its percentiles
+                from lob.measure.hgrm import decode
+
+                h = decode(r["encoded"])
+                if h.get_total_count():
+                    for k, q in (("p50", 50.0), ("p99", 99.0), ("p99_9", 99.9)):
+                        out.setdefault(k, []).append(float(h.get_value_at_percentile(q)))
+            for k in METRICS:
+                v = _num(r.get(k))
+                if v is not None:
+                    out.setdefault(k, []).append(v)
+    thr = rec.get("throughput") or {}
+    if "ns_per_op" not in out:
+        vals = [_num(v) for v in thr.get("runs_ns_per_op") or []]
+        vals = [v for v in vals if v is not None]
+        if not vals and _num(thr.get("min_ns_per_op")) is not None:
+            vals = [float(thr["min_ns_per_op"])]
+        if vals:
+            out["ns_per_op"] = vals
+    lat = rec.get("latency") or {}
+    for k in ("p50", "p99", "p99_9"):
+        v = _num(lat.get(k))
+        if k not in out and v is not None:
+            out[k] = [v]
+    counts = (rec.get("alloc") or {}).get("counts") or {}
+    v = _num(counts.get("allocs_per_op"))
+    if "allocs_per_op" not in out and v is not None:
+        out["allocs_per_op"] = [v]
+    return out
+
+
+def machine(cond: dict) -> tuple:
+    """The machine identity compared across sides: (hostname, CPU model, core count)."""
+    return tuple(cond.get(k) for k in MACHINE_FIELDS)
+
+
+@dataclass
+class Side:
+    """One side of a comparison: its values per (engine, workload) and metric."""
+
+    spec: str
+    files: list[Path]
+    values: dict[tuple[str, str], dict[str, list[float]]] = field(default_factory=dict)
+    machines: set = field(default_factory=set)
+
+
+def load_side(spec) -> Side:
+    files = resolve(spec)
+    recs = _records(files)
+    if not recs:
+        raise ValueError(f"{spec}: no lob result JSON found (looked at {len(files)} files)")
+    side = Side(str(spec), [f for f, _ in recs])
+    for _, rec in recs:
+        side.machines.add(machine(rec["conditions"]))
+        pair = side.values.setdefault((str(rec["engine"]), str(rec["workload"])), {})
+        for k, vals in metric_values(rec).items():
+            pair.setdefault(k, []).extend(vals)
+    return side
+
+
+@dataclass
+class Comparison:
+    """The rows of a comparison (a DataFrame) and what it was made from."""
+
+    a: Side
+    b: Side
+    rows: object  # pandas.DataFrame
+    threshold: float
+    confidence: float
+    mixed: bool
+
+    def markdown(self) -> str:
+        lines = [f"A: {self.a.spec} ({len(self.a.files)} results)  ",
+                 f"B: {self.b.spec} ({len(self.b.files)} results)  ",
+                 f"ratio = median B / median A; {self.confidence:.0%} bootstrap interval over "
+                 f"repeat-level values; a change is called when the interval clears "
+                 f"1 +/- {self.threshold:.0%}" + ("; MIXED MACHINES" if self.mixed else ""), "",
+                 "| engine | workload | metric | A | B | ratio | CI | n A/B | verdict |",
+                 "|---|---|---|---:|---:|---:|---|---|---|"]
+        for r in self.rows.itertuples():
+            ci = "-" if r.ci_low is None or (isinstance(r.ci_low, float)
+                                             and math.isnan(r.ci_low)) \
+                else f"{r.ci_low:.3f}-{r.ci_high:.3f}"
+            lines.append(f"| {r.engine} | {r.workload} | {METRICS[r.metric]} | {r.a:.4g} | "
+                         f"{r.b:.4g} | {r.ratio:.3f} | {ci} | {r.n_a}/{r.n_b} | {r.verdict} |")
+        counts = self.rows.verdict.value_counts().to_dict() if len(self.rows) else {}
+        lines += ["", "summary: " + (", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+                                     or "nothing in common")]
+        return "\n".join(lines)
+
+    def over(self, ratio: float, verdicts=("slower",)):
+        """Rows worse than ``ratio`` (B/A) whose verdict is in ``verdicts`` (by default only
+        ``slower``: a change beyond noise; a single value cannot show that, as in pyperf)."""
+        r = self.rows
+        return r[(r.ratio > ratio) & r.verdict.isin(list(verdicts))]
+
+    def plot(self, path: str | os.PathLike) -> Path:
+        """A forest plot of the ratios with their intervals (PNG)."""
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        r = self.rows
+        n = max(1, len(r))
+        fig, ax = plt.subplots(figsize=(8, 1.2 + 0.35 * n))
+        colors = {"slower": "tab:red", "faster": "tab:green", "within noise": "grey",
+                  "1 value": "tab:orange"}
+        for i, row in enumerate(r.itertuples()):
+            c = colors[row.verdict]
+            if row.ci_low is not None and not (isinstance(row.ci_low, float)
+                                               and math.isnan(row.ci_low)):
+                ax.plot([row.ci_low, row.ci_high], [i, i], color=c, lw=2)
+            ax.plot([row.ratio], [i], "o", color=c)
+        ax.axvline(1, color="k", lw=0.8)
+        if self.threshold:
+            for x in (1 - self.threshold, 1 + self.threshold):
+                ax.axvline(x, color="k", lw=0.5, ls=":")
+        ax.set_yticks(range(len(r)), [f"{e} / {w} / {METRICS[m]}" for e, w, m in
+                                      zip(r.engine, r.workload, r.metric, strict=True)])
+        ax.invert_yaxis()
+        xs = [x for x in (*r.ratio, *r.ci_low, *r.ci_high) if x and x == x]
+        if xs and max(xs) / min(xs) > 2:
+            ax.set_xscale("log")
+        else:
+            ax.ticklabel_format(axis="x", useOffset=False)
+        ax.set_xlabel(f"ratio B/A ({self.confidence:.0%} bootstrap CI; red slower, "
+                      "green faster, grey within noise, orange one value)")
+        ax.set_title(f"{Path(self.b.spec).name} vs {Path(self.a.spec).name}")
+        fig.tight_layout()
+        path = Path(path)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return path
+
+
+def compare(a, b, *, metrics=None, allow_mixed: bool = False, threshold: float = 0.0,
+            confidence: float = 0.95, n_boot: int = 2000, seed: int = 1) -> Comparison:
+    """Compare result sets ``a`` (before) and ``b`` (after); see the module docstring.
+
+    Raises :class:`~lob.measure.results.MixedMachinesError` when the two sides (or the files
+    within a side) come from different machines and ``allow_mixed`` is false.
+    """
+    import pandas as pd
+
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    if threshold < 0:
+        raise ValueError(f"threshold must be >= 0, got {threshold!r}")
+    keys = [metric_key(m) for m in metrics] if metrics else list(METRICS)
+    sa, sb = load_side(a), load_side(b)
+    machines = sa.machines | sb.machines
+    if len(machines) > 1 and not allow_mixed:
+        listing = "; ".join(", ".join(f"{k}={v}" for k, v in zip(MACHINE_FIELDS, m,
+                                                                   strict=True))
+                            for m in sorted(machines, key=str))
+        raise MixedMachinesError(f"results from {len(machines)} machines ({listing}); a "
+                                 "ratio across machines measures the machines. Pass "
+                                 "--allow-mixed (allow_mixed=True) to compare anyway.")
+    rows = []
+    for pair in sorted(set(sa.values) & set(sb.values)):
+        va, vb = sa.values[pair], sb.values[pair]
+        for k in keys:
+            if k not in va or k not in vb:
+                continue
+            ratio, lo, hi = bootstrap_ratio(va[k], vb[k], n_boot=n_boot,
+                                            confidence=confidence, seed=seed)
+            rows.append({"engine": pair[0], "workload": pair[1], "metric": k,
+                         "a": float(np.median(va[k])), "b": float(np.median(vb[k])),
+                         "ratio": ratio, "ci_low": lo, "ci_high": hi, "n_a": len(va[k]),
+                         "n_b": len(vb[k]), "verdict": verdict(lo, hi, threshold)})
+    cols = ["engine", "workload", "metric", "a", "b", "ratio", "ci_low", "ci_high", "n_a",
+            "n_b", "verdict"]
+    return Comparison(sa, sb, pd.DataFrame(rows, columns=cols), threshold, confidence,
+                      len(machines) > 1)
+
+
+# --- CLI ---------------------------------------------------------------------------------
+
+def _cmd_compare(args) -> int:
+    c = compare(args.a, args.b, metrics=args.metric or None, allow_mixed=args.allow_mixed,
+                threshold=args.threshold / 100, confidence=args.confidence)
+    text = c.markdown()
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "compare.md").write_text(text + "\n")
+        c.plot(out / "compare.png")
+        print(f"wrote {out / 'compare.md'} and {out / 'compare.png'}")
+    if not len(c.rows):
+        print("nothing to compare: no (engine, workload, metric) on both sides")
+        return 1
+    if args.fail_above is not None:
+        single = c.over(args.fail_above, ("1 value",))
+        if len(single):
+            print(f"not gated (a single value each side, no interval): {len(single)} "
+                  f"comparisons above x{args.fail_above}: "
+                  + ", ".join(f"{r.engine}/{r.workload}/{METRICS[r.metric]} x{r.ratio:.3f}"
+                              for r in single.itertuples()))
+        bad = c.over(args.fail_above)
+        if len(bad):
+            print(f"FAIL: {len(bad)} comparisons worse than x{args.fail_above}: "
+                  + ", ".join(f"{r.engine}/{r.workload}/{METRICS[r.metric]} x{r.ratio:.3f}"
+                              for r in bad.itertuples()))
+            return 1
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """Register ``lob compare`` on the ``lob`` CLI's subparsers."""
+    s = sub.add_parser("compare", help="compare two result sets metric by metric, with "
+                                       "bootstrap intervals (pyperf compare_to style)")
+    s.add_argument("a", help="before: result JSON, run folder or experiment run id")
+    s.add_argument("b", help="after: result JSON, run folder or experiment run id")
+    s.add_argument("--metric", action="append", default=[],
+                   help="ns/op | p50 | p99 | p99.9 | allocs/op (repeatable; default all)")
+    s.add_argument("--threshold", type=float, default=0.0, metavar="PCT",
+                   help="call a change only beyond this many percent (default 0: the "
+                        "interval must exclude 1)")
+    s.add_argument("--confidence", type=float, default=0.95, help="interval level")
+    s.add_argument("--allow-mixed", action="store_true",
+                   help="compare results from different machines anyway")
+    s.add_argument("--out", default=None, help="folder for compare.md and compare.png")
+    s.add_argument("--fail-above", type=float, default=None, metavar="RATIO",
+                   help="exit 1 when a comparison is slower than RATIO (B/A) beyond noise "
+                        "(single values, which have no interval, are listed, not gated)")
+    s.set_defaults(func=_cmd_compare)
