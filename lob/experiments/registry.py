@@ -141,8 +141,9 @@ def _grid(path: Path, preset: str, grid) -> dict[str, list]:
 
 
 def experiment_names() -> list[str]:
-    """Names of every defined experiment, sorted."""
-    return sorted(p.stem for p in experiments_dir().glob("*.yaml"))
+    """Names of every defined experiment, sorted (``claims.yaml`` defines claims, not an
+    experiment: see :mod:`lob.experiments.claims`)."""
+    return sorted(p.stem for p in experiments_dir().glob("*.yaml") if p.stem != "claims")
 
 
 def batch_names() -> list[str]:
