@@ -150,6 +150,8 @@ def test_presets_and_notebook_defaults_name_registered_engines():
         sets = [{k: ast.literal_eval(v) for k, v in params.items()}]
         sets += [p for preset in exp.presets for p in exp.param_sets(preset)]
         for p in sets:
+            if p.get("repo", "lob") != "lob":  # names an engine of another repository
+                continue
             for key in ("engines", "engine", "counters_engine"):
                 v = p.get(key)
                 for e in ([v] if isinstance(v, str) else v or []):

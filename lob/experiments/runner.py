@@ -48,7 +48,7 @@ def check_values(experiment: str, params: dict) -> None:
 
     for key, value in params.items():
         values = value if isinstance(value, list | tuple) else [value]
-        if key in _ENGINE_KEYS:
+        if key in _ENGINE_KEYS and params.get("repo", "lob") == "lob":  # else another repo's
             known = engine_names()
             for v in values:
                 if not (v == "" and key == "engine") and v not in known:
