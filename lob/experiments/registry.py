@@ -134,8 +134,10 @@ def _grid(path: Path, preset: str, grid) -> dict[str, list]:
 
 
 def experiment_names() -> list[str]:
-    """Names of every defined experiment, sorted."""
-    return sorted(p.stem for p in experiments_dir().glob("*.yaml"))
+    """Names of every defined experiment, sorted: the YAML files of ``experiments/`` that
+    name a notebook (``claims.yaml`` beside them is data, not an experiment)."""
+    return sorted(p.stem for p in experiments_dir().glob("*.yaml")
+                  if "notebook" in (yaml.safe_load(p.read_text()) or {}))
 
 
 def get_experiment(name: str) -> Experiment:
