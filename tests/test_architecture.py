@@ -1,6 +1,7 @@
 """The shape of the package, read from the source with ``ast``: no import cycle anywhere in
-``lob/`` (module-level and function-level imports), and no reach into engine internals from
-measurement, the pipeline or the experiments (only the ``Engine`` protocol)."""
+``lob/`` (module-level and function-level imports, and modules imported by name from a
+string), and no reach into engine internals from measurement, the pipeline or the
+experiments (only the ``Engine`` protocol)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,24 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
+def _imported_by_name(tree: ast.AST, files) -> set[int]:
+    """ids of string constants naming a module that the code imports by name: the argument
+    of ``import_module``/``__import__``, or a tuple/list of module names (the registry's
+    MEMBERS, the CLI's subcommand modules, fed to ``import_module``)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            arg = node.args[0]
+            if name in ("import_module", "__import__") and isinstance(arg, ast.Constant):
+                found.add(id(arg))
+        elif isinstance(node, ast.Tuple | ast.List) and node.elts and all(
+                isinstance(e, ast.Constant) and e.value in files for e in node.elts):
+            found.update(id(e) for e in node.elts)
+    return found
+
+
 def import_graph(root: Path) -> dict[str, set[str]]:
     """Module -> modules of ``root``'s package it imports, at any depth of the code."""
     files = {_module_name(root, p): p for p in root.rglob("*.py")}
@@ -46,6 +65,7 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     for mod, path in files.items():
         tree = ast.parse(path.read_text(), str(path))
         skip = _type_checking_nodes(tree)
+        by_name = _imported_by_name(tree, files)
         is_pkg = path.name == "__init__.py"
         for node in ast.walk(tree):
             if id(node) in skip:
@@ -61,6 +81,8 @@ def import_graph(root: Path) -> dict[str, set[str]]:
                     base = ".".join(anchor + ([base] if base else []))
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base
                            for a in node.names]
+            elif id(node) in by_name:
+                targets = [node.value]
             for t in targets:
                 if t == pkg or t.startswith(pkg + "."):
                     r = resolve(t)
@@ -114,6 +136,9 @@ def test_cycle_finder_sees_function_level_and_relative_imports(tmp_path):
     (pkg / "sub" / "b.py").write_text("from typing import TYPE_CHECKING\n"
                                       "if TYPE_CHECKING:\n    from pkg import a\n")
     assert find_cycle(import_graph(pkg)) is None
+    (pkg / "sub" / "b.py").write_text("import importlib\n"
+                                      "def g():\n    importlib.import_module('pkg.a')\n")
+    assert find_cycle(import_graph(pkg)) == ["pkg.a", "pkg.sub.b", "pkg.a"]
 
 
 def test_no_internal_module_imports_the_facade():

@@ -13,7 +13,7 @@ import pytest
 from conftest import BUY, FOK, LIMIT, MARKET, NOTIONAL, SELL, l2, out
 
 import lob
-from lob.engines.bands import BandTooWide, max_band_width
+from lob.engines.bands import BandTooWide
 from lob.semantics import (
     MAX_NOTIONAL,
     MAX_PRICE,
@@ -30,6 +30,12 @@ from lob.semantics import (
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 BAD_QTY = out(Status.REJECTED, 0, 0, reason=Reason.BAD_QTY)
 
+
+
+def max_band_width(name: str) -> int | None:
+    """The widest band a registered engine accepts (None: memory independent of the band);
+    building a one-tick book allocates nothing of note."""
+    return getattr(lob.get_engine(name, BookConfig(1, 1)), "max_band_width", None)
 
 def _two_sided(name, band=(90, 110)):
     eng = lob.get_engine(name, BookConfig(*band))

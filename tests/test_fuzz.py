@@ -4,7 +4,7 @@ by fill and checksum by checksum, on seeded random streams of every command kind
 Streams come from a numpy ``Generator`` with fixed seeds (same seed -> same bytes). Each
 stream mixes every order type, cancels and modifies of live, dead and never-issued ids,
 mass cancels of every scope, and ~5% invalid commands; books stay small (few owners, small
-quantities, frequent cancels) so that ``_check()`` after every command stays cheap.
+quantities, frequent cancels) so that ``check()`` after every command stays cheap.
 
 A share of every stream (4%; 25% in the ``top`` profile, whose band ends at MAX_PRICE and
 whose quantities reach MAX_QTY) carries values at and around the bounds of
@@ -14,7 +14,7 @@ price ranges at the ends of int64, prices at the band edges and beyond MAX_PRICE
 the ends of int32, kinds, types and sides at the ends of int8 (:func:`bound_value_rows`
 counts them; ``test_fuzz_volume`` states how many per run).
 
-Python engines run command by command through ``execute`` with ``_check()`` after each;
+Python engines run command by command through ``execute`` with ``check()`` after each;
 engines of other backends replay the whole batch and are checked at the end of the stream.
 """
 

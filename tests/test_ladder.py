@@ -1,7 +1,7 @@
 """The ladder engine: every toggle combination agrees with the reference, op by op.
 
 Seeded random streams cover every command kind, order type, STP mode and invalid input,
-on a narrow band (1..99, the C++ seed's) and a wide one; ``_check()`` runs after every
+on a narrow band (1..99, the C++ seed's) and a wide one; ``check()`` runs after every
 op. Separate tests grow the node pool and drive the bitmap over a 1..1,000,000 band.
 """
 

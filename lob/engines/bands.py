@@ -70,13 +70,3 @@ def check_band(engine: str, config: BookConfig, need_bytes: int, limit_width: in
         f"band memory limit of {_size(band_memory_limit())} (width <= {limit_width:,} for "
         f"this engine). Use a narrower band, or `reference` (memory independent of the "
         f"band), or raise the limit with {ENV}=<bytes>.")
-
-
-def max_band_width(name: str) -> int | None:
-    """The widest band a registered engine accepts, or None if its memory does not grow
-    with the band (read from the engine's ``max_band_width``; building a one-tick book
-    allocates nothing of note)."""
-    from lob.engines.registry import get_engine
-
-    eng = get_engine(name, BookConfig(1, 1))
-    return getattr(eng, "max_band_width", None)

@@ -1,4 +1,4 @@
-"""Invariant checks of the compiled book (the ``_check()`` of ``CompiledEngine``).
+"""Invariant checks of the compiled book (the ``check()`` of ``CompiledEngine``).
 
 :func:`check_book` is compiled, so the fuzz suite can call it after every command; it
 returns an error code (0 = fine, else a key of :data:`MESSAGES`) and where it failed.
