@@ -12,17 +12,28 @@ import sys
 
 
 def engines_table() -> list[str]:
-    """One line per registered engine: name, backend, toggles, parent, source, description."""
-    from lob.engines.registry import engine_names, engine_spec
+    """One line per registered engine: name, backend, toggles, parent, widest band it
+    accepts (``any`` when its memory does not grow with the band), source, description."""
+    from lob.engines.registry import engine_names, engine_spec, get_engine
+    from lob.semantics import BookConfig
 
-    lines = [f"{'name':<16} {'backend':<7} {'toggles':<28} {'parent':<14} description"]
+    lines = [f"{'name':<16} {'backend':<7} {'toggles':<28} {'parent':<14} {'band':<14} "
+             "description"]
     for name in engine_names():
         s = engine_spec(name)
         tog = ",".join(s.toggles.get(k, "-") for k in ("levels", "best", "fok")) \
             if s.toggles else "-"
         src = "" if s.source == "lob" else f" [from {s.source}]"
-        lines.append(f"{name:<16} {s.backend:<7} {tog:<28} {s.parent or '-':<14} "
+        try:  # a one-tick book allocates nothing of note
+            w = getattr(get_engine(name, BookConfig(1, 1)), "max_band_width", None)
+            band = "any" if w is None else f"<={w / 1e6:.1f}M ticks"
+        except Exception as e:  # a plugin that cannot build: say so, keep listing
+            band = f"? ({type(e).__name__})"
+        lines.append(f"{name:<16} {s.backend:<7} {tog:<28} {s.parent or '-':<14} {band:<14} "
                      f"{s.description}{src}")
+    lines.append("band: the widest price band (max - min + 1) an engine accepts; engines whose "
+                 "per-price arrays grow with the band refuse wider ones at creation "
+                 "(limit: LOB_MAX_BAND_BYTES, default 1 GiB)")
     return lines
 
 
