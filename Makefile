@@ -20,7 +20,7 @@ run: $(STAMP)  ## the main job: the default experiment batch, writing artifacts/
 test: $(STAMP)  ## the test suite (quick sizes + the seed-sized checks that matter) and nbval
 	$(BIN)/ruff check lob tests
 	$(BIN)/pytest -q -n 2 --durations=20 tests
-	$(BIN)/pytest -q -n 2 --dist loadfile --nbval-lax -p no:cacheprovider notebooks
+	LOB_ARTIFACTS=$$(mktemp -d) $(BIN)/pytest -q -n 2 --dist loadfile --nbval-lax -p no:cacheprovider notebooks
 
 test-extended: $(STAMP)  ## the long checks CI covers another way (full-size counters of every version, ...)
 	$(BIN)/pytest -q -n 2 -m extended tests
@@ -28,8 +28,14 @@ test-extended: $(STAMP)  ## the long checks CI covers another way (full-size cou
 bench: $(STAMP)  ## benchmarks (not tests)
 	$(BIN)/pytest -q -m bench -s
 
-lab: $(STAMP)  ## open the notebooks in JupyterLab
-	$(BIN)/jupyter lab notebooks/
+# JupyterLab on the repository, opening the start page notebooks/README.md (rendered);
+# --allow-root only when run as root (containers). LAB_ARGS adds options, e.g. --no-browser.
+LAB_ARGS ?=
+lab: $(STAMP)  ## open the notebooks in JupyterLab, on their start page
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
+	  --ServerApp.default_url=/lab/tree/notebooks/README.md \
+	  --LabApp.app_settings_dir="$(CURDIR)/notebooks/.lab" \
+	  $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

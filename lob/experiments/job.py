@@ -122,6 +122,23 @@ def _kernel_env() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([src, *parts])
 
 
+def _with_kernelspec(path: str):
+    """The notebook with the kernelspec metadata JupyterLab will find for kernel "python3":
+    a differing ``display_name`` makes Lab mark the executed notebook modified on opening."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    try:
+        from jupyter_client.kernelspec import get_kernel_spec
+
+        spec = get_kernel_spec("python3")
+        nb.metadata["kernelspec"] = {"display_name": spec.display_name,
+                                     "language": spec.language, "name": "python3"}
+    except Exception:  # no such kernelspec here: papermill reports that itself
+        pass
+    return nb
+
+
 def execute_notebook(job: Job) -> None:
     """Run the job's notebook with papermill into its run dir (the default ``execute``)."""
     import papermill as pm
@@ -130,7 +147,7 @@ def execute_notebook(job: Job) -> None:
     out = Path(job.run_dir)
     # kernel "python3" resolves to this interpreter: jupyter_client swaps a spec's "python"
     # for sys.executable, and the venv's own kernelspec comes first on its jupyter path
-    pm.execute_notebook(job.notebook, str(out / f"{job.experiment}.ipynb"),
+    pm.execute_notebook(_with_kernelspec(job.notebook), str(out / f"{job.experiment}.ipynb"),
                         parameters={**job.params, "out_dir": str(out)},
                         kernel_name="python3", log_output=False,
                         cwd=str(Path(job.notebook).parent), execution_timeout=job.timeout,
