@@ -33,7 +33,7 @@ bench: $(STAMP)  ## benchmarks (not tests)
 LAB_ARGS ?=
 lab: $(STAMP)  ## open the notebooks in JupyterLab, on their start page
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
-	  --ServerApp.default_url=/lab/tree/notebooks/README.md \
+	  --LabApp.default_url=/lab/tree/notebooks/README.md \
 	  --LabApp.app_settings_dir="$(CURDIR)/notebooks/.lab" \
 	  $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 

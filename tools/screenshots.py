@@ -40,7 +40,7 @@ def lab_command(port: int, token: str) -> list[str]:
     """The ``make lab`` server, on loopback, without a browser."""
     jupyter = Path(sys.executable).with_name("jupyter")
     cmd = [str(jupyter), "lab", f"--ServerApp.root_dir={ROOT}",
-           "--ServerApp.default_url=/lab/tree/notebooks/README.md",
+           "--LabApp.default_url=/lab/tree/notebooks/README.md",
            f"--LabApp.app_settings_dir={ROOT / 'notebooks' / '.lab'}",
            "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
            f"--IdentityProvider.token={token}", "--ServerApp.port_retries=0"]
