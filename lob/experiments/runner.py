@@ -171,8 +171,6 @@ def _drive(jobs: list[Job], art: Path, preset: str, force: bool, execute, execut
             try:
                 for job, rec in runs(todo, execute, force):
                     record(job, rec)
-                    bar.set_postfix_str(f"{rec.experiment}: {rec.status} {rec.wall_s:.0f}s")
-                    bar.update(1)
                     if rec.status == "failed":
                         failed.append(rec)
                         bar.write(f"FAILED {rec.experiment} {rec.run_id} ({rec.run_dir}):\n"
@@ -180,6 +178,8 @@ def _drive(jobs: list[Job], art: Path, preset: str, force: bool, execute, execut
                     elif progress:
                         bar.write(f"{rec.status}: {rec.run_dir} ({rec.wall_s:.0f} s)",
                                   file=sys.stderr)
+                    bar.set_postfix_str(f"{rec.experiment}: {rec.status} {rec.wall_s:.0f}s")
+                    bar.update(1)
             except RunInterrupted as e:  # local: the run that was going on is logged
                 record(next(j for j in todo if j.run_dir == e.record.run_dir), e.record)
                 raise
