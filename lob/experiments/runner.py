@@ -174,7 +174,7 @@ def _drive(jobs: list[Job], art: Path, preset: str, force: bool, execute, execut
                     if rec.status == "failed":
                         failed.append(rec)
                         bar.write(f"FAILED {rec.experiment} {rec.run_id} ({rec.run_dir}):\n"
-                                  f"{rec.error[-800:]}", file=sys.stderr)
+                                  f"{rec.error[-800:]}")
                     elif progress:
                         bar.write(f"{rec.status}: {rec.run_dir} ({rec.wall_s:.0f} s)",
                                   file=sys.stderr)
