@@ -63,6 +63,11 @@ def test_rerunning_an_executed_notebook_never_touches_its_run(dummy):
     assert (run / MARKER).exists()
     before = _files(run)
     executed = run / "dummy.ipynb"
+    # the executed notebook names the installed kernelspec: Lab opens it unmodified
+    from jupyter_client.kernelspec import get_kernel_spec
+
+    ks = nbformat.read(executed, as_version=4).metadata.kernelspec
+    assert ks["display_name"] == get_kernel_spec("python3").display_name
     pm.execute_notebook(str(executed), str(dummy / "again.ipynb"), kernel_name="python3",
                         progress_bar=False, cwd=str(dummy))  # parameters as recorded
     assert _files(run) == before

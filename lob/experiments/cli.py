@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import yaml
@@ -36,9 +37,14 @@ def _cmd_run(args) -> int:
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
         raise ValueError(f"--out {args.out} is a file, not an artifacts directory")
     names = experiment_names() if args.all else args.names
-    return run_batch(names, preset=args.preset, overrides=overrides, artifacts=args.out,
-                     force=args.force, executor=args.executor, scheduler=args.scheduler,
-                     workers=args.workers, concurrent_timing=args.concurrent_timing)
+    try:
+        return run_batch(names, preset=args.preset, overrides=overrides, artifacts=args.out,
+                         force=args.force, executor=args.executor, scheduler=args.scheduler,
+                         workers=args.workers, concurrent_timing=args.concurrent_timing)
+    except KeyboardInterrupt:
+        print("\ninterrupted: complete runs are kept; the same command resumes (the run that "
+              "was going on is redone from scratch)", file=sys.stderr)
+        return 130
 
 
 def _cmd_report(args) -> int:
