@@ -128,6 +128,14 @@ def test_bad_values_fail_before_any_kernel(param, says, tmp_path, monkeypatch, c
     assert not (tmp_path / "art").exists()
 
 
+def test_bisection_walk_ends_checked_before_any_kernel(tmp_path, capsys):
+    assert lob_main(["experiments", "run", "bisection", "--preset", "quick", "-p",
+                     "start=v9", "--out", str(tmp_path / "art")]) == 2
+    assert not (tmp_path / "art").exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'start' must be a version on the lineage chain" in err[0]
+
+
 def test_out_pointing_at_a_file_is_a_clean_error(tmp_path, capsys):
     f = tmp_path / "file"
     f.write_text("")

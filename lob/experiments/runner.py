@@ -33,7 +33,7 @@ from lob.experiments.registry import Experiment, batch_names, get_experiment
 # parameters whose values name engines / workloads, and numbers with a range
 _ENGINE_KEYS = ("engine", "engines", "counters_engine", "fok_engines")
 _WORKLOAD_KEYS = ("workload", "workloads", "scenarios", "tail_scenario")
-_AT_LEAST_1 = ("repeat", "runs", "steps", "n_boot", "top", "batches")
+_AT_LEAST_1 = ("repeat", "runs", "max_runs", "inner", "steps", "n_boot", "top", "batches")
 
 
 def check_values(experiment: str, params: dict) -> None:
@@ -53,6 +53,12 @@ def check_values(experiment: str, params: dict) -> None:
             for v in values:
                 if not (v == "" and key == "engine") and v not in known:
                     bad(key, f"names unknown engine {v!r}; engines: {', '.join(known)}")
+        if key in ("start", "end"):  # the ends of a walk along the lineage (bisection)
+            from lob.engines.toggles import CHAIN
+
+            if value not in CHAIN:
+                bad(key, f"must be a version on the lineage chain {', '.join(CHAIN)}; "
+                         f"got {value!r}")
         if key in _WORKLOAD_KEYS:
             known = workload_names()
             for v in values:
