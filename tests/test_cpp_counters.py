@@ -1,4 +1,4 @@
-"""The C++ seed's streams (REFERENCE.md §2): the generator, and the published counters."""
+"""The C++ seed's streams (its bench.cpp): the generator, and the published counters."""
 
 import numpy as np
 import pytest

@@ -13,7 +13,7 @@ from lob.workloads.rng import (
     xs_range,
 )
 
-MT99 = [2887414401, 3103284259, 2096280761]  # std::mt19937(99)(), REFERENCE.md §2
+MT99 = [2887414401, 3103284259, 2096280761]  # std::mt19937(99)(), the C++ seed's generator
 
 
 def test_mt19937_seeded_the_cpp_way():

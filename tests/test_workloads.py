@@ -16,7 +16,7 @@ LIMIT, MARKET, NOTIONAL = int(OrderType.LIMIT), int(OrderType.MARKET), int(Order
 
 
 class XS:
-    """A tiny independent xorshift64 (13, 7, 17), written from REFERENCE.md §1."""
+    """A tiny independent xorshift64 (13, 7, 17), written from the orderbook-rs benches' recipe."""
 
     def __init__(self, seed=A5):
         self.x = seed
@@ -266,14 +266,14 @@ def test_load_foreign_and_wrong_dtype(tmp_path):
 
 def test_describe_and_cli(capsys):
     text = describe("aggressive_walk", scale=0.01)
-    assert "aggressive_walk" in text and "REFERENCE.md" in text and "empties" in text
+    assert "aggressive_walk" in text and "orderbook-rs" in text and "empties" in text
     from lob.cli import main
 
     assert main(["workloads", "list"]) == 0
     out = capsys.readouterr().out
     assert all(n in out for n in workload_names())
     assert main(["workloads", "describe", "thin_book_sweep", "--scale", "0.005"]) == 0
-    assert "markets meeting an empty side" in capsys.readouterr().out
+    assert "meeting an empty side: " in capsys.readouterr().out
     assert main(["workloads", "describe", "nope"]) == 2
 
 

@@ -2,8 +2,8 @@
 
 Sources: seed 000 (orderbook-rs HDR suite, Apple M4 Max, Rust, closed-loop, ns), seed 001
 (the C++ binary-market engine, Apple M2 Pro, clang -O3), seed 003 (lobster, Apple M5).
-See /work/shared/REFERENCE.md. Different machines and languages: compare shapes and ratios,
-never absolute values.
+Public sources: orderbook-rs, the C++ engine's repository, lobster's project page.
+Different machines and languages: compare shapes and ratios, never absolute values.
 """
 
 from __future__ import annotations

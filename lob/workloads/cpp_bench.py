@@ -1,4 +1,5 @@
-"""The C++ binary-market engine's bench streams (seed 001), rebuilt exactly (REFERENCE.md §2).
+"""The C++ binary-market engine's bench streams (seed 001), rebuilt exactly
+from the engine's bench.cpp.
 
 ``std::mt19937`` seeded with 99, integers drawn with libc++'s ``uniform_int_distribution``.
 For each of N commands: kind in [0, 9]; if kind < 9 or nothing was submitted yet it is a
@@ -94,7 +95,7 @@ def _build_fok_depth(*, scale: float, seed: int, depth: int, n: int):
     return out, CONFIG
 
 
-_PROV = "seed 001 (C++ binary-market engine, bench.cpp); REFERENCE.md §2"
+_PROV = "seed 001 (the C++ binary-market engine's repository, bench.cpp)"
 
 WORKLOADS = {
     "cpp_comprehensive": dict(

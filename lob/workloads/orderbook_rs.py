@@ -1,6 +1,7 @@
 """The orderbook-rs HDR bench scenarios (seed 000) and its allocation-budget stream.
 
-Every draw order, seed, pre-load, warmup and count follows REFERENCE.md §1. A standard
+Every draw order, seed, pre-load, warmup and count follows the orderbook-rs HDR benches
+(benches/order_book/*_hdr.rs). A standard
 GTC submit draws price U{99..101}, qty U{1..100}, side (``next % 2 == 0`` is BUY) and
 owner (``next % 4 + 1``) and is a LIMIT order (crossing limits do match). Pre-loads,
 refills and warmups carry ``timed = False``. Owners that the spec does not draw are fixed:
@@ -247,7 +248,7 @@ def build_alloc_budget(*, scale, seed, warmup, measured):
     return out, BAND
 
 
-_PROV = "seed 000 (orderbook-rs 0.12.0 benches/order_book/*_hdr.rs); REFERENCE.md §1"
+_PROV = "seed 000 (orderbook-rs 0.12.0, benches/order_book/*_hdr.rs)"
 _STD = ("standard GTC submits (price U{99..101}, qty U{1..100}, random side, owners 1..4)")
 
 WORKLOADS = {

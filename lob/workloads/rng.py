@@ -1,16 +1,17 @@
 """The two seeds' random generators, exactly: orderbook-rs xorshift64 and C++ MT19937 + libc++.
 
-* **xorshift64** (orderbook-rs benches, REFERENCE.md §1): ``x ^= x << 13; x ^= x >> 7;
+* **xorshift64** (orderbook-rs benches): ``x ^= x << 13; x ^= x >> 7;
   x ^= x << 17`` on a 64-bit word; each ``next()`` returns the new state.
   ``range(lo, hi) = lo + next() % (hi - lo + 1)``. :func:`xs_next` is the numba kernel the
   scenario generators call inline; :class:`XorShift64` is the same thing for Python use.
 * **MT19937** seeded the standard C++ way (``std::mt19937 gen(seed)``, i.e. ``init_genrand``),
   which is also how numpy's legacy ``RandomState(seed)`` seeds it. :func:`mt19937_raw` copies
   that state into numpy's public ``MT19937`` bit generator and returns raw 32-bit outputs.
-* **libc++ ``uniform_int_distribution``** over a 32-bit engine (REFERENCE.md §2): for
+* **libc++ ``uniform_int_distribution``** over a 32-bit engine (the C++ seed's bench.cpp): for
   ``[a, b]`` with ``r = b - a + 1`` it takes ``w`` = bits to hold ``r - 1``, and repeats
   ``u = next32() & (2**w - 1)`` until ``u < r``; a range of one value (``r == 1``) returns
-  ``a`` without drawing, as libc++ does (REFERENCE.md's recipe would draw once; the seed's
+  ``a`` without drawing, as libc++ does (a literal reading of the seed's recipe would draw
+  once; the seed's
   stream never hits that case at seed 99, the tests pin it). :func:`libcxx_int` is that
   sampler over a pre-drawn buffer (numba), :func:`libcxx_ints` a Python reference used by the tests.
 """
