@@ -50,11 +50,8 @@ def _cmd_engines(args) -> int:
 def _cmd_main(args) -> int:
     """The default batch (see README): every experiment at the default preset."""
     from lob.experiments import run_batch
-    from lob.experiments.report import write_index
 
-    code = run_batch(preset=args.preset)
-    print(f"index of the latest complete runs: {write_index()}")
-    return code
+    return run_batch(preset=args.preset)  # refreshes artifacts/index.md itself
 
 
 def build_parser() -> argparse.ArgumentParser:
