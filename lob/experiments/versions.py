@@ -442,7 +442,7 @@ class BisectResult:
         a2.set_yticks(range(len(steps)), [f"{s.index}: {s.sha[:8]}" for s in steps])
         a2.invert_yaxis()
         xs = [x for s in steps for x in (s.ratio, s.ci_low, s.ci_high) if x]
-        if xs and max(xs) / min(xs) > 2:
+        if xs and max(xs) / min(xs) > 4:
             a2.set_xscale("log")
         else:
             a2.ticklabel_format(axis="x", useOffset=False)

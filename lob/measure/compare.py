@@ -265,13 +265,13 @@ class Comparison:
                                       zip(r.engine, r.workload, r.metric, strict=True)])
         ax.invert_yaxis()
         xs = [x for x in (*r.ratio, *r.ci_low, *r.ci_high) if x and x == x]
-        if xs and max(xs) / min(xs) > 2:
+        if xs and max(xs) / min(xs) > 4:
             ax.set_xscale("log")
         else:
             ax.ticklabel_format(axis="x", useOffset=False)
-        ax.set_xlabel(f"ratio B/A ({self.confidence:.0%} bootstrap CI; red slower, "
-                      "green faster, grey within noise, orange one value)")
-        ax.set_title(f"{Path(self.b.spec).name} vs {Path(self.a.spec).name}")
+        ax.set_xlabel(f"ratio B/A with its {self.confidence:.0%} bootstrap interval")
+        ax.set_title(f"{Path(self.b.spec).name} vs {Path(self.a.spec).name}: red slower, "
+                     "green faster, grey within noise, orange one value", fontsize=9)
         fig.tight_layout()
         path = Path(path)
         fig.savefig(path, dpi=110)
