@@ -319,6 +319,10 @@ class SubprocessMeasurer:
         for line in p.stdout.splitlines():
             if line.startswith("LOBPROBE "):
                 d = json.loads(line[len("LOBPROBE "):])
+                own, got = wt / "lob" / "__init__.py", d.get("lob_file")
+                if own.exists() and got and Path(got).resolve() != own.resolve():
+                    # bisecting lob itself: the worktree's lob must be the one measured
+                    return Sample("broken", error=f"measured lob from {got}, not {own}")
                 return Sample(d["status"], d.get("value"), d.get("hist"), d.get("error", ""),
                               d.get("via", ""))
         tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
