@@ -479,12 +479,16 @@ class BisectResult:
         return paths
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)  # as it goes, also into a pipe or a log file
+
+
 def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str = "ns_per_op",
                     *, repo=".", scale: float = 0.002, runs: int = 5, max_runs: int | None = None,
                     threshold: float = 0.05, confidence: float = 0.95, n_boot: int = 4000,
                     seed: int = 1, inner: int = 3, cache=None, out=None,
                     measure: Callable[[str, int, bool], Sample] | None = None,
-                    log: Callable[[str], None] | None = print) -> BisectResult:
+                    log: Callable[[str], None] | None = _say) -> BisectResult:
     """Binary search of ``good..bad`` for the first revision whose ``metric`` differs from
     good's beyond noise (see the module docstring). ``runs``: rounds before the first
     decision on a comparison; ``max_runs``: rounds at most (default ``3 * runs``);
