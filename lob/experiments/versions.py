@@ -319,6 +319,10 @@ class SubprocessMeasurer:
         for line in p.stdout.splitlines():
             if line.startswith("LOBPROBE "):
                 d = json.loads(line[len("LOBPROBE "):])
+                own, got = wt / "lob" / "__init__.py", d.get("lob_file")
+                if own.exists() and got and Path(got).resolve() != own.resolve():
+                    # bisecting lob itself: the worktree's lob must be the one measured
+                    return Sample("broken", error=f"measured lob from {got}, not {own}")
                 return Sample(d["status"], d.get("value"), d.get("hist"), d.get("error", ""),
                               d.get("via", ""))
         tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
@@ -442,7 +446,7 @@ class BisectResult:
         a2.set_yticks(range(len(steps)), [f"{s.index}: {s.sha[:8]}" for s in steps])
         a2.invert_yaxis()
         xs = [x for s in steps for x in (s.ratio, s.ci_low, s.ci_high) if x]
-        if xs and max(xs) / min(xs) > 2:
+        if xs and max(xs) / min(xs) > 4:
             a2.set_xscale("log")
         else:
             a2.ticklabel_format(axis="x", useOffset=False)
@@ -475,12 +479,16 @@ class BisectResult:
         return paths
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)  # as it goes, also into a pipe or a log file
+
+
 def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str = "ns_per_op",
                     *, repo=".", scale: float = 0.002, runs: int = 5, max_runs: int | None = None,
                     threshold: float = 0.05, confidence: float = 0.95, n_boot: int = 4000,
                     seed: int = 1, inner: int = 3, cache=None, out=None,
                     measure: Callable[[str, int, bool], Sample] | None = None,
-                    log: Callable[[str], None] | None = print) -> BisectResult:
+                    log: Callable[[str], None] | None = _say) -> BisectResult:
     """Binary search of ``good..bad`` for the first revision whose ``metric`` differs from
     good's beyond noise (see the module docstring). ``runs``: rounds before the first
     decision on a comparison; ``max_runs``: rounds at most (default ``3 * runs``);

@@ -16,6 +16,11 @@ otherwise one value per result file for the figures a result holds once (its mer
 percentiles, its allocation count). Several result files of the same pair on one side are
 pooled.
 
+The interval covers the noise between the repeats of each side, not the drift between the
+two sessions: results measured at different times can differ beyond it (two back-to-back
+``lob bench`` runs of the same code on a loaded 2-core machine gave ns/op x0.80, CI
+0.65-0.93). ``threshold`` adds a margin; ``lob bisect`` interleaves the candidates instead.
+
 Results from different machines (hostname, CPU model or core count differ in the recorded
 run conditions) are refused unless ``allow_mixed``: a ratio across machines measures the
 machines. All metrics here are costs, so a ratio above 1 is ``slower`` (worse).
@@ -265,13 +270,13 @@ class Comparison:
                                       zip(r.engine, r.workload, r.metric, strict=True)])
         ax.invert_yaxis()
         xs = [x for x in (*r.ratio, *r.ci_low, *r.ci_high) if x and x == x]
-        if xs and max(xs) / min(xs) > 2:
+        if xs and max(xs) / min(xs) > 4:
             ax.set_xscale("log")
         else:
             ax.ticklabel_format(axis="x", useOffset=False)
-        ax.set_xlabel(f"ratio B/A ({self.confidence:.0%} bootstrap CI; red slower, "
-                      "green faster, grey within noise, orange one value)")
-        ax.set_title(f"{Path(self.b.spec).name} vs {Path(self.a.spec).name}")
+        ax.set_xlabel(f"ratio B/A with its {self.confidence:.0%} bootstrap interval")
+        ax.set_title(f"{Path(self.b.spec).name} vs {Path(self.a.spec).name}: red slower, "
+                     "green faster, grey within noise, orange one value", fontsize=9)
         fig.tight_layout()
         path = Path(path)
         fig.savefig(path, dpi=110)
