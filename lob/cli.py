@@ -50,8 +50,13 @@ def _cmd_engines(args) -> int:
 def _cmd_main(args) -> int:
     """The default batch (see README): every experiment at the default preset."""
     from lob.experiments import run_batch
+    from lob.experiments.lock import ArtifactsLocked
 
-    return run_batch(preset=args.preset)  # refreshes artifacts/index.md itself
+    try:
+        return run_batch(preset=args.preset)  # refreshes artifacts/index.md itself
+    except ArtifactsLocked as e:  # another batch writes this folder: nothing was touched
+        print(f"lob main: {e}", file=sys.stderr)
+        return 3
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -257,3 +257,15 @@ def test_a_dead_holder_is_taken_over_and_its_partial_run_redone(defs):
     assert run_batch(["exp_a", "exp_c"], "quick", None, art, execute=_writer("new"),
                      progress=False) == 0
     _check_folder(art, {"exp_a": "new", "exp_c": "new"})
+
+
+def test_the_cli_refuses_naming_the_holder(defs, capsys):
+    from lob.cli import main
+
+    art = defs / "art"
+    with artifacts_lock(art):
+        assert main(["experiments", "run", "exp_a", "--preset", "quick", "--out",
+                     str(art)]) == 3
+    err = capsys.readouterr().err
+    assert f"pid {os.getpid()} on host {socket.gethostname()}" in err
+    assert "Traceback" not in err and not (art / "exp_a").exists()

@@ -31,6 +31,9 @@ enum { LIMIT, IOC, FOK, POST_ONLY, MARKET, NOTIONAL };
 enum { STP_NONE, STP_CANCEL_MAKER, STP_CANCEL_TAKER, STP_CANCEL_BOTH };
 
 #define MAX_WIDTH (1LL << 26) /* levels per side; wider bands are refused by lob_create */
+/* the bounds of lob/semantics.py: above them a submit or modify is REJECTED / BAD_QTY */
+#define MAX_QTY 1000000000LL
+#define MAX_NOTIONAL 1000000000000000000LL
 
 typedef struct {
     int64_t id, qty;
@@ -364,7 +367,10 @@ static int exec(lob_book *b, const lob_command *c, lob_outcome *o) {
         if (otype < 0 || otype > NOTIONAL) { rejected(o, R_BAD_TYPE); return 0; }
         if (side != 0 && side != 1) { rejected(o, R_BAD_SIDE); return 0; }
         if (c->owner <= 0) { rejected(o, R_BAD_OWNER); return 0; }
-        if (c->qty <= 0) { rejected(o, R_BAD_QTY); return 0; }
+        if (c->qty <= 0 || (c->qty > MAX_QTY && (otype != NOTIONAL || c->qty > MAX_NOTIONAL))) {
+            rejected(o, R_BAD_QTY);
+            return 0;
+        }
         if (otype < MARKET && (c->price < b->lo || c->price > b->hi)) {
             rejected(o, R_BAD_PRICE);
             return 0;
@@ -380,7 +386,7 @@ static int exec(lob_book *b, const lob_command *c, lob_outcome *o) {
         return 0;
     }
     case 2:
-        if (c->qty <= 0) { rejected(o, R_BAD_QTY); return 0; }
+        if (c->qty <= 0 || c->qty > MAX_QTY) { rejected(o, R_BAD_QTY); return 0; }
         if (c->price != 0 && (c->price < b->lo || c->price > b->hi)) {
             rejected(o, R_BAD_PRICE);
             return 0;

@@ -30,6 +30,7 @@ def _cmd_list(args) -> int:
 
 def _cmd_run(args) -> int:
     from lob.experiments import experiment_names, run_batch
+    from lob.experiments.lock import ArtifactsLocked
 
     if bool(args.all) == bool(args.names):
         raise ValueError("give experiment names or --all (not both)")
@@ -37,10 +38,16 @@ def _cmd_run(args) -> int:
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
         raise ValueError(f"--out {args.out} is a file, not an artifacts directory")
     names = experiment_names() if args.all else args.names
+    if args.wait < 0:
+        raise ValueError(f"--wait must be >= 0 seconds, got {args.wait}")
     try:
         return run_batch(names, preset=args.preset, overrides=overrides, artifacts=args.out,
                          force=args.force, executor=args.executor, scheduler=args.scheduler,
-                         workers=args.workers, concurrent_timing=args.concurrent_timing)
+                         workers=args.workers, concurrent_timing=args.concurrent_timing,
+                         lock_wait=args.wait)
+    except ArtifactsLocked as e:  # another batch writes this folder: nothing was touched
+        print(f"lob experiments run: {e}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("\ninterrupted: complete runs are kept; the same command resumes (the run that "
               "was going on is redone from scratch)", file=sys.stderr)
@@ -70,6 +77,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="override a notebook parameter (value parsed as YAML); repeatable")
     s.add_argument("--out", default=None, help=OUT_HELP)
     s.add_argument("--force", action="store_true", help="redo runs that are already complete")
+    s.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                   help="if another batch holds the artifacts folder, wait this long for it "
+                        "(default 0: refuse at once, naming the holder; exit code 3)")
     s.add_argument("--executor", choices=("local", "dask"), default="local",
                    help="local: one run after another here (default); dask: one task per run "
                         "on a Dask cluster")
