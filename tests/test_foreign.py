@@ -135,7 +135,7 @@ def test_per_command_path_and_replay_into_agree_with_replay(toml):
         k = eng.replay_into(cmds[a:a + 1000], outs[a:], buf)
         got_fills.append(buf[:k])
     assert checksum(outs, np.concatenate(got_fills)) == ref.checksum
-    with pytest.raises(ValueError, match="do not fit"):
+    with pytest.raises(ValueError, match="fills do not fit"):
         lob.get_engine(NAME, config).replay_into(cmds, outs, np.zeros(1, FILL_DTYPE))
 
 

@@ -43,6 +43,7 @@ from lob.semantics import BookConfig
 ENV = "LOB_ENGINES_TOML"
 BACKEND = "foreign"
 
+
 def open_engine(path: str | os.PathLike, config: BookConfig | None = None,
                 name: str | None = None) -> ForeignEngine:
     """An engine straight from a library file (no registration)."""

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int
+from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int, store_fills
 from lob.engines.foreign.library import (
     ERRORS,
     LEVEL_DTYPE,
@@ -150,11 +150,7 @@ class ForeignEngine(Interactive):
         out = GuardedArray(OUTCOME_DTYPE, n)
         self._scratch_fills, k, _ = self._drive(cmds, out, self._scratch_fills, 0)
         outcomes[:n] = out.arr
-        if fills is not None:
-            if k > len(fills):
-                raise ValueError(f"{k} fills do not fit in a fill array of {len(fills)}")
-            fills[:k] = self._scratch_fills.arr[:k]
-        return k
+        return store_fills(fills, self._scratch_fills.arr[:k])
 
     def clock_overhead(self) -> dict | None:
         """None: the caller's clock times this engine (``clock == "harness"``)."""
