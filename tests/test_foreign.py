@@ -104,6 +104,7 @@ def test_differential_fuzz_against_reference(toml, stp):
         eng.check()
         assert_same(f"{NAME} ({profile})", cmds, (r.outcomes, r.fills, ref.snapshot(10**6)),
                     (got.outcomes, got.fills, eng.snapshot(10**6)))
+        assert eng.resting() == ref.resting()
         # the stream reached what it claims to cover
         kinds = set(cmds["kind"].tolist())
         assert {int(k) for k in Kind} <= kinds
@@ -157,6 +158,7 @@ def test_engine_protocol_and_engine_clock(toml):
     assert 0 <= c["min_ns"] <= c["median_ns"]
     assert eng.submit(1, 0, 0, 50, 5).status == Status.ACCEPTED
     assert eng.snapshot(5) == {"bids": [(50, 5, 1)], "asks": []}
+    assert eng.resting() == [(1, 1, 0, 50, 5)]
     assert eng.submit(2, 1, 4, 0, 2).filled == 2 and eng.fills.tolist() == [(2, 1, 50, 2)]
     eng.clear_fills()
     assert len(eng.fills) == 0
@@ -401,8 +403,12 @@ def test_broken_env_toml_warns_and_lists_nothing(tmp_path, monkeypatch):
 
 
 def test_header_and_loader_agree():
+    from lob.semantics import MAX_NOTIONAL, MAX_PRICE, MAX_QTY
+
     text = HEADER.read_text()
     assert f"#define LOB_ABI_VERSION {ABI_VERSION}\n" in text
+    for name, v in (("QTY", MAX_QTY), ("NOTIONAL", MAX_NOTIONAL), ("PRICE", MAX_PRICE)):
+        assert f"#define LOB_MAX_{name} {v}LL" in text
     for name, (_, size) in EXPECTED_SIZES.items():
         if name != "lob_config":
             assert f"}} {name};" in text and f"{size} bytes" in text, name

@@ -2,6 +2,8 @@
  *
  * Full semantics of lob/semantics.py: LIMIT, IOC, FOK, POST_ONLY, MARKET, NOTIONAL, cancel,
  * modify, mass cancel of every scope, every STP mode, the same validation and reasons.
+ * Limits of this engine (lob_create returns NULL, or a replay fails with LOB_ERR_NOMEM):
+ * bands up to 2**26 prices wide, up to 2**31 - 1 resting orders (lob's bound is 2**33).
  *
  * Layout: one array of levels per side over the whole price band (index = price - min);
  * each level is a FIFO doubly linked list of nodes from one growable node pool, with its
@@ -31,9 +33,8 @@ enum { LIMIT, IOC, FOK, POST_ONLY, MARKET, NOTIONAL };
 enum { STP_NONE, STP_CANCEL_MAKER, STP_CANCEL_TAKER, STP_CANCEL_BOTH };
 
 #define MAX_WIDTH (1LL << 26) /* levels per side; wider bands are refused by lob_create */
-/* the bounds of lob/semantics.py: above them a submit or modify is REJECTED / BAD_QTY */
-#define MAX_QTY 1000000000LL
-#define MAX_NOTIONAL 1000000000000000000LL
+/* the bounds of lob/semantics.py (LOB_MAX_QTY, LOB_MAX_NOTIONAL, LOB_MAX_PRICE) are in
+ * lob_engine.h: above them a submit or modify is REJECTED / BAD_QTY */
 
 typedef struct {
     int64_t id, qty;
@@ -72,13 +73,14 @@ int64_t lob_struct_size(int32_t which) {
     case LOB_STRUCT_FILL: return (int64_t)sizeof(lob_fill);
     case LOB_STRUCT_LEVEL: return (int64_t)sizeof(lob_level);
     case LOB_STRUCT_CONFIG: return (int64_t)sizeof(lob_config);
+    case LOB_STRUCT_ORDER: return (int64_t)sizeof(lob_order);
     default: return -1;
     }
 }
 
 lob_book *lob_create(const lob_config *cfg) {
-    if (!cfg || cfg->min_price < 1 || cfg->max_price < cfg->min_price || cfg->stp < 0 ||
-        cfg->stp > 3)
+    if (!cfg || cfg->min_price < 1 || cfg->max_price < cfg->min_price ||
+        cfg->max_price > LOB_MAX_PRICE || cfg->stp < 0 || cfg->stp > 3)
         return NULL;
     int64_t w = cfg->max_price - cfg->min_price + 1;
     if (w <= 0 || w > MAX_WIDTH) return NULL;
@@ -367,7 +369,8 @@ static int exec(lob_book *b, const lob_command *c, lob_outcome *o) {
         if (otype < 0 || otype > NOTIONAL) { rejected(o, R_BAD_TYPE); return 0; }
         if (side != 0 && side != 1) { rejected(o, R_BAD_SIDE); return 0; }
         if (c->owner <= 0) { rejected(o, R_BAD_OWNER); return 0; }
-        if (c->qty <= 0 || (c->qty > MAX_QTY && (otype != NOTIONAL || c->qty > MAX_NOTIONAL))) {
+        if (c->qty <= 0 ||
+            (c->qty > LOB_MAX_QTY && (otype != NOTIONAL || c->qty > LOB_MAX_NOTIONAL))) {
             rejected(o, R_BAD_QTY);
             return 0;
         }
@@ -386,7 +389,7 @@ static int exec(lob_book *b, const lob_command *c, lob_outcome *o) {
         return 0;
     }
     case 2:
-        if (c->qty <= 0 || c->qty > MAX_QTY) { rejected(o, R_BAD_QTY); return 0; }
+        if (c->qty <= 0 || c->qty > LOB_MAX_QTY) { rejected(o, R_BAD_QTY); return 0; }
         if (c->price != 0 && (c->price < b->lo || c->price > b->hi)) {
             rejected(o, R_BAD_PRICE);
             return 0;
@@ -472,6 +475,20 @@ int64_t lob_snapshot(const lob_book *b, int32_t side, int64_t depth, lob_level *
     const level *lv = b->lv[side];
     for (int64_t x = b->best[side]; x >= 0 && x < b->w && k < depth; x += step)
         if (lv[x].count) out[k++] = (lob_level){b->lo + x, lv[x].qty, lv[x].count};
+    return k;
+}
+
+int64_t lob_resting(const lob_book *b, lob_order *out, int64_t cap) {
+    if (!b) return 0;
+    int64_t k = 0;
+    for (int s = 0; s < 2; s++) {
+        int64_t step = s == 0 ? -1 : 1;
+        for (int64_t x = b->best[s]; x >= 0 && x < b->w; x += step)
+            for (int32_t j = b->lv[s][x].head; j >= 0; j = b->pool[j].next, k++)
+                if (out && k < cap)
+                    out[k] = (lob_order){b->pool[j].id, b->pool[j].owner, s, b->lo + x,
+                                         b->pool[j].qty};
+    }
     return k;
 }
 

@@ -20,6 +20,7 @@ from lob.engines.foreign.library import (
     LEVEL_DTYPE,
     NEED_FILL_SPACE,
     OK,
+    ORDER_DTYPE,
     Config,
     ForeignEngineError,
     GuardedArray,
@@ -31,10 +32,10 @@ from lob.semantics import (
     OUTCOME_DTYPE,
     BookConfig,
     as_commands,
+    command_field,
 )
 
 _MAX_FILL_CAP = 1 << 31
-_RANGES = {f: np.iinfo(COMMAND_DTYPE[f]) for f in EXEC_FIELDS}
 
 
 class ForeignEngine(Interactive):
@@ -62,6 +63,8 @@ class ForeignEngine(Interactive):
                 f"(lob_create returned NULL: band too wide for this engine, bad config, or out "
                 f"of memory)")
         self._handle = h
+        if lib.resting is not None:  # the optional per-order view
+            self.resting = self._resting
         self._frec = GuardedArray(FILL_DTYPE, 1024)  # the fill record
         self._nf = 0
         self._scratch_fills = GuardedArray(FILL_DTYPE, 1024)  # replay_into without fills
@@ -163,10 +166,7 @@ class ForeignEngine(Interactive):
         row = self._one.arr
         for f, v in zip(EXEC_FIELDS, (kind, otype, side, owner, price, qty, oid, price_hi),
                         strict=True):
-            r = _RANGES[f]
-            if not r.min <= v <= r.max:
-                raise ValueError(f"command field {f!r} = {v} is outside {COMMAND_DTYPE[f]}")
-            row[f] = v
+            row[f] = command_field(f, v)
         row["timed"] = False
         self._frec, self._nf, _ = self._drive(row, self._one_out, self._frec, self._nf)
         return self._one_out.arr[0].item()
@@ -194,6 +194,18 @@ class ForeignEngine(Interactive):
                                          f"returned {k} levels for depth {depth}")
             out[key] = [tuple(int(x) for x in lv) for lv in buf.arr[:k].tolist()]
         return out
+
+    def _resting(self) -> list[tuple]:
+        """(id, owner, side, price, qty) of every resting order, in priority order per side;
+        the engine's ``resting`` when the library exports ``lob_resting``."""
+        n = int(self._lib.resting(self._handle, None, 0))
+        buf = GuardedArray(ORDER_DTYPE, n)
+        got = int(self._lib.resting(self._handle, buf.addr, n))
+        buf.check(self.name, "resting-order")
+        if got != n:
+            raise ForeignEngineError(f"foreign engine {self.name!r}: lob_resting counted {n} "
+                                     f"orders, then {got}")
+        return [tuple(int(x) for x in r) for r in buf.arr.tolist()]
 
     def check(self) -> None:
         """The library's own invariant check (``lob_check``), if it exports one."""

@@ -26,12 +26,14 @@ ABI_VERSION = 1  # must equal LOB_ABI_VERSION in lob_engine.h
 HEADER = Path(__file__).with_name("lob_engine.h")
 
 LEVEL_DTYPE = np.dtype([("price", "i8"), ("qty", "i8"), ("count", "i8")])
+ORDER_DTYPE = np.dtype([("id", "i8"), ("owner", "i8"), ("side", "i8"), ("price", "i8"),
+                        ("qty", "i8")])
 
 OK, NEED_FILL_SPACE = 0, 1
 ERRORS = {-1: "LOB_ERR_ARG (a NULL pointer or negative count)",
           -2: "LOB_ERR_NOMEM (the engine could not grow its memory)"}
 
-STRUCT_COMMAND, STRUCT_OUTCOME, STRUCT_FILL, STRUCT_LEVEL, STRUCT_CONFIG = range(5)
+STRUCT_COMMAND, STRUCT_OUTCOME, STRUCT_FILL, STRUCT_LEVEL, STRUCT_CONFIG, STRUCT_ORDER = range(6)
 
 
 class ForeignEngineError(RuntimeError):
@@ -49,6 +51,7 @@ EXPECTED_SIZES = {  # record -> (LOB_STRUCT_* constant, size lob uses)
     "lob_fill": (STRUCT_FILL, FILL_DTYPE.itemsize),
     "lob_level": (STRUCT_LEVEL, LEVEL_DTYPE.itemsize),
     "lob_config": (STRUCT_CONFIG, ctypes.sizeof(Config)),
+    "lob_order": (STRUCT_ORDER, ORDER_DTYPE.itemsize),
 }
 
 _p, _i32, _i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
@@ -65,6 +68,7 @@ OPTIONAL = {
     "lob_replay_timed": (_i32, [*_REPLAY_ARGS, _p]),
     "lob_clock_samples": (None, [_p, _i64]),
     "lob_check": (_i32, [_p, ctypes.c_char_p, _i64]),
+    "lob_resting": (_i64, [_p, _p, _i64]),
 }
 
 

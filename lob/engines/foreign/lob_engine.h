@@ -26,6 +26,11 @@ extern "C" {
 
 #define LOB_ABI_VERSION 1
 
+/* bounds of lob/semantics.py (validation: a qty above them is REJECTED / BAD_QTY) */
+#define LOB_MAX_QTY 1000000000LL                 /* submit and modify quantity */
+#define LOB_MAX_NOTIONAL 1000000000000000000LL   /* amount of a NOTIONAL order */
+#define LOB_MAX_PRICE 1000000000LL               /* largest band end (BookConfig) */
+
 /* ---- records (packed; sizes checked by lob at load time via lob_struct_size) ---------- */
 #pragma pack(push, 1)
 typedef struct {
@@ -65,6 +70,14 @@ typedef struct {
     int64_t qty;
     int64_t count;
 } lob_level;          /* 24 bytes: one L2 level of a snapshot */
+
+typedef struct {
+    int64_t id;
+    int64_t owner;
+    int64_t side;
+    int64_t price;
+    int64_t qty;
+} lob_order;          /* 40 bytes: one resting order (lob_resting) */
 #pragma pack(pop)
 
 typedef struct {
@@ -75,7 +88,7 @@ typedef struct {
 } lob_config;
 
 enum { LOB_STRUCT_COMMAND = 0, LOB_STRUCT_OUTCOME = 1, LOB_STRUCT_FILL = 2,
-       LOB_STRUCT_LEVEL = 3, LOB_STRUCT_CONFIG = 4 };
+       LOB_STRUCT_LEVEL = 3, LOB_STRUCT_CONFIG = 4, LOB_STRUCT_ORDER = 5 };
 
 /* return codes of lob_replay / lob_replay_timed */
 #define LOB_OK 0              /* all n commands ran */
@@ -122,6 +135,10 @@ int32_t lob_replay_timed(lob_book *book, const lob_command *cmds, int64_t n,
 
 /* n back-to-back reads of the engine's clock: out[i] = read(i+1) - read(i) in ns. */
 void lob_clock_samples(int64_t *out, int64_t n);
+
+/* Every resting order in priority order (bids best first, FIFO within a level, then asks
+ * best first): writes the first min(cap, count) into out and returns count. */
+int64_t lob_resting(const lob_book *book, lob_order *out, int64_t cap);
 
 /* Check the book's invariants: 0 if they hold, else non-zero with a message in msg. */
 int32_t lob_check(const lob_book *book, char *msg, int64_t msg_cap);
