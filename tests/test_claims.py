@@ -284,3 +284,17 @@ def test_stream_diagnostics_agree_with_the_reference_replay(workload):
     if m.any():  # (no timed submit in cancel_only or mass_cancel_burst)
         assert round(float(lw[m].mean()), 3) == d["levels_walked_mean"]
         assert int(lw[m].max()) == d["levels_walked_max"]
+
+
+def test_failed_regime_wins_over_a_missing_figure():
+    c = _claim(regime=(_regime(diagnostic="count", min=1000),))
+    v = C.judge(c, C.measurement(None, diagnostics={"count": 200}))
+    assert v.verdict == "not comparable" and v.reason == "count = 200 (needs >= 1,000)"
+    assert C.judge(c, C.measurement(None, diagnostics={"count": 5000})).verdict == "not measured"
+
+
+def test_passed_regime_reads_plainly():
+    c = _claim(regime=(_regime(diagnostic="called", equals=True),
+                       _regime(diagnostic="count", min=1000)))
+    v = C.judge(c, C.measurement(2.0, diagnostics={"called": True, "count": 5000}))
+    assert v.regime == "ok: called = yes; count 5,000 >= 1,000"

@@ -87,7 +87,10 @@ class RegimeCheck:
         return f"{self.diagnostic} = {_show(v)} (needs {self.want()}{seed})"
 
     def passed(self, diagnostics: dict) -> str:
-        return f"{self.diagnostic} {_show(diagnostics.get(self.diagnostic))} {self.want()}"
+        v = _show(diagnostics.get(self.diagnostic))
+        if self.equals is not _UNSET and self.min is None and self.max is None:
+            return f"{self.diagnostic} = {v}"
+        return f"{self.diagnostic} {v} {self.want().removeprefix(f'= {_show(self.equals)} and ')}"
 
 
 def _equal(a, b) -> bool:
@@ -274,12 +277,12 @@ def _explain(m: dict) -> str:
 
 def judge(claim: Claim, m: dict | None, *, link: str = "", machine: str = "") -> Verdict:
     """The verdict on ``claim`` given lob's measurement record (None: not measured)."""
-    if m is None or m.get("value") is None:
+    if m is None:
         return Verdict(claim, "not measured", "-", "-",
                        f"no complete run of {claim.experiment} recorded {claim.id}", link,
                        machine)
     diags = m.get("diagnostics") or {}
-    v = m["value"]
+    v = m.get("value")
     detail = f" ({m['detail']})" if m.get("detail") else ""
     if claim.kind == "exact":
         lob_fig = f"{len(v) if isinstance(v, dict) else 0} counters{detail}"
@@ -293,8 +296,12 @@ def judge(claim: Claim, m: dict | None, *, link: str = "", machine: str = "") ->
                         f"{machine or 'this machine'}; absolute figures of two machines are "
                         "never compared")
     if fails:
-        return Verdict(claim, "not comparable", lob_fig, "FAILED: " + "; ".join(fails),
-                       fails[0], link, machine, m.get("explain") or {})
+        return Verdict(claim, "not comparable", lob_fig if v is not None else "-",
+                       "FAILED: " + "; ".join(fails), fails[0], link, machine,
+                       m.get("explain") or {})
+    if v is None:
+        return Verdict(claim, "not measured", "-", "-",
+                       f"{claim.experiment} recorded no figure for {claim.id}", link, machine)
     regime = ("ok: " + "; ".join(r.passed(diags) for r in claim.regime)) if claim.regime \
         else "none needed"
     verdict, reason = _compare(claim, v, m)
