@@ -298,3 +298,23 @@ def test_passed_regime_reads_plainly():
                        _regime(diagnostic="count", min=1000)))
     v = C.judge(c, C.measurement(2.0, diagnostics={"called": True, "count": 5000}))
     assert v.regime == "ok: called = yes; count 5,000 >= 1,000"
+
+
+def test_index_opens_with_the_reproduction_table(tmp_path):
+    from lob.experiments.report import write_index
+
+    run = _run(tmp_path, "fok_scan_bottleneck", "quick-1",
+               {"s001_v1_v2_comprehensive": C.measurement(
+                   60.0, diagnostics={"commands": 2_000_000})})
+    (run / "summary.json").write_text(json.dumps({
+        "claims": {"s001_v1_v2_comprehensive": C.measurement(
+            60.0, diagnostics={"commands": 2_000_000})},
+        "conditions": {"cpu_model": "Test CPU"}, "run": {}, "conclusion": "x"}))
+    text = write_index(tmp_path).read_text()
+    head = text.split("## fok_scan_bottleneck", 1)[0]
+    assert "## Reproduction of the seeds' claims" in head
+    assert "| claim | seed figure (machine) | lob figure (this machine) | regime check |" in head
+    row = next(ln for ln in head.splitlines() if ln.startswith("| s001_v1_v2_comprehensive"))
+    assert "[Apple M2 Pro]" in row and "| direction only |" in row
+    assert "(fok_scan_bottleneck/quick-1/fok_scan_bottleneck.ipynb)" in row
+    assert len([ln for ln in head.splitlines() if ln.startswith("| s0")]) == len(C.load())
