@@ -318,3 +318,29 @@ def test_index_opens_with_the_reproduction_table(tmp_path):
     assert "[Apple M2 Pro]" in row and "| direction only |" in row
     assert "(fok_scan_bottleneck/quick-1/fok_scan_bottleneck.ipynb)" in row
     assert len([ln for ln in head.splitlines() if ln.startswith("| s0")]) == len(C.load())
+
+
+def test_pipeline_claims_from_its_tables(tmp_path):
+    tables = {"capacity": [{"batch": 1, "capacity": 96_000.0}, {"batch": 8, "capacity": 4e5}],
+              "sweep": [{"batch": 1, "pinning": "unpinned", "fraction": 1.2, "saturated": True,
+                         "lat_p99": 9e6},
+                        {"batch": 8, "pinning": "unpinned", "fraction": 1.5, "saturated": False,
+                         "lat_p99": 9e6},
+                        {"batch": 1, "pinning": "unpinned", "fraction": 0.5, "saturated": False,
+                         "lat_p99": 1000.0},
+                        {"batch": 1, "pinning": "pinned", "fraction": 0.5, "saturated": False,
+                         "lat_p99": 1100.0}]}
+    m = C.pipeline_claims(tables, cpu_count=2)
+    assert m["s003_pipeline_capacity"]["value"] == 96_000.0
+    assert m["s003_pipeline_saturation"]["value"] == 0.5
+    assert m["s003_pinning"]["value"] == pytest.approx(1.1)
+    assert C.pipeline_claims({}) == {}
+    run = tmp_path / "pipeline_latency" / "default-1"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"tables": tables,
+                                                  "conditions": {"cpu_count": 2}}))
+    (run / "COMPLETE").write_text("")
+    by = {v.claim.id: v for v in C.verdicts(tmp_path)}
+    assert by["s003_pipeline_capacity"].verdict == "not comparable"
+    assert by["s003_pipeline_saturation"].verdict == "not reproduced"
+    assert by["s003_pinning"].verdict == "reproduced"
