@@ -344,3 +344,15 @@ def test_pipeline_claims_from_its_tables(tmp_path):
     assert by["s003_pipeline_capacity"].verdict == "not comparable"
     assert by["s003_pipeline_saturation"].verdict == "not reproduced"
     assert by["s003_pinning"].verdict == "reproduced"
+
+
+def test_pipeline_claims_use_the_compiled_transport():
+    tables = {"capacity": [{"batch": 1, "capacity_compiled": 19_000.0,
+                            "capacity_python": 15_000.0}],
+              "sweep": [{"transport": "python", "batch": 1, "pinning": "unpinned",
+                         "fraction": 1.5, "saturated": False, "lat_p99": 1.0},
+                        {"transport": "compiled", "batch": 1, "pinning": "unpinned",
+                         "fraction": 1.5, "saturated": True, "lat_p99": 1.0}]}
+    m = C.pipeline_claims(tables)
+    assert m["s003_pipeline_capacity"]["value"] == 19_000.0
+    assert m["s003_pipeline_saturation"]["value"] == 1.0

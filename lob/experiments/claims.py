@@ -395,21 +395,26 @@ def collect(artifacts: Path | str) -> dict[str, tuple[dict, Path, dict]]:
 def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dict]:
     """Seed 003's pipeline claims measured from the pipeline notebook's tables.
 
-    ``tables["capacity"]``: rows with ``batch`` and ``capacity``; ``tables["sweep"]``: rows
-    with ``batch``, ``pinning`` (pinned | unpinned), ``fraction`` (offered rate over
-    capacity), ``saturated`` and ``lat_p99``. Gives ``s003_pipeline_capacity`` (batch 1),
-    ``s003_pipeline_saturation`` (share of unpinned rows offered above capacity that
-    saturate) and ``s003_pinning`` (median over batch-1 rows below capacity of p99 pinned /
-    p99 unpinned); a claim whose rows are missing is left out.
+    ``tables["capacity"]``: rows with ``batch`` and ``capacity`` (or ``capacity_compiled``);
+    ``tables["sweep"]``: rows with ``batch``, ``pinning`` (pinned | unpinned), ``fraction``
+    (offered rate over capacity), ``saturated``, ``lat_p99`` and optionally ``transport``
+    (only the compiled transport's rows are used when there are any). Gives
+    ``s003_pipeline_capacity`` (batch 1), ``s003_pipeline_saturation`` (share of unpinned
+    rows offered above capacity that saturate) and ``s003_pinning`` (median over batch-1
+    rows below capacity of p99 pinned / p99 unpinned); a claim whose rows are missing is
+    left out.
     """
     import statistics
 
     out: dict[str, dict] = {}
     cap = [r for r in tables.get("capacity") or [] if r.get("batch") == 1]
-    if cap and cap[0].get("capacity"):
-        out["s003_pipeline_capacity"] = measurement(cap[0]["capacity"],
-                                                    detail="commands/s at batch 1")
+    key = next((k for k in ("capacity", "capacity_compiled") if cap and cap[0].get(k)), None)
+    if key:
+        out["s003_pipeline_capacity"] = measurement(cap[0][key],
+                                                    detail=f"{key}, commands/s at batch 1")
     sweep = tables.get("sweep") or []
+    if any(r.get("transport") == "compiled" for r in sweep):  # the seed's is compiled code
+        sweep = [r for r in sweep if r.get("transport") == "compiled"]
     above = [r for r in sweep if r.get("pinning", "unpinned") == "unpinned"
              and (r.get("fraction") or 0) > 1]
     if above:
