@@ -420,7 +420,7 @@ def test_header_and_loader_agree():
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook,overrides", [
     ("tail_analysis", {"engines": [NAME]}),
-    ("fok_scan_bottleneck", {"engines": [NAME], "fok_engines": [NAME]}),
+    ("fok_scan_bottleneck", {"lineage": ["v0", "v1", "v2", NAME], "latency": [NAME]}),
 ])
 def test_notebooks_run_the_engine_by_name(toml, notebook, overrides, tmp_path, monkeypatch):
     from lob.experiments import run_batch
