@@ -17,8 +17,9 @@ Transports (``transport=``):
   command from its slot into the shared outcome rows, stamping the publish time in-kernel.
   Compiled (``@numba``) engines only.
 
-Liveness: each child sets ``PR_SET_PDEATHSIG`` (Linux) so it dies with the parent, and also
-checks its parent pid in every wait; each side checks the other's heartbeat, pid and the
+Liveness: each child sets ``PR_SET_PDEATHSIG`` (Linux) so it dies with the parent (strictly:
+with the thread that started it, so start sessions from a thread that outlives them), and
+also checks its parent pid in every wait; each side checks the other's heartbeat, pid and the
 abort word (see :mod:`lob.pipeline.ring`). The parent watches both children while a row
 runs (exit, silence, heartbeat age, a deadline): a dead, stopped or hung child makes
 :meth:`~PipelineSession.run` raise :class:`~lob.pipeline.run.PipelineError` within about
@@ -136,10 +137,17 @@ class _Child:
     def alive_parent(self) -> bool:
         return os.getppid() == self.ppid
 
+    def _unmap(self) -> None:
+        if self.res is not None:
+            try:
+                self.res.close()
+            except BufferError:  # a view still alive: the mapping goes with the process
+                pass
+            self.res = None
+
     def views(self, name, n):
         if name != self.res_name:
-            if self.res is not None:
-                self.res.close()
+            self._unmap()
             self.res, self.res_name = attach_shm(name), name
         return _results_views(self.res.buf, n)
 
@@ -150,8 +158,7 @@ class _Child:
         return []
 
     def close(self) -> None:
-        if self.res is not None:
-            self.res.close()
+        self._unmap()
         self.ring.close()
 
 
