@@ -217,7 +217,6 @@ class _EngineChild(_Child):
             return
 
     def run(self, job) -> dict:
-
         n = job["n"]
         done, due, out, _ = self.views(job["res"], n)
         done[:] = 0  # map the pages now, not as page faults inside the timed loop
@@ -226,51 +225,45 @@ class _EngineChild(_Child):
         cfg = BookConfig.from_dict(job["config"])
         eng = self.get_engine(self.name, cfg)  # a fresh book for every row
         affinity = self.pin(job["cpu"])
-        gc.collect()
-        if not self.opts["gc_enabled"]:
-            gc.disable()
-        try:
-            if self.transport == "compiled":
-                from lob.engines.compiled.kernel import GROW_INDEX
+        if self.transport == "compiled":
+            from lob.engines.compiled.kernel import GROW_INDEX
 
-                while eng.kernel_state()[2].size < n + 2:  # size the id index up front
-                    eng.kernel_state(GROW_INDEX)
-                start_tail = int(self.raw[TAIL * _L])
-                self.beat()  # building the book took a while: fresh beat, then ready
-                self.raw[READY * _L] = job["row"]
-                self._drain(eng, self.raw, self.ring.slots["cmd"], self.ring.slots["due"],
-                            out, done, due, n, job["sender_pid"])
-            else:
-                run = make_step_runner(eng, self.opts["mode"])
-                cons, max_take = self.cons, self.opts["max_take"]
-                start_tail = int(self.raw[TAIL * _L])
-                self.beat()  # building the book took a while: fresh beat, then ready
-                self.raw[READY * _L] = job["row"]
-                pos, sub = 0, _SUB_MAX
-                while pos < n:
-                    first, rec = cons.take(min(max_take, n - pos))
-                    m = len(rec["due"])
-                    if first != start_tail + pos:
-                        raise RingError(f"engine: expected record {start_tail + pos}, got "
-                                        f"{first} (lost or reordered)")
-                    due[pos:pos + m] = rec["due"]
-                    j = 0
-                    while j < m:  # a long chunk runs in parts, beating between them
-                        k = min(m, j + sub)
-                        t0 = now_ns()
-                        run(rec["cmd"][j:k], out[pos + j:pos + k], done[pos + j:pos + k])
-                        t1 = now_ns()
-                        cons.beat(t1)
-                        # next part: about check_ms of work (at least 1 command)
-                        sub = max(1, min(_SUB_MAX, int((k - j) * self.check_ns
-                                                       / max(1, t1 - t0))))
-                        j = k
-                    pos += m
-            end_tail = int(self.raw[TAIL * _L])
-            if end_tail - start_tail != n:
-                raise RingError(f"engine: consumed {end_tail - start_tail} records, expected {n}")
-        finally:
-            gc.enable()
+            while eng.kernel_state()[2].size < n + 2:  # size the id index up front
+                eng.kernel_state(GROW_INDEX)
+            start_tail = int(self.raw[TAIL * _L])
+            self.beat()  # building the book took a while: fresh beat, then ready
+            self.raw[READY * _L] = job["row"]
+            self._drain(eng, self.raw, self.ring.slots["cmd"], self.ring.slots["due"],
+                        out, done, due, n, job["sender_pid"])
+        else:
+            run = make_step_runner(eng, self.opts["mode"])
+            cons, max_take = self.cons, self.opts["max_take"]
+            start_tail = int(self.raw[TAIL * _L])
+            self.beat()  # building the book took a while: fresh beat, then ready
+            self.raw[READY * _L] = job["row"]
+            pos, sub = 0, _SUB_MAX
+            while pos < n:
+                first, rec = cons.take(min(max_take, n - pos))
+                m = len(rec["due"])
+                if first != start_tail + pos:
+                    raise RingError(f"engine: expected record {start_tail + pos}, got "
+                                    f"{first} (lost or reordered)")
+                due[pos:pos + m] = rec["due"]
+                j = 0
+                while j < m:  # a long chunk runs in parts, beating between them
+                    k = min(m, j + sub)
+                    t0 = now_ns()
+                    run(rec["cmd"][j:k], out[pos + j:pos + k], done[pos + j:pos + k])
+                    t1 = now_ns()
+                    cons.beat(t1)
+                    # next part: about check_ms of work (at least 1 command)
+                    sub = max(1, min(_SUB_MAX, int((k - j) * self.check_ns
+                                                   / max(1, t1 - t0))))
+                    j = k
+                pos += m
+        end_tail = int(self.raw[TAIL * _L])
+        if end_tail - start_tail != n:
+            raise RingError(f"engine: consumed {end_tail - start_tail} records, expected {n}")
         return {"affinity": affinity, "grows": dict(getattr(eng, "grows", {}))}
 
 
@@ -313,27 +306,21 @@ class _SenderChild(_Child):
         cmds = self.views(job["res"], n)[3]
         int(cmds.view(np.uint8)[::4096].sum())  # map the pages before the timed loop
         affinity = self.pin(job["cpu"])
-        gc.collect()
-        if not self.opts["gc_enabled"]:
-            gc.disable()
-        try:
-            self._wait_ready(job["row"])
-            start = now_ns() + job["lead_ns"]
-            self.raw[START_NS * _L] = start
-            period = 1e9 / rate if math.isfinite(rate) else 0.0
-            if self.transport == "compiled":
-                from lob.pipeline.compiled import OK, STATUS, send_row
+        self._wait_ready(job["row"])
+        start = now_ns() + job["lead_ns"]
+        self.raw[START_NS * _L] = start
+        period = 1e9 / rate if math.isfinite(rate) else 0.0
+        if self.transport == "compiled":
+            from lob.pipeline.compiled import OK, STATUS, send_row
 
-                k, st, late = send_row(self.raw, cmds, self.ring.slots["cmd"],
-                                       self.ring.slots["due"], 0, n, start, period, batch,
-                                       self.check_ns, self.liveness_ns, self.timeout_ns,
-                                       self.ppid, job["engine_pid"])
-                if st != OK:
-                    raise PeerError(f"sender: stopped after {k} of {n} commands: {STATUS[st]}")
-            else:
-                late = self._send_python(cmds, n, start, period, batch)
-        finally:
-            gc.enable()
+            k, st, late = send_row(self.raw, cmds, self.ring.slots["cmd"],
+                                   self.ring.slots["due"], 0, n, start, period, batch,
+                                   self.check_ns, self.liveness_ns, self.timeout_ns,
+                                   self.ppid, job["engine_pid"])
+            if st != OK:
+                raise PeerError(f"sender: stopped after {k} of {n} commands: {STATUS[st]}")
+        else:
+            late = self._send_python(cmds, n, start, period, batch)
         return {"affinity": affinity, "late_batches_1ms": int(late), "start_ns": int(start)}
 
     def _send_python(self, cmds, n, start, period, batch) -> int:
@@ -373,6 +360,10 @@ def _child_main(role, conn, spec, ppid, opts, config):
     try:
         child = (_EngineChild if role == "engine" else _SenderChild)(spec, ppid, opts)
         child.warm(config)
+        gc.collect()
+        gc.freeze()  # what warming left is permanent: later collections skip it
+        if not opts["gc_enabled"]:
+            gc.disable()  # for the process's life: no collector pause inside a row
         child.beat()
         conn.send(("up", {"pid": os.getpid()}))
         while True:
