@@ -26,7 +26,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["load_acquire", "store_release", "cpu_pause", "getppid", "pid_alive"]
+__all__ = ["load_acquire", "store_release", "cpu_pause", "getppid", "pid_alive", "sched_yield"]
 
 _MACHINE = platform.machine().lower()
 
@@ -96,6 +96,21 @@ def getppid(typingctx):
         i32 = ir.IntType(32)
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, []), "getppid")
         return builder.sext(builder.call(fn, []), ir.IntType(64))
+
+    return sig, codegen
+
+
+@intrinsic
+def sched_yield(typingctx):
+    """libc ``sched_yield()``: let another runnable task have this CPU (returns at once when
+    there is none)."""
+    sig = types.void()
+
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(builder.module,
+                                            ir.FunctionType(ir.IntType(32), []), "sched_yield")
+        builder.call(fn, [])
+        return context.get_dummy_value()
 
     return sig, codegen
 

@@ -9,7 +9,12 @@ per cache line), ``slot_cmd`` / ``slot_due`` the slot arrays. Control words are 
 counter and reloads it only when its copy says "full" (sender) or "empty" (engine), so the
 counters' cache lines move between cores only when they must.
 
-Waits spin with :func:`~lob.pipeline.atomics.cpu_pause`; every ``check_ns`` (read off the
+Waits spin with :func:`~lob.pipeline.atomics.cpu_pause`. A wait that has spun for ``spin_ns``
+without progress (and a sender whose next due time is more than ``spin_ns`` away) calls
+``sched_yield`` instead of pausing: on a dedicated core that returns at once (the wait stays
+a spin, a few hundred ns per turn), on a shared machine it lets the other runnable tasks have
+the CPU instead of burning the time slice the scheduler would then take back in the middle
+of a busy stretch. Every ``check_ns`` (read off the
 clock every 64 spins, or after each command) a side refreshes its heartbeat and checks: the
 abort word, its parent (``getppid``), the peer's heartbeat age and the peer's pid. Any of
 them makes the loop return a status, so a failure reaches Python (and the caller) within
@@ -29,7 +34,14 @@ from numba import njit
 from lob.engines.compiled import kernel as kn
 from lob.engines.compiled.book import NFILL
 from lob.engines.compiled.clock import monotonic_ns
-from lob.pipeline.atomics import cpu_pause, getppid, load_acquire, pid_alive, store_release
+from lob.pipeline.atomics import (
+    cpu_pause,
+    getppid,
+    load_acquire,
+    pid_alive,
+    sched_yield,
+    store_release,
+)
 from lob.pipeline.ring import ABORT, CONS_BEAT, HEAD, PROD_BEAT, TAIL
 
 __all__ = ["send_row", "engine_row", "OK", "ABORTED", "PARENT_GONE", "PEER_STALE",
@@ -64,7 +76,7 @@ def check(H, me_beat, peer_beat, t, liveness_ns, ppid, peer_pid):
 
 @njit(cache=True)
 def send_row(H, cmds, slot_cmd, slot_due, k0, n, start, period, batch, check_ns,
-             liveness_ns, timeout_ns, ppid, peer_pid):
+             liveness_ns, timeout_ns, ppid, peer_pid, spin_ns):
     """Publish ``cmds[k0:n]`` in batches of ``batch``, command ``k`` due at
     ``start + int64(k * period)`` (``period`` = 1e9 / rate, 0 = unpaced); a batch goes out
     when its last command is due, each slot carrying its own due time.
@@ -89,7 +101,10 @@ def send_row(H, cmds, slot_cmd, slot_due, k0, n, start, period, batch, check_ns,
                 if st != OK:
                     return k, st, late
                 nxt = t + check_ns
-            cpu_pause()
+            if t_due - t > spin_ns:
+                sched_yield()
+            else:
+                cpu_pause()
             t = monotonic_ns()
         if t - t_due > 1_000_000:
             late += 1
@@ -98,11 +113,16 @@ def send_row(H, cmds, slot_cmd, slot_due, k0, n, start, period, batch, check_ns,
             tail = load_acquire(H, TAIL * _L)
             spins = 0
             t0 = t
+            lazy = False
             while head + m - tail > cap:
-                cpu_pause()
+                if lazy:
+                    sched_yield()
+                else:
+                    cpu_pause()
                 spins += 1
-                if spins & _SPIN_CHECK == 0:
+                if lazy or spins & _SPIN_CHECK == 0:
                     t = monotonic_ns()
+                    lazy = t - t0 > spin_ns
                     if t >= nxt:
                         st = check(H, PROD_BEAT, CONS_BEAT, t, liveness_ns, ppid, peer_pid)
                         if st != OK:
@@ -129,7 +149,7 @@ def send_row(H, cmds, slot_cmd, slot_due, k0, n, start, period, batch, check_ns,
 
 @njit(cache=True)
 def engine_row(H, slot_cmd, slot_due, out, done, due, pos, n, F, N, IDX, LV, B, G, durs,
-               check_ns, liveness_ns, timeout_ns, ppid, peer_pid):
+               check_ns, liveness_ns, timeout_ns, ppid, peer_pid, spin_ns):
     """Drain ``n - pos`` records: run each command straight from its slot into ``out[pos]``
     (the kernel of :mod:`lob.engines.compiled.kernel`), stamp ``done[pos]`` right after,
     copy its due time, then free the slot (one release store of ``tail``).
@@ -150,11 +170,16 @@ def engine_row(H, slot_cmd, slot_due, out, done, due, pos, n, F, N, IDX, LV, B, 
             head = load_acquire(H, HEAD * _L)
             spins = 0
             t0 = monotonic_ns()
+            lazy = False
             while head == tail:
-                cpu_pause()
+                if lazy:
+                    sched_yield()
+                else:
+                    cpu_pause()
                 spins += 1
-                if spins & _SPIN_CHECK == 0:
+                if lazy or spins & _SPIN_CHECK == 0:
                     t = monotonic_ns()
+                    lazy = t - t0 > spin_ns
                     if t >= nxt:
                         st = check(H, CONS_BEAT, PROD_BEAT, t, liveness_ns, ppid, peer_pid)
                         if st != OK:

@@ -130,6 +130,7 @@ class _Child:
         ns = lambda s: int(s * 1e9)  # noqa: E731
         self.check_ns = ns(opts["check_ms"] / 1e3)
         self.liveness_ns, self.timeout_ns = ns(opts["liveness_s"]), ns(opts["timeout_s"])
+        self.spin_ns = ns(min(opts["spin_us"], 1e9) / 1e6)
 
     def beat(self) -> None:
         self.raw[self.beat_word * _L] = now_ns()
@@ -208,7 +209,7 @@ class _EngineChild(_Child):
         while True:
             pos, st = engine_row(raw, slot_cmd, slot_due, out, done, due, pos, n, *state, durs,
                                  self.check_ns, self.liveness_ns, self.timeout_ns, self.ppid,
-                                 peer_pid)
+                                 peer_pid, self.spin_ns)
             if st >= GROW:
                 state = eng.kernel_state(st - GROW)
                 continue
@@ -289,7 +290,7 @@ class _SenderChild(_Child):
         raw[CONS_BEAT * _L] = now_ns() + 10**12
         slot_cmd, slot_due = np.zeros(n, COMMAND_DTYPE), np.zeros(n, np.int64)
         send_row(raw, wc, slot_cmd, slot_due, 0, n, now_ns(), 0.0, 7, self.check_ns,
-                 self.liveness_ns, self.timeout_ns, self.ppid, 0)
+                 self.liveness_ns, self.timeout_ns, self.ppid, 0, self.spin_ns)
 
     def _wait_ready(self, row: int) -> None:
         t0 = time.monotonic()
@@ -316,7 +317,7 @@ class _SenderChild(_Child):
             k, st, late = send_row(self.raw, cmds, self.ring.slots["cmd"],
                                    self.ring.slots["due"], 0, n, start, period, batch,
                                    self.check_ns, self.liveness_ns, self.timeout_ns,
-                                   self.ppid, job["engine_pid"])
+                                   self.ppid, job["engine_pid"], self.spin_ns)
             if st != OK:
                 raise PeerError(f"sender: stopped after {k} of {n} commands: {STATUS[st]}")
         else:
@@ -397,13 +398,16 @@ class PipelineSession:
     module docstring); ``mode`` the python transport's executor (``"chunk"`` | ``"command"``);
     ``ring_capacity`` slots in the ring; ``max_take`` the python engine's chunk bound;
     ``timeout_s`` bounds any one wait; ``liveness_s`` is how long a silent peer is given;
-    ``check_ms`` how often waits check. Use as a context manager.
+    ``check_ms`` how often waits check; ``spin_us`` how long a compiled wait spins before it
+    yields the CPU between spins (``math.inf``: spin only; see :mod:`lob.pipeline.compiled`).
+    Use as a context manager.
     """
 
     def __init__(self, engine: str, *, transport: str = "python", config: BookConfig | None = None,
                  mode: str = "chunk", gc_enabled: bool = False, ring_capacity: int = 4096,
                  max_take: int | None = None, timeout_s: float = 10.0, liveness_s: float = 2.0,
-                 check_ms: float = 10.0, start_timeout_s: float = 600.0):
+                 check_ms: float = 10.0, spin_us: float = 50.0,
+                 start_timeout_s: float = 600.0):
 
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -429,7 +433,8 @@ class PipelineSession:
         self.capacity = int(ring_capacity)
         opts = dict(transport=transport, engine=engine, mode=mode, gc_enabled=gc_enabled,
                     max_take=int(max_take or ring_capacity), timeout_s=float(timeout_s),
-                    liveness_s=float(liveness_s), check_ms=float(check_ms))
+                    liveness_s=float(liveness_s), check_ms=float(check_ms),
+                    spin_us=float(spin_us))
         try:
             for role in ("engine", "sender"):
                 here, there = ctx.Pipe()

@@ -34,7 +34,7 @@ __all__ = ["default_engine", "summarize", "service_time", "find_capacity", "swee
            "open_loop_scenarios", "supported", "min_samples", "SCENARIOS"]
 
 _SESSION_KW = ("transport", "mode", "gc_enabled", "ring_capacity", "max_take", "timeout_s",
-               "liveness_s", "check_ms")
+               "liveness_s", "check_ms", "spin_us")
 # the eight orderbook-rs HDR bench scenarios (seed 000)
 SCENARIOS = ("add_only", "cancel_only", "aggressive_walk", "notional_walk", "mixed_70_20_10",
              "thin_book_sweep", "mass_cancel_burst", "stp_sweep")
