@@ -227,10 +227,15 @@ class _EngineChild(_Child):
         eng = self.get_engine(self.name, cfg)  # a fresh book for every row
         affinity = self.pin(job["cpu"])
         if self.transport == "compiled":
-            from lob.engines.compiled.kernel import GROW_INDEX
+            from lob.engines.compiled.kernel import GROW_FILLS, GROW_INDEX, GROW_POOL
 
-            while eng.kernel_state()[2].size < n + 2:  # size the id index up front
-                eng.kernel_state(GROW_INDEX)
+            # size the book for the row before saying ready, as a live engine would: the id
+            # index for n ids, the node pool and fill buffer for up to n resting orders
+            # (capped at 2**20), so no array is copied (~ms) in the middle of the row
+            cap = min(n, 1 << 20) + 2
+            for code, which in ((GROW_INDEX, 2), (GROW_POOL, 1), (GROW_FILLS, 0)):
+                while len(eng.kernel_state()[which]) < cap:
+                    eng.kernel_state(code)
             start_tail = int(self.raw[TAIL * _L])
             self.beat()  # building the book took a while: fresh beat, then ready
             self.raw[READY * _L] = job["row"]
