@@ -343,6 +343,16 @@ def test_pipeline_claims_from_its_tables(tmp_path):
     by = {v.claim.id: v for v in C.verdicts(tmp_path)}
     assert by["s003_pipeline_capacity"].verdict == "not comparable"
     assert by["s003_pipeline_saturation"].verdict == "not reproduced"
+    assert by["s003_pinning"].verdict == "not comparable"  # one run each: no statement
+    assert "repeats" in by["s003_pinning"].regime
+    for pin, p99 in (("unpinned", 990.0), ("pinned", 1090.0), ("unpinned", 1010.0),
+                     ("pinned", 1080.0)):
+        tables["sweep"].append({"batch": 1, "pinning": pin, "fraction": 0.5,
+                                "saturated": False, "lat_p99": p99})
+    (run / "summary.json").write_text(json.dumps({"tables": tables,
+                                                  "conditions": {"cpu_count": 2}}))
+    by = {v.claim.id: v for v in C.verdicts(tmp_path)}
+    assert C.pipeline_claims(tables, 2)["s003_pinning"]["diagnostics"]["repeats"] == 3
     assert by["s003_pinning"].verdict == "reproduced"
 
 

@@ -423,17 +423,21 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
             share, diagnostics={"count": len(above)},
             detail=f"{sum(bool(r.get('saturated')) for r in above)} of {len(above)} rows "
                    "above capacity saturated")
-    pairs = {}
+    pairs: dict = {}  # fraction -> pinning -> [p99 of each repeat]
     for r in sweep:
         if r.get("batch") == 1 and (r.get("fraction") or 0) < 1 and r.get("lat_p99"):
-            pairs.setdefault(r["fraction"], {})[r.get("pinning", "unpinned")] = r["lat_p99"]
-    ratios = [p["pinned"] / p["unpinned"] for p in pairs.values()
-              if "pinned" in p and "unpinned" in p and p["unpinned"]]
+            pairs.setdefault(r["fraction"], {}).setdefault(
+                r.get("pinning", "unpinned"), []).append(r["lat_p99"])
+    both = [p for p in pairs.values() if p.get("pinned") and p.get("unpinned")]
+    ratios = [statistics.median(p["pinned"]) / statistics.median(p["unpinned"])
+              for p in both if statistics.median(p["unpinned"])]
     if ratios:
+        repeats = min(min(len(p["pinned"]), len(p["unpinned"])) for p in both)
         out["s003_pinning"] = measurement(
-            statistics.median(ratios), diagnostics={"cpu_count": cpu_count},
+            statistics.median(ratios), diagnostics={"cpu_count": cpu_count, "repeats": repeats},
             explain={"rate points": len(ratios)},
-            detail="median over offered rates of p99 pinned / unpinned, batch 1")
+            detail=f"median over offered rates of p99 pinned / unpinned, batch 1, "
+                   f"{repeats} run(s) each")
     return out
 
 
