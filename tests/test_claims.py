@@ -366,3 +366,21 @@ def test_pipeline_claims_use_the_compiled_transport():
     m = C.pipeline_claims(tables)
     assert m["s003_pipeline_capacity"]["value"] == 19_000.0
     assert m["s003_pipeline_saturation"]["value"] == 1.0
+
+
+def test_pinning_claim_prefers_the_repeated_tail_runs():
+    sweep = [{"transport": "compiled", "batch": 1, "pinning": p, "fraction": 0.5,
+              "saturated": False, "lat_p99": v} for p, v in (("unpinned", 1000.0),
+                                                             ("pinned", 3000.0))]
+    tail = [{"fraction": f, "pinning": p, "run": k, "p99": v}
+            for f in (0.5, 0.9) for k in (1, 2, 3)
+            for p, v in (("unpinned", 2000.0 + k), ("pinned", 2200.0 + k))]
+    tail.append({"fraction": 0.5, "pinning": "pinned", "run": 4, "p99": "n<1000"})  # a marker
+    m = C.pipeline_claims({"sweep": sweep, "tail_runs": tail})["s003_pinning"]
+    assert m["value"] == pytest.approx(2202 / 2002)
+    assert m["diagnostics"]["repeats"] == 3 and m["explain"]["rate points"] == 2
+    # without tail runs (or with only markers) the sweep's rows stand in
+    only_markers = [dict(r, p99="n<1000") for r in tail]
+    for t in ([], only_markers):
+        m = C.pipeline_claims({"sweep": sweep, "tail_runs": t})["s003_pinning"]
+        assert m["value"] == 3.0 and m["diagnostics"]["repeats"] == 1

@@ -17,7 +17,8 @@ from lob.experiments import claims as C
 from lob.experiments import conclude as K
 from lob.experiments import run_batch
 
-MINE = ["alloc_profile", "bisection", "evolution_stress", "fok_scan_bottleneck", "tail_analysis"]
+MINE = ["alloc_profile", "bisection", "evolution_stress", "fok_scan_bottleneck", "pipeline_latency",
+        "tail_analysis"]
 
 
 def _outputs_text(nb) -> list[str]:

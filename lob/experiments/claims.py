@@ -398,7 +398,9 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
     ``tables["capacity"]``: rows with ``batch`` and ``capacity`` (or ``capacity_compiled``);
     ``tables["sweep"]``: rows with ``batch``, ``pinning`` (pinned | unpinned), ``fraction``
     (offered rate over capacity), ``saturated``, ``lat_p99`` and optionally ``transport``
-    (only the compiled transport's rows are used when there are any). Gives
+    (only the compiled transport's rows are used when there are any); ``tables["tail_runs"]``
+    (optional): the notebook's repeated batch-1 runs (``fraction``, ``pinning``, ``p99``), used
+    for the pinning claim instead of the sweep's rows when present. Gives
     ``s003_pipeline_capacity`` (batch 1), ``s003_pipeline_saturation`` (share of unpinned
     rows offered above capacity that saturate) and ``s003_pinning`` (median over batch-1
     rows below capacity of p99 pinned / p99 unpinned); a claim whose rows are missing is
@@ -424,10 +426,15 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
             detail=f"{sum(bool(r.get('saturated')) for r in above)} of {len(above)} rows "
                    "above capacity saturated")
     pairs: dict = {}  # fraction -> pinning -> [p99 of each repeat]
-    for r in sweep:
-        if r.get("batch") == 1 and (r.get("fraction") or 0) < 1 and r.get("lat_p99"):
-            pairs.setdefault(r["fraction"], {}).setdefault(
-                r.get("pinning", "unpinned"), []).append(r["lat_p99"])
+    # the repeated batch-1 runs of the tail section when recorded, else the sweep's rows
+    tail = [(r.get("fraction"), r.get("pinning"), r.get("p99")) for r in
+            tables.get("tail_runs") or []]
+    if not any(isinstance(p, int | float) and p for _, _, p in tail):
+        tail = [(r.get("fraction"), r.get("pinning", "unpinned"), r.get("lat_p99"))
+                for r in sweep if r.get("batch") == 1]
+    for f, pin, p99 in tail:
+        if (f or 0) < 1 and isinstance(p99, int | float) and p99:
+            pairs.setdefault(f, {}).setdefault(pin or "unpinned", []).append(p99)
     both = [p for p in pairs.values() if p.get("pinned") and p.get("unpinned")]
     ratios = [statistics.median(p["pinned"]) / statistics.median(p["unpinned"])
               for p in both if statistics.median(p["unpinned"])]

@@ -11,6 +11,17 @@ from lob.measure.clock import ClockCalibration, calibrate
 from lob.measure.latency import LatencyStats, capture_latency, histogram_from, open_loop
 from lob.measure.results import MixedMachinesError, load_results
 
-__all__ = ["BenchResult", "ClockCalibration", "LatencyRun", "LatencyStats", "MixedMachinesError",
-           "MixedRunsError", "bench", "calibrate", "capture_latency", "histogram_from",
-           "load_results", "open_loop"]
+__all__ = ["BenchResult", "ClockCalibration", "Hiccups", "LatencyRun", "LatencyStats",
+           "MixedMachinesError", "MixedRunsError", "bench", "calibrate", "capture_latency",
+           "floor_latency", "histogram_from", "load_results", "open_loop", "record_hiccups"]
+
+_HICCUP = ("Hiccups", "floor_latency", "record_hiccups")
+
+
+def __getattr__(name: str):
+    """The machine-pause recorder loads on first use (it compiles with numba)."""
+    if name in _HICCUP:
+        from lob.measure import hiccup
+
+        return getattr(hiccup, name)
+    raise AttributeError(f"module 'lob.measure' has no attribute {name!r}")
