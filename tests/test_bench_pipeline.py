@@ -1,0 +1,117 @@
+"""The compiled pipeline's figures (issue 15): a benchmark, not a test - ``make bench`` runs it.
+
+v2@numba on cpp_comprehensive (``LOB_BENCH_PIPELINE_SCALE``, default 0.1: 200,000 commands),
+batch 1: capacity of both transports in one run and their ratio; then, on one session,
+``REPEAT`` rounds of (unpinned, pinned) x (50%, 90% of capacity), each row's p50/p99/p99.9 and
+its publish gaps; the machine's pauses recorded right before (a bare clock-reading loop on
+every CPU) and the floor they set (a zero-cost transport on those pauses). Writes
+``artifacts/bench/pipeline/report.json`` and ``report.md`` and prints the markdown.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lob
+from lob.measure.conditions import run_conditions
+from lob.measure.hiccup import floor_latency, record_hiccups
+from lob.pipeline.session import PipelineSession
+from lob.pipeline.sweep import find_capacity
+
+REPEAT = 3
+FRACTIONS = (0.5, 0.9)
+OUT = Path(__file__).resolve().parents[1] / "artifacts" / "bench" / "pipeline"
+QS = {"p50": 0.5, "p99": 0.99, "p99.9": 0.999}
+
+
+def _pcts(lat) -> dict:
+    return {k: float(np.quantile(lat, q)) for k, q in QS.items()}
+
+
+def _gaps(run, over_ns: int = 10_000) -> dict:
+    """Gaps between successive publishes longer than ``over_ns``: count, longest, time share."""
+    d = np.diff(np.sort(run.done_ns))
+    span = int(run.done_ns.max() - run.due_ns[0])
+    big = d[d > over_ns]
+    return {"gaps_gt_10us": int(len(big)), "longest_gap_us": float(d.max()) / 1e3,
+            "gap_share": float(big.sum()) / span, "span_ms": span / 1e6}
+
+
+@pytest.mark.bench
+def test_pipeline_report():
+    scale = float(os.environ.get("LOB_BENCH_PIPELINE_SCALE", "0.1"))
+    wl = lob.workload("cpp_comprehensive", scale=scale)
+    cmds, engine = wl.commands, "v2@numba"
+    cpus = sorted(os.sched_getaffinity(0))
+    pin = (cpus[0], cpus[1]) if len(cpus) >= 2 else None
+    t0 = time.time()
+    rep: dict = {"engine": engine, "workload": "cpp_comprehensive", "n": len(cmds),
+                 "batch": 1, "load_before": os.getloadavg()}
+    with PipelineSession(engine, transport="python", config=wl.config) as s:
+        py = find_capacity(engine, cmds, batch=1, steps=3, session=s)
+    with PipelineSession(engine, transport="compiled", config=wl.config) as s:
+        cap = find_capacity(engine, cmds, batch=1, steps=4, session=s)
+        rep.update(capacity_python=py["capacity"], capacity_compiled=cap["capacity"],
+                   unpaced_compiled=cap["unpaced_rate"],
+                   compiled_over_python=cap["capacity"] / py["capacity"])
+        hic = record_hiccups(2.0)
+        rep["pauses"] = [h.summary() for h in hic]
+        svc = 1e9 / cap["unpaced_rate"]
+        pairs = [(hic[0], hic[1]), (hic[1], hic[0])] if len(hic) > 1 else [(hic[0], hic[0])]
+        rep["floor"] = {f: _pcts(np.concatenate([floor_latency(a, b, rate=f * cap["capacity"],
+                                                               service_ns=svc)
+                                                 for a, b in pairs])) for f in FRACTIONS}
+        rows = []
+        for k in range(REPEAT):
+            for p in (None, pin):
+                for f in FRACTIONS:
+                    r = s.run(cmds, rate=f * cap["capacity"], batch=1, pin=p)
+                    rows.append({"round": k + 1, "pinning": "pinned" if p else "unpinned",
+                                 "fraction": f, "keeps_up": r.keeps_up(),
+                                 **_pcts(r.latency_ns), **_gaps(r),
+                                 "load": os.getloadavg()[0]})
+        rep["rows"] = rows
+    rep["load_after"] = os.getloadavg()
+    rep["seconds"] = time.time() - t0
+    rep["conditions"] = run_conditions(params={"scale": scale, "repeat": REPEAT})
+
+    md = [f"# Pipeline benchmark: {engine}, {len(cmds):,} commands of cpp_comprehensive, B=1",
+          "", f"load average {rep['load_before'][0]:.2f} before, {rep['load_after'][0]:.2f} "
+          f"after; {rep['seconds']:.0f} s; {rep['conditions'].get('cpu_model')} x "
+          f"{os.cpu_count()}", "",
+          f"capacity: compiled {rep['capacity_compiled']:,.0f}/s (unpaced "
+          f"{rep['unpaced_compiled']:,.0f}/s), python {rep['capacity_python']:,.0f}/s: "
+          f"{rep['compiled_over_python']:.1f}x", "",
+          "| cpu | pauses >10 µs /s | >100 µs /s | median µs | longest µs | lost % | "
+          "timer irq /s | at one tick phase % |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for h in rep["pauses"]:
+        lock = h["tick_locked_share"]
+        md.append(f"| {h['cpu']} | {h['pauses_gt_10us_per_s']:.0f} | "
+                  f"{h['pauses_gt_100us_per_s']:.0f} | {h['median_pause_gt_10us_us'] or 0:.1f} | "
+                  f"{h['longest_us']:.0f} | {100 * h['lost_share_gt_10us']:.2f} | "
+                  f"{h['timer_irqs_per_s'] or math.nan:.0f} | "
+                  f"{100 * lock if lock is not None else math.nan:.0f} |")
+    md += ["", "| round | pinning | fraction | p50 ns | p99 ns | p99.9 ns | gaps >10 µs | "
+           "longest gap µs | gap share % | load |", "|---|---|" + "---:|" * 8]
+    for r in rows:
+        md.append(f"| {r['round']} | {r['pinning']} | {r['fraction']:.0%} | {r['p50']:,.0f} | "
+                  f"{r['p99']:,.0f} | {r['p99.9']:,.0f} | {r['gaps_gt_10us']} | "
+                  f"{r['longest_gap_us']:,.0f} | {100 * r['gap_share']:.2f} | {r['load']:.2f} |")
+    md += ["", "| fraction | floor p50 ns | floor p99 ns | floor p99.9 ns | median measured p99 "
+           "(unpinned) | over floor |", "|---:|---:|---:|---:|---:|---:|"]
+    for f, fl in rep["floor"].items():
+        m = float(np.median([r["p99"] for r in rows if r["fraction"] == f
+                             and r["pinning"] == "unpinned"]))
+        md.append(f"| {f:.0%} | {fl['p50']:,.0f} | {fl['p99']:,.0f} | {fl['p99.9']:,.0f} | "
+                  f"{m:,.0f} | {m / fl['p99']:.2f} |")
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "report.json").write_text(json.dumps(rep, indent=1, default=str))
+    (OUT / "report.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
