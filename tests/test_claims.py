@@ -228,7 +228,9 @@ def test_median_interval_is_the_order_statistics_interval(n, k, cover):
 def test_median_interval_needs_enough_repeats():
     r = C.median_interval([1.6, 1.7, 1.5, 1.65])  # at most 87.5%: no 90% interval
     assert r["ci"] is None and r["coverage"] is None and r["median"] == pytest.approx(1.625)
-    assert r["what"].startswith("no interval: 4 repeat(s)")
+    assert r["what"].startswith("no interval: 4 repeats, fewer than a 90% interval")
+    assert C.median_interval([1.0] * 5, of="interleaved pairs")["what"] == \
+        "93.8% interval of the median of 5 interleaved pairs"
     assert C.median_interval([1.6, 1.7, 1.5, 1.65], confidence=0.8)["ci"] == (1.5, 1.7)
     with pytest.raises(ValueError):
         C.median_interval([])

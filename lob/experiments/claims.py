@@ -263,7 +263,7 @@ def measurement(value, *, diagnostics: dict | None = None, explain: dict | None 
     return rec
 
 
-def median_interval(samples, confidence: float = 0.9) -> dict:
+def median_interval(samples, confidence: float = 0.9, *, of: str = "repeats") -> dict:
     """The median of repeated measurements (e.g. per-pair ratios of interleaved runs) and a
     distribution-free interval for it.
 
@@ -272,7 +272,8 @@ def median_interval(samples, confidence: float = 0.9) -> dict:
     test's interval: no assumption on the noise's shape, only that repeats are independent).
     With too few samples to reach ``confidence`` (n < 5 at 0.9) ``ci`` is None: no interval.
     Returns ``{"median", "ci", "coverage", "n", "what"}`` (``what``: the interval in words,
-    for :func:`measurement`'s ``ci_what``).
+    for :func:`measurement`'s ``ci_what``; ``of`` names the samples in it, e.g.
+    ``"interleaved pairs"``).
     """
     import statistics
 
@@ -294,11 +295,11 @@ def median_interval(samples, confidence: float = 0.9) -> dict:
     med = statistics.median(xs)
     if best is None:
         return {"median": med, "ci": None, "coverage": None, "n": n,
-                "what": f"no interval: {n} repeat(s), fewer than a {confidence:.0%} interval "
+                "what": f"no interval: {n} {of}, fewer than a {confidence:.0%} interval "
                         "of the median needs"}
     k, cover = best
     return {"median": med, "ci": (xs[k - 1], xs[n - k]), "coverage": cover, "n": n,
-            "what": f"{cover:.1%} interval of the median of {n} repeats"}
+            "what": f"{cover:.1%} interval of the median of {n} {of}"}
 
 
 @dataclass
