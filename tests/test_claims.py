@@ -133,6 +133,109 @@ def test_ratio_noise_interval_around_pivot_is_no_direction():
     assert C.judge(_claim(), C.measurement(2.0, ci=(1.5, 2.5))).verdict == "reproduced"
 
 
+# --- spread-aware verdicts: a ratio with a noise interval is judged on the whole interval ------
+
+def _limit_only(**kw) -> C.Claim:  # the seed's 2.12 +-25%: the band is 1.59-2.65
+    return _claim(value=2.12, tolerance=0.25, **kw)
+
+
+def test_interval_inside_the_band_is_reproduced():
+    v = C.judge(_limit_only(), C.measurement(1.65, ci=(1.60, 1.70),
+                                             ci_what="93.8% interval of the median of 5 repeats"))
+    assert v.verdict == "reproduced" and "the whole interval is inside" in v.reason
+    assert "1.6-1.7: 93.8% interval of the median of 5 repeats" in v.lob_figure
+
+
+def test_interval_outside_the_band_is_direction_only_or_not_reproduced():
+    below = C.judge(_limit_only(), C.measurement(1.4, ci=(1.3, 1.5), explain={"why": 0.5}))
+    assert below.verdict == "direction only" and "the whole interval is outside" in below.reason
+    assert "why: 0.5" in below.reason
+    assert C.judge(_limit_only(), C.measurement(3.0, ci=(2.8, 3.2))).verdict == "direction only"
+    other = C.judge(_limit_only(), C.measurement(0.8, ci=(0.7, 0.9)))
+    assert other.verdict == "not reproduced" and "other side of 1" in other.reason
+    mag = _claim(value=1.0, pivot=None, tolerance=0.25)
+    assert C.judge(mag, C.measurement(1.5, ci=(1.4, 1.6))).verdict == "not reproduced"
+    assert C.judge(mag, C.measurement(1.1, ci=(1.0, 1.2))).verdict == "reproduced"
+
+
+def test_interval_across_a_tolerance_edge_is_inconclusive():
+    c = _limit_only()
+    assert C.judge(c, C.measurement(1.62)).verdict == "reproduced"  # the point alone: inside
+    v = C.judge(c, C.measurement(1.62, ci=(1.55, 1.65)))
+    assert v.verdict == "inconclusive" and "inconclusive" in C.VERDICTS
+    assert v.reason.startswith("interval 1.55-1.65 straddles the tolerance edge 1.59")
+    up = C.judge(c, C.measurement(2.6, ci=(2.5, 2.8)))
+    assert up.verdict == "inconclusive" and "edge 2.65" in up.reason
+    wide = C.judge(c, C.measurement(2.0, ci=(1.2, 3.0)))
+    assert wide.verdict == "inconclusive" and "both tolerance edges 1.59 and 2.65" in wide.reason
+    # an edge shown to four figures: 1.588 is not written as 1.59 on both sides
+    near = C.judge(c, C.measurement(1.6, ci=(1.588, 1.62)))
+    assert near.verdict == "inconclusive" and "1.588-1.62 straddles" in near.reason
+    mag = _claim(value=1.0, pivot=None, tolerance=0.25)
+    assert C.judge(mag, C.measurement(1.2, ci=(1.1, 1.3))).verdict == "inconclusive"
+
+
+def test_interval_across_the_pivot_is_still_no_direction():
+    v = C.judge(_limit_only(), C.measurement(1.05, ci=(0.95, 1.2)))
+    assert v.verdict == "not reproduced" and "no direction" in v.reason
+
+
+def test_no_interval_keeps_the_point_verdict_and_says_so():
+    c = _limit_only()
+    ok = C.judge(c, C.measurement(1.62, detail="v0 / v1 ns/op"))
+    assert ok.verdict == "reproduced" and ok.lob_figure == \
+        "1.62 [no interval available] (v0 / v1 ns/op)"
+    low = C.judge(c, C.measurement(1.58, ci_what="no interval: 3 repeat(s), too few"))
+    assert low.verdict == "direction only"
+    assert low.lob_figure == "1.58 [no interval available: 3 repeat(s), too few]"
+    band = _claim(kind="band", value=[15, 19])  # kinds that do not use an interval: no note
+    assert "interval" not in C.judge(band, C.measurement(18.2)).lob_figure
+
+
+def test_the_limit_only_claim_straddling_its_edge_is_inconclusive():
+    c = C.get("s001_v0_v1_limit_only")
+    good = {"commands": 2_000_000, "step": "levels, best"}
+    v = C.judge(c, C.measurement(1.6, diagnostics=good, ci=(1.55, 1.65)))
+    assert v.verdict == "inconclusive" and "edge 1.59" in v.reason
+    assert C.judge(c, C.measurement(1.63, diagnostics=good, ci=(1.61, 1.66))).verdict \
+        == "reproduced"
+    assert C.judge(c, C.measurement(1.5, diagnostics=good, ci=(1.45, 1.55))).verdict \
+        == "direction only"
+
+
+def test_inconclusive_is_tallied_and_listed():
+    vs = [C.judge(_limit_only(id="a"), C.measurement(1.62, ci=(1.55, 1.65))),
+          C.judge(_limit_only(id="b"), C.measurement(1.65, ci=(1.6, 1.7)))]
+    assert C.reproduction_markdown(vs).splitlines()[0] == \
+        "2 claims: 1 reproduced, 1 inconclusive."
+    con = C.verdict_table({"s001_v0_v1_limit_only": C.measurement(
+        1.6, diagnostics={"commands": 2_000_000, "step": "levels, best"}, ci=(1.55, 1.65))},
+        "fok_scan_bottleneck", only_measured=True)
+    assert con.text == "Inconclusive: s001_v0_v1_limit_only."
+    assert con.check() == []
+
+
+@pytest.mark.parametrize("n, k, cover", [(5, 1, 0.9375), (7, 1, 1 - 2 / 128),
+                                         (8, 2, 1 - 2 * 9 / 256), (9, 2, 1 - 2 * 10 / 512)])
+def test_median_interval_is_the_order_statistics_interval(n, k, cover):
+    xs = [float(10 * i) for i in reversed(range(n))]  # unsorted on purpose
+    r = C.median_interval(xs)
+    assert r["n"] == n and r["median"] == pytest.approx(10 * (n - 1) / 2)
+    assert r["ci"] == (10.0 * (k - 1), 10.0 * (n - k)) and r["coverage"] == pytest.approx(cover)
+    assert f"{cover:.1%} interval of the median of {n} repeats" == r["what"]
+
+
+def test_median_interval_needs_enough_repeats():
+    r = C.median_interval([1.6, 1.7, 1.5, 1.65])  # at most 87.5%: no 90% interval
+    assert r["ci"] is None and r["coverage"] is None and r["median"] == pytest.approx(1.625)
+    assert r["what"].startswith("no interval: 4 repeats, fewer than a 90% interval")
+    assert C.median_interval([1.0] * 5, of="interleaved pairs")["what"] == \
+        "93.8% interval of the median of 5 interleaved pairs"
+    assert C.median_interval([1.6, 1.7, 1.5, 1.65], confidence=0.8)["ci"] == (1.5, 1.7)
+    with pytest.raises(ValueError):
+        C.median_interval([])
+
+
 def test_magnitude_only_claim():
     c = _claim(value=1.0, pivot=None, tolerance=0.25)
     assert C.judge(c, C.measurement(1.1)).verdict == "reproduced"
@@ -384,3 +487,19 @@ def test_pinning_claim_prefers_the_repeated_tail_runs():
     for t in ([], only_markers):
         m = C.pipeline_claims({"sweep": sweep, "tail_runs": t})["s003_pinning"]
         assert m["value"] == 3.0 and m["diagnostics"]["repeats"] == 1
+
+
+def test_index_shows_an_inconclusive_verdict_and_its_interval(tmp_path):
+    from lob.experiments.report import write_index
+
+    m = C.measurement(1.6, diagnostics={"commands": 2_000_000, "step": "levels, best"},
+                      ci=(1.55, 1.65), ci_what="93.8% interval of the median of 5 repeats")
+    run = _run(tmp_path, "fok_scan_bottleneck", "default-1", {"s001_v0_v1_limit_only": m})
+    (run / "summary.json").write_text(json.dumps({
+        "claims": {"s001_v0_v1_limit_only": m}, "conditions": {"cpu_model": "Test CPU"},
+        "run": {}, "conclusion": "x"}))
+    head = write_index(tmp_path).read_text().split("## fok_scan_bottleneck", 1)[0]
+    row = next(ln for ln in head.splitlines() if ln.startswith("| s001_v0_v1_limit_only"))
+    assert "| inconclusive |" in row and "straddles the tolerance edge 1.59" in row
+    assert "1.55-1.65: 93.8% interval of the median of 5 repeats" in row
+    assert "1 inconclusive" in head and "`inconclusive`" in head

@@ -10,12 +10,22 @@ reads them back (:func:`collect`) and judges each (:func:`judge`):
   relative tolerance of the seed's figure (exact claims: every counter equal);
 * ``direction only``: the same side, another magnitude; the verdict names both figures and
   the measured explanation the notebook recorded (``explain``);
+* ``inconclusive``: lob's figure comes with a noise interval (``ci``, e.g. over interleaved
+  repeats: :func:`median_interval`) that straddles an edge of the tolerance band, so noise
+  alone could flip ``reproduced`` and ``direction only``; the verdict names the interval and
+  the edge;
 * ``not reproduced``: the other side of the pivot, outside a band or above a ceiling, or a
   direction lob's noise interval cannot tell;
 * ``not comparable``: a regime check failed (the verdict names the diagnostic, its value and
   what the seed's regime was); an ``absolute`` claim is always this (diagnostic ``machine``):
   absolute figures of different machines are never compared;
 * ``not measured``: no run recorded the claim.
+
+A ratio claim with a noise interval is judged on the whole interval, never on the point
+alone: inside the tolerance band ``reproduced``, entirely outside it ``direction only`` (or
+``not reproduced`` on the other side of the pivot), across an edge ``inconclusive``. Without
+an interval (one measurement) the point is judged as it stands and the lob figure says that no
+interval was available.
 
 Verdicts compare a ratio measured on one machine with the seed's ratio on its machine; a
 seed's figure is shown only in a cell that names its machine.
@@ -32,7 +42,8 @@ import yaml
 
 from lob.experiments.conclude import fmt
 
-VERDICTS = ("reproduced", "direction only", "not reproduced", "not comparable", "not measured")
+VERDICTS = ("reproduced", "direction only", "inconclusive", "not reproduced", "not comparable",
+            "not measured")
 KINDS = ("ratio", "direction", "exact", "ceiling", "band", "absolute")
 FIELDS = {"id", "seed", "finding", "machine", "metric", "workload", "size", "experiment",
           "engine", "kind", "value", "detail", "pivot", "tolerance", "direction", "regime",
@@ -219,14 +230,17 @@ def get(claim_id: str, path: Path | str | None = None) -> Claim:
 # --- measurements -----------------------------------------------------------------------
 
 def measurement(value, *, diagnostics: dict | None = None, explain: dict | None = None,
-                detail: str = "", ci: tuple[float, float] | None = None) -> dict:
+                detail: str = "", ci: tuple[float, float] | None = None,
+                ci_what: str = "") -> dict:
     """The record a notebook stores under ``summary["claims"][id]``.
 
     ``value``: lob's figure in the claim's metric (a ratio, or a dict of counters);
     ``diagnostics``: the regime diagnostics (``count``, ``market_empty_pct``, ...);
     ``explain``: measured figures that explain a different magnitude (label -> number);
     ``detail``: what was divided by what, in words (no absolute figures: the row it lands
-    in also shows the seed's); ``ci``: a noise interval of ``value``.
+    in also shows the seed's); ``ci``: a noise interval of ``value`` (a ratio claim is then
+    judged on the whole interval); ``ci_what``: what that interval is, in words (e.g.
+    ``"93.8% interval of the median of 5 repeats"``), or without ``ci`` why there is none.
     """
     def plain(v):
         if hasattr(v, "item"):
@@ -244,7 +258,48 @@ def measurement(value, *, diagnostics: dict | None = None, explain: dict | None 
         if lo > hi:
             raise ValueError(f"ci must be (low, high), got {ci!r}")
         rec["ci"] = [lo, hi]
+    if ci_what:  # without a ci: why there is none (e.g. too few repeats)
+        rec["ci_what"] = str(ci_what)
     return rec
+
+
+def median_interval(samples, confidence: float = 0.9, *, of: str = "repeats") -> dict:
+    """The median of repeated measurements (e.g. per-pair ratios of interleaved runs) and a
+    distribution-free interval for it.
+
+    The interval is the pair of order statistics ``x(k), x(n+1-k)`` with the largest ``k``
+    whose coverage ``1 - 2 P(Binomial(n, 1/2) < k)`` is at least ``confidence`` (the sign
+    test's interval: no assumption on the noise's shape, only that repeats are independent).
+    With too few samples to reach ``confidence`` (n < 5 at 0.9) ``ci`` is None: no interval.
+    Returns ``{"median", "ci", "coverage", "n", "what"}`` (``what``: the interval in words,
+    for :func:`measurement`'s ``ci_what``; ``of`` names the samples in it, e.g.
+    ``"interleaved pairs"``).
+    """
+    import statistics
+
+    xs = sorted(float(x) for x in samples)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("median_interval needs at least one sample")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    best = None
+    below = 0  # P(Binomial(n, 1/2) < k) * 2**n
+    for k in range(1, n // 2 + 1):
+        below += math.comb(n, k - 1)
+        cover = 1 - 2 * below / 2 ** n
+        if cover >= confidence:
+            best = (k, cover)
+        else:
+            break
+    med = statistics.median(xs)
+    if best is None:
+        return {"median": med, "ci": None, "coverage": None, "n": n,
+                "what": f"no interval: {n} {of}, fewer than a {confidence:.0%} interval "
+                        "of the median needs"}
+    k, cover = best
+    return {"median": med, "ci": (xs[k - 1], xs[n - k]), "coverage": cover, "n": n,
+            "what": f"{cover:.1%} interval of the median of {n} {of}"}
 
 
 @dataclass
@@ -270,6 +325,30 @@ def _side(x: float, pivot: float) -> int:
     return (x > pivot) - (x < pivot)
 
 
+def _fine(x: float) -> str:
+    """An interval end or a tolerance edge: four significant figures, so an interval that
+    straddles an edge never reads as if it did not (1.588-1.62 against 1.59)."""
+    return fmt(x) if abs(x) >= 100 else f"{x:.4g}"
+
+
+def _ci(m: dict) -> tuple[float, float] | None:
+    ci = m.get("ci")
+    return (float(ci[0]), float(ci[1])) if ci else None
+
+
+def _interval_note(c: Claim, m: dict) -> str:
+    """What the lob figure cell says of its noise interval (ratio and direction claims, the
+    kinds whose verdict uses one): the interval and what it is, or that none was available."""
+    if c.kind not in ("ratio", "direction"):
+        return ""
+    ci = _ci(m)
+    what = m.get("ci_what") or ""
+    if ci is None:
+        why = what.removeprefix("no interval: ")
+        return f" [no interval available{': ' + why if why else ''}]"
+    return f" [{_fine(ci[0])}-{_fine(ci[1])}{': ' + what if what else ': noise interval'}]"
+
+
 def _explain(m: dict) -> str:
     ex = m.get("explain") or {}
     return "; ".join(f"{k}: {_show(v)}" for k, v in ex.items())
@@ -289,7 +368,7 @@ def judge(claim: Claim, m: dict | None, *, link: str = "", machine: str = "") ->
     elif claim.kind == "absolute":
         lob_fig = "in the notebook (absolute)"
     else:
-        lob_fig = f"{_show(v)}{detail}"
+        lob_fig = f"{_show(v)}{_interval_note(claim, m)}{detail}"
     fails = [f for r in claim.regime if (f := r.failure(diags))]
     if claim.kind == "absolute":
         fails.insert(0, f"machine: the seed's figure is from {claim.machine}, lob's from "
@@ -331,7 +410,7 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
         ok = lo <= v <= hi
         return ("reproduced" if ok else "not reproduced",
                 f"lob {fmt(v)} {'inside' if ok else 'outside'} {fmt(lo)}-{fmt(hi)}")
-    ci = m.get("ci")
+    ci = _ci(m)
     pivot = c.pivot
     if pivot is not None and ci and ci[0] <= pivot <= ci[1]:
         return "not reproduced", (f"lob {fmt(v)}, but its noise interval {fmt(ci[0])}-"
@@ -343,6 +422,8 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
                 f"lob {fmt(v)} is {'above' if v > pivot else 'at or below'} {fmt(pivot)}"
                 f" (seed: {c.direction})")
     # ratio
+    if ci is not None:
+        return _compare_interval(c, v, ci, m)
     rel = v / c.value
     within = abs(rel - 1) <= c.tolerance + 1e-12
     why = (f"lob {fmt(v)} vs seed {fmt(c.value)}: {fmt(rel)}x the seed's "
@@ -355,6 +436,35 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
         return "reproduced", why
     ex = _explain(m)
     return "direction only", why + (f"; measured: {ex}" if ex else "")
+
+
+def _compare_interval(c: Claim, v: float, ci: tuple[float, float], m: dict) -> tuple[str, str]:
+    """A ratio claim judged on lob's whole noise interval (which does not contain the pivot:
+    :func:`_compare` has ruled that out): inside the tolerance band ``reproduced``, entirely
+    outside it ``direction only`` (``not reproduced`` on the other side of the pivot or for a
+    magnitude-only claim), across an edge ``inconclusive``."""
+    lo, hi = ci
+    edges = (c.value * (1 - c.tolerance), c.value * (1 + c.tolerance))
+    eps = 1e-12 * c.value
+    shown = f"{_fine(lo)}-{_fine(hi)}"
+    why = (f"lob {fmt(v)}, interval {shown}, vs seed {fmt(c.value)}: tolerance +-"
+           f"{c.tolerance:.0%} is {_fine(edges[0])}-{_fine(edges[1])}")
+    if c.pivot is not None and _side((lo + hi) / 2, c.pivot) != _side(c.value, c.pivot):
+        return "not reproduced", why + f"; the interval is on the other side of {fmt(c.pivot)}"
+    if edges[0] - eps <= lo and hi <= edges[1] + eps:
+        return "reproduced", why + "; the whole interval is inside"
+    if hi < edges[0] - eps or lo > edges[1] + eps:
+        if c.pivot is None:
+            return "not reproduced", why + "; the whole interval is outside"
+        ex = _explain(m)
+        return "direction only", (why + "; the whole interval is outside"
+                                  + (f"; measured: {ex}" if ex else ""))
+    cut = [e for e in edges if lo - eps <= e <= hi + eps]
+    edge = (f"the tolerance edge {_fine(cut[0])}" if len(cut) == 1 else
+            f"both tolerance edges {_fine(edges[0])} and {_fine(edges[1])}")
+    return "inconclusive", (f"interval {shown} straddles {edge} (seed {fmt(c.value)} +-"
+                            f"{c.tolerance:.0%}; lob {fmt(v)}): noise alone could flip the "
+                            "verdict; more repeats or a quieter machine would settle it")
 
 
 # --- the reproduction table ---------------------------------------------------------------
