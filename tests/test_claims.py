@@ -4,6 +4,7 @@ branch and every regime-check branch is reached by a synthetic measurement."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -503,3 +504,12 @@ def test_index_shows_an_inconclusive_verdict_and_its_interval(tmp_path):
     assert "| inconclusive |" in row and "straddles the tolerance edge 1.59" in row
     assert "1.55-1.65: 93.8% interval of the median of 5 repeats" in row
     assert "1 inconclusive" in head and "`inconclusive`" in head
+
+
+def test_claims_name_registered_engines():
+    from lob.engines.registry import engine_names
+
+    known = set(engine_names())
+    for c in C.load():
+        names = [n for n in re.split(r"[,\s]+|->", c.engine.removeprefix("lineage ")) if n]
+        assert names and set(names) <= known, (c.id, c.engine)
