@@ -75,7 +75,7 @@ def check(H, me_beat, peer_beat, t, liveness_ns, ppid, peer_pid):
     return OK
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def wait_for(H, word, target, t, nxt, me_beat, peer_beat, check_ns, liveness_ns, timeout_ns,
              ppid, peer_pid, spin_ns):
     """Spin until control word ``word`` reaches ``target`` (the counters only grow), from
