@@ -1,5 +1,5 @@
 """Small numba intrinsics for the compiled transport: acquire loads, release stores, a CPU
-pause hint and two libc calls (``getppid``, ``kill``).
+pause hint and three libc calls (``getppid``, ``sched_yield``, ``kill``).
 
 ``load_acquire(a, i)`` / ``store_release(a, i, v)`` emit LLVM ``load atomic ... acquire`` /
 ``store atomic ... release`` on an aligned int64 array element. On x86-64 they compile to
@@ -31,39 +31,41 @@ __all__ = ["load_acquire", "store_release", "cpu_pause", "getppid", "pid_alive",
 _MACHINE = platform.machine().lower()
 
 
-def _elem_ptr(context, builder, aryty, ary, idx):
-    arr = context.make_array(aryty)(context, builder, ary)
-    return cgutils.get_item_pointer(context, builder, aryty, arr, [idx])
+def _int64_array(a):
+    return isinstance(a, types.Array) and a.dtype == types.int64
+
+
+def _atomic_codegen(access, ordering):
+    """Lowering of one atomic ``access`` (``"load"``: ``a[i]``, ``"store"``: ``a[i] = v``) of
+    an int64 array element with LLVM memory ``ordering``."""
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        arr = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [args[1]])
+        if access == "load":
+            return builder.load_atomic(ptr, ordering, 8)
+        val = context.cast(builder, args[2], signature.args[2], types.int64)
+        builder.store_atomic(val, ptr, ordering, 8)
+        return context.get_dummy_value()
+
+    return codegen
 
 
 @intrinsic
 def load_acquire(typingctx, a, i):
     """``a[i]`` (int64 array) read with acquire semantics."""
-    if not (isinstance(a, types.Array) and a.dtype == types.int64):
-        return None
-    sig = types.int64(a, types.intp)
-
-    def codegen(context, builder, signature, args):
-        ptr = _elem_ptr(context, builder, signature.args[0], args[0], args[1])
-        return builder.load_atomic(ptr, "acquire", 8)
-
-    return sig, codegen
+    if _int64_array(a):
+        return types.int64(a, types.intp), _atomic_codegen("load", "acquire")
+    return None
 
 
 @intrinsic
 def store_release(typingctx, a, i, v):
     """``a[i] = v`` (int64 array) written with release semantics."""
-    if not (isinstance(a, types.Array) and a.dtype == types.int64):
-        return None
-    sig = types.void(a, types.intp, types.int64)
-
-    def codegen(context, builder, signature, args):
-        ptr = _elem_ptr(context, builder, signature.args[0], args[0], args[1])
-        val = context.cast(builder, args[2], signature.args[2], types.int64)
-        builder.store_atomic(val, ptr, "release", 8)
-        return context.get_dummy_value()
-
-    return sig, codegen
+    if _int64_array(a):
+        return types.void(a, types.intp, types.int64), _atomic_codegen("store", "release")
+    return None
 
 
 @intrinsic
@@ -87,49 +89,42 @@ def cpu_pause(typingctx):
     return sig, codegen
 
 
-@intrinsic
-def getppid(typingctx):
-    """libc ``getppid()``: 1 (or a subreaper's pid) once the parent has died."""
-    sig = types.int64()
+def _libc_codegen(name):
+    """Lowering of a call to libc ``int name(int, ...)``: the int64 arguments cut to C ints,
+    the result widened to int64 (or dropped where the signature returns nothing)."""
 
     def codegen(context, builder, signature, args):
         i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, []), "getppid")
-        return builder.sext(builder.call(fn, []), ir.IntType(64))
+        fnty = ir.FunctionType(i32, [i32] * len(args))
+        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+        r = builder.call(fn, [builder.trunc(a, i32) for a in args])
+        if signature.return_type == types.void:
+            return context.get_dummy_value()
+        return builder.sext(r, ir.IntType(64))
 
-    return sig, codegen
+    return codegen
+
+
+@intrinsic
+def getppid(typingctx):
+    """libc ``getppid()``: 1 (or a subreaper's pid) once the parent has died."""
+    return types.int64(), _libc_codegen("getppid")
 
 
 @intrinsic
 def sched_yield(typingctx):
     """libc ``sched_yield()``: let another runnable task have this CPU (returns at once when
     there is none)."""
-    sig = types.void()
-
-    def codegen(context, builder, signature, args):
-        fn = cgutils.get_or_insert_function(builder.module,
-                                            ir.FunctionType(ir.IntType(32), []), "sched_yield")
-        builder.call(fn, [])
-        return context.get_dummy_value()
-
-    return sig, codegen
+    return types.void(), _libc_codegen("sched_yield")
 
 
 @intrinsic
-def _kill0(typingctx, pid):
-    sig = types.int64(types.int64)
-
-    def codegen(context, builder, signature, args):
-        i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i32, i32]),
-                                            "kill")
-        r = builder.call(fn, [builder.trunc(args[0], i32), i32(0)])
-        return builder.sext(r, ir.IntType(64))
-
-    return sig, codegen
+def _kill(typingctx, pid, sig):
+    """libc ``kill(pid, sig)``: 0, or -1 (with errno set) when it fails."""
+    return types.int64(types.int64, types.int64), _libc_codegen("kill")
 
 
 @njit(cache=True)
 def pid_alive(pid):
     """False once ``kill(pid, 0)`` fails (the process is gone and reaped)."""
-    return _kill0(pid) == 0
+    return _kill(pid, 0) == 0

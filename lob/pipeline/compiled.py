@@ -9,9 +9,10 @@ per cache line), ``slot_cmd`` / ``slot_due`` the slot arrays. Control words are 
 counter and reloads it only when its copy says "full" (sender) or "empty" (engine), so the
 counters' cache lines move between cores only when they must.
 
-Waits spin with :func:`~lob.pipeline.atomics.cpu_pause`. A wait that has spun for ``spin_ns``
-without progress (and a sender whose next due time is more than ``spin_ns`` away) calls
-``sched_yield`` instead of pausing: on a dedicated core that returns at once (the wait stays
+Waits spin with :func:`~lob.pipeline.atomics.cpu_pause`; the sender's wait for room and the
+engine's wait for commands are one function, :func:`wait_for`. A wait that has spun for
+``spin_ns`` without progress (and a sender whose next due time is more than ``spin_ns`` away)
+calls ``sched_yield`` instead of pausing: on a dedicated core that returns at once (the wait stays
 a spin, a few hundred ns per turn), on a shared machine it lets the other runnable tasks have
 the CPU instead of burning the time slice the scheduler would then take back in the middle
 of a busy stretch. Every ``check_ns`` (read off the
@@ -74,6 +75,41 @@ def check(H, me_beat, peer_beat, t, liveness_ns, ppid, peer_pid):
     return OK
 
 
+@njit(cache=True, inline="always")
+def wait_for(H, word, target, t, nxt, me_beat, peer_beat, check_ns, liveness_ns, timeout_ns,
+             ppid, peer_pid, spin_ns):
+    """Spin until control word ``word`` reaches ``target`` (the counters only grow), from
+    time ``t`` with the next :func:`check` due at ``nxt``: a pause between loads, a
+    ``sched_yield`` once ``spin_ns`` have passed; the clock read every 64 spins (every spin
+    once yielding); :data:`TIMEOUT` after ``timeout_ns``.
+
+    Returns ``(value, t, nxt, status)``: the word's last value, the last clock reading, the
+    next check time and :data:`OK` once it is reached (else why the wait gave up).
+    """
+    v = load_acquire(H, word * _L)
+    spins = 0
+    t0 = t
+    lazy = False
+    while v < target:
+        if lazy:
+            sched_yield()
+        else:
+            cpu_pause()
+        spins += 1
+        if lazy or spins & _SPIN_CHECK == 0:
+            t = monotonic_ns()
+            lazy = t - t0 > spin_ns
+            if t >= nxt:
+                st = check(H, me_beat, peer_beat, t, liveness_ns, ppid, peer_pid)
+                if st != OK:
+                    return v, t, nxt, st
+                if t - t0 > timeout_ns:
+                    return v, t, nxt, TIMEOUT
+                nxt = t + check_ns
+        v = load_acquire(H, word * _L)
+    return v, t, nxt, OK
+
+
 @njit(cache=True)
 def send_row(H, cmds, slot_cmd, slot_due, k0, n, start, period, batch, check_ns,
              liveness_ns, timeout_ns, ppid, peer_pid, spin_ns):
@@ -110,27 +146,11 @@ def send_row(H, cmds, slot_cmd, slot_due, k0, n, start, period, batch, check_ns,
             late += 1
         # room: back-pressure, never overwrite
         if head + m - tail > cap:
-            tail = load_acquire(H, TAIL * _L)
-            spins = 0
-            t0 = t
-            lazy = False
-            while head + m - tail > cap:
-                if lazy:
-                    sched_yield()
-                else:
-                    cpu_pause()
-                spins += 1
-                if lazy or spins & _SPIN_CHECK == 0:
-                    t = monotonic_ns()
-                    lazy = t - t0 > spin_ns
-                    if t >= nxt:
-                        st = check(H, PROD_BEAT, CONS_BEAT, t, liveness_ns, ppid, peer_pid)
-                        if st != OK:
-                            return k, st, late
-                        if t - t0 > timeout_ns:
-                            return k, TIMEOUT, late
-                        nxt = t + check_ns
-                tail = load_acquire(H, TAIL * _L)
+            tail, t, nxt, st = wait_for(H, TAIL, head + m - cap, t, nxt, PROD_BEAT, CONS_BEAT,
+                                        check_ns, liveness_ns, timeout_ns, ppid, peer_pid,
+                                        spin_ns)
+            if st != OK:
+                return k, st, late
         for j in range(m):
             s = (head + j) % cap
             slot_cmd[s] = cmds[k + j]
@@ -167,27 +187,11 @@ def engine_row(H, slot_cmd, slot_due, out, done, due, pos, n, F, N, IDX, LV, B, 
     zero = np.int64(0)
     while pos < n:
         if head == tail:
-            head = load_acquire(H, HEAD * _L)
-            spins = 0
-            t0 = monotonic_ns()
-            lazy = False
-            while head == tail:
-                if lazy:
-                    sched_yield()
-                else:
-                    cpu_pause()
-                spins += 1
-                if lazy or spins & _SPIN_CHECK == 0:
-                    t = monotonic_ns()
-                    lazy = t - t0 > spin_ns
-                    if t >= nxt:
-                        st = check(H, CONS_BEAT, PROD_BEAT, t, liveness_ns, ppid, peer_pid)
-                        if st != OK:
-                            return pos, st
-                        if t - t0 > timeout_ns:
-                            return pos, TIMEOUT
-                        nxt = t + check_ns
-                head = load_acquire(H, HEAD * _L)
+            head, t, nxt, st = wait_for(H, HEAD, tail + 1, monotonic_ns(), nxt, CONS_BEAT,
+                                        PROD_BEAT, check_ns, liveness_ns, timeout_ns, ppid,
+                                        peer_pid, spin_ns)
+            if st != OK:
+                return pos, st
         s = tail % cap
         G[NFILL] = 0
         _, code = kn.run(slot_cmd[s:s + 1], zero, out[pos:pos + 1], F, N, IDX, LV, B, G, timed,
