@@ -7,7 +7,14 @@ import os
 import numpy as np
 import pytest
 
-from lob.measure.hiccup import Hiccups, floor_latency, kernel_hz, record_hiccups, timer_interrupts
+from lob.measure.hiccup import (
+    Hiccups,
+    floor_latency,
+    floor_runs,
+    kernel_hz,
+    record_hiccups,
+    timer_interrupts,
+)
 
 
 def trace(at=(), gap=(), *, duration_ns=10**6, hz=250, start_ns=0, cpu=0):
@@ -49,6 +56,17 @@ def test_a_sender_pause_publishes_late_in_order():
     # due 1000..10990 are published together at 11000, then served one after another
     assert lat[100] == 10_005 and lat[101] == 10_000
     assert lat[100:1100].max() == 10_005
+
+
+def test_a_sender_that_costs_time_sends_its_burst_at_its_own_pace():
+    snd = trace([1_000], [10_000])  # sender CPU paused over [1000, 11000)
+    lat = floor_latency(snd, QUIET, rate=1e7, service_ns=5, send_ns=50)  # one due every 100
+    done = np.arange(len(lat)) * 100 + lat
+    assert lat[9] == 5 and lat[10] == 10_005  # due at 1000: sent when the pause ends
+    assert (np.diff(done[10:210]) == 50).all()  # the burst goes out 50 ns apart
+    assert (lat[215:] == 5).all()  # caught up once 50 k >= 10,500
+    with pytest.raises(ValueError, match="send_ns"):
+        floor_latency(snd, QUIET, rate=1e7, service_ns=5, send_ns=-1)
 
 
 def test_the_sender_trace_is_moved_onto_the_engine_time_line():
@@ -113,3 +131,17 @@ def test_proc_readers():
         assert set(os.sched_getaffinity(0)) <= set(irq) and all(v >= 0 for v in irq.values())
     hz = kernel_hz()
     assert hz is None or hz in (100, 250, 300, 1000)
+
+
+def test_floor_runs_cut_the_traces_into_windows_each_from_an_empty_queue():
+    eng = trace([25_000], [10_000], duration_ns=100_000)  # one pause, in the third window
+    runs = floor_runs(QUIET, eng, rate=1e8, service_ns=5, n=1_000)  # 10 µs per window
+    assert len(runs) == 10 and all(len(r) == 1_000 for r in runs)
+    assert [int(r.max()) for r in runs[:4]] == [5, 5, 10_005, 5_005]  # the backlog spills over
+    assert all(int(r.max()) == 5 for r in runs[4:])
+    # the pause sits at the same place on the engine's time line in the whole-trace floor
+    whole = floor_latency(QUIET, eng, rate=1e8, service_ns=5)
+    assert int(whole[2_500]) == 10_005
+    assert floor_runs(QUIET, eng, rate=1e8, service_ns=5, n=10**6) == []
+    with pytest.raises(ValueError):
+        floor_runs(QUIET, eng, rate=1e8, service_ns=5, n=0)

@@ -71,6 +71,21 @@ def test_keeps_up_rule():
     assert growing.achieved_rate < 0.99 * 1000
 
 
+def test_drain_speed_is_read_only_where_commands_queue():
+    # one due every 1000 ns; a 10 us stall at command 100, then 100 ns per command until
+    # the queue is gone; idle gaps (1000 ns) elsewhere must not count
+    due = np.arange(400) * 1000
+    done = due + 50
+    t = 100 * 1000 + 10_000
+    for k in range(100, 400):
+        t = max(t, due[k]) + 100 if k > 100 else t
+        done[k] = max(done[k], t)
+    run = PipelineRun("x", 1e6, 1, "chunk", due, done, np.ones(400, bool),
+                      np.zeros(400, OUTCOME_DTYPE))
+    assert run.drain_ns() == 100.0
+    assert _synthetic(1000.0, np.full(100, 50)).drain_ns() is None  # nothing ever queued
+
+
 @pytest.mark.parametrize("engine", ["v2", "v2@numba"])
 def test_step_runners_agree_with_replay(engine):
     c = warmup_commands(CFG, 500, seed=9)

@@ -31,7 +31,8 @@ from numba import njit
 
 from lob.engines.compiled.clock import monotonic_ns
 
-__all__ = ["Hiccups", "record_hiccups", "floor_latency", "kernel_hz", "timer_interrupts"]
+__all__ = ["Hiccups", "record_hiccups", "floor_latency", "floor_runs", "kernel_hz",
+           "timer_interrupts"]
 
 _MAX_GAPS = 1 << 20
 
@@ -200,7 +201,7 @@ def record_hiccups(seconds: float = 1.0, cpus=None, *, threshold_ns: int = 2_000
 
 
 @njit(cache=True)
-def _floor(due, service_ns, s_at, s_gap, e_at, e_gap, lat):
+def _floor(due, service_ns, send_ns, s_at, s_gap, e_at, e_gap, lat):
     ns, ne = s_at.size, e_at.size
     i = 0  # sender pause pointer
     j = 0  # engine pause pointer
@@ -209,8 +210,8 @@ def _floor(due, service_ns, s_at, s_gap, e_at, e_gap, lat):
     for k in range(due.size):
         d = due[k]
         # publish: at the due time, unless the sender's CPU is paused then (and never
-        # before the previous publish: one sender, in order)
-        p = max(d, pub_prev)
+        # sooner than send_ns after the previous publish: one sender, in order)
+        p = max(d, pub_prev + send_ns)
         while i < ns and s_at[i] + s_gap[i] <= p:
             i += 1
         if i < ns and s_at[i] <= p:
@@ -232,18 +233,21 @@ def _floor(due, service_ns, s_at, s_gap, e_at, e_gap, lat):
 
 
 def floor_latency(sender: Hiccups, engine: Hiccups, *, rate: float, service_ns: float,
-                  n: int | None = None, offset_ns: int = 0) -> np.ndarray:
-    """Latency (ns) of ``n`` commands due at ``rate``/s through a zero-cost transport whose
-    sender and engine run on the CPUs these traces were recorded on, the engine taking
-    ``service_ns`` per command (e.g. 1e9 / the unpaced pipeline rate).
+                  n: int | None = None, offset_ns: int = 0, send_ns: float = 0.0
+                  ) -> np.ndarray:
+    """Latency (ns) of ``n`` commands due at ``rate``/s through a transport whose sender and
+    engine run on the CPUs these traces were recorded on, the engine taking ``service_ns``
+    per command and the sender at least ``send_ns`` between two publishes (0: a sender that
+    costs nothing, so a burst it owes after a pause goes out at once).
 
     ``n`` defaults to as many as fit in the shorter trace; due times start ``offset_ns``
     into the traces (both traces must come from one :func:`record_hiccups` call).
     """
     if not (rate > 0 and math.isfinite(rate)):
         raise ValueError(f"rate must be a positive finite number, got {rate!r}")
-    if not service_ns > 0:
-        raise ValueError(f"service_ns must be > 0, got {service_ns!r}")
+    if not service_ns > 0 or not send_ns >= 0:
+        raise ValueError(f"service_ns must be > 0 and send_ns >= 0, got {service_ns!r}, "
+                         f"{send_ns!r}")
     span = min(sender.duration_ns, engine.duration_ns) - offset_ns
     fit = int(span * rate / 1e9)
     n = fit if n is None else int(n)
@@ -253,6 +257,26 @@ def floor_latency(sender: Hiccups, engine: Hiccups, *, rate: float, service_ns: 
     skew = sender.start_ns - engine.start_ns  # put both on the engine trace's time line
     due = offset_ns + (np.arange(n, dtype=np.float64) * (1e9 / rate)).astype(np.int64)
     lat = np.empty(n, np.int64)
-    _floor(due, np.int64(round(service_ns)), sender.at_ns + skew, sender.gap_ns,
-           engine.at_ns, engine.gap_ns, lat)
+    _floor(due, np.int64(round(service_ns)), np.int64(round(send_ns)), sender.at_ns + skew,
+           sender.gap_ns, engine.at_ns, engine.gap_ns, lat)
     return lat
+
+
+def floor_runs(sender: Hiccups, engine: Hiccups, *, rate: float, service_ns: float, n: int,
+               send_ns: float = 0.0) -> list[np.ndarray]:
+    """The floor of runs like a measured one: the traces cut into back-to-back windows of
+    ``n`` commands at ``rate``, each simulated from an empty queue (as each measured run
+    starts), one latency array per window (none if not even one fits).
+
+    A measured run lasts ``n / rate`` seconds and meets only the pauses of its own stretch
+    of time; comparing its percentiles with those of windows of the same length (their median
+    and range) compares like with like, where one percentile over the whole trace would let a
+    rare long pause count against every run.
+    """
+    if not (rate > 0 and math.isfinite(rate)) or n <= 0:
+        raise ValueError(f"rate and n must be positive, got rate={rate!r}, n={n!r}")
+    span = min(sender.duration_ns, engine.duration_ns)
+    length = int(math.ceil(n * 1e9 / rate))
+    return [floor_latency(sender, engine, rate=rate, service_ns=service_ns, n=n, offset_ns=o,
+                          send_ns=send_ns)
+            for o in range(0, span - length + 1, length)]

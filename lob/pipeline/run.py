@@ -75,6 +75,14 @@ class PipelineRun:
         """Commands still unpublished when the last command fell due (the queue left over)."""
         return int(np.count_nonzero(self.done_ns > self.due_ns[-1]))
 
+    def drain_ns(self, queued_ns: int = 3_000) -> float | None:
+        """How fast the engine works off a queue: the median time between two successive
+        publishes when both commands waited more than ``queued_ns`` (so neither gap holds
+        idle time); None when no two queued commands follow each other."""
+        lat = self.done_ns - self.due_ns
+        both = (lat[1:] > queued_ns) & (lat[:-1] > queued_ns)
+        return float(np.median(np.diff(self.done_ns)[both])) if both.any() else None
+
     def keeps_up(self, tolerance: float = 0.01) -> bool:
         """Achieved rate >= (1 - tolerance) x offered, backlog left <= max(2 B, tolerance x n).
 

@@ -471,7 +471,10 @@ class PipelineSession:
         sentinels = {p.sentinel: r for r, p in self._procs.items()}
         conns = {c: r for r, c in self._conns.items()}
         while len(msgs) < 2 and not errors:
-            ready = mp_wait(list(conns) + list(sentinels), timeout=0.05)
+            # a wake-up of this (third) process preempts a spinning child on a 2-CPU machine
+            # (~150 us here): wake only for a message, an exit, or the beat check below
+            ready = mp_wait(list(conns) + list(sentinels),
+                            timeout=min(1.0, max(0.05, self.liveness_s / 2)))
             for obj in ready:
                 if obj in conns and conns[obj] not in msgs:
                     role = conns[obj]
