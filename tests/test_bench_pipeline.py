@@ -119,8 +119,9 @@ def test_pipeline_report():
                   f"{r['longest_gap_us']:,.0f} | {100 * r['gap_share']:.2f} | {r['load']:.2f} |")
     md += ["", f"Floor: a transport costing nothing beyond the engine's closed-loop "
            f"{rep['engine_ns']:.0f} ns/command; model: the engine working off queues at the "
-           "drain speed of the unpinned runs; both on the recorded pauses, in windows as long "
-           "as a run (median p99 over windows, and its range)", "",
+           "drain speed of the unpinned runs, behind a sender catching up at 1 / unpaced rate; "
+           "both on the recorded pauses, in windows as long as a run (median p99 over "
+           "windows, and its range)", "",
            "| fraction | windows | floor p99 ns (range) | drain ns/cmd | model p99 ns (range) | "
            "median measured p99 (unpinned) | over floor | over model |", "|---:|" + "---:|" * 7]
     for f, ref in rep["floor"].items():
