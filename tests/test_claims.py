@@ -195,13 +195,17 @@ def test_no_interval_keeps_the_point_verdict_and_says_so():
 
 def test_the_limit_only_claim_straddling_its_edge_is_inconclusive():
     c = C.get("s001_v0_v1_limit_only")
-    good = {"commands": 2_000_000, "step": "levels, best"}
+    good = {"commands": 2_000_000, "step": "levels, best", "load_avg": 1.1}
     v = C.judge(c, C.measurement(1.6, diagnostics=good, ci=(1.55, 1.65)))
     assert v.verdict == "inconclusive" and "edge 1.59" in v.reason
     assert C.judge(c, C.measurement(1.63, diagnostics=good, ci=(1.61, 1.66))).verdict \
         == "reproduced"
     assert C.judge(c, C.measurement(1.5, diagnostics=good, ci=(1.45, 1.55))).verdict \
         == "direction only"
+    # pairs measured while other work ran are not compared (load shifts v0 more than v1)
+    busy = C.judge(c, C.measurement(1.63, diagnostics={**good, "load_avg": 3.2},
+                                    ci=(1.61, 1.66)))
+    assert busy.verdict == "not comparable" and "load_avg" in busy.regime
 
 
 def test_inconclusive_is_tallied_and_listed():
@@ -210,7 +214,8 @@ def test_inconclusive_is_tallied_and_listed():
     assert C.reproduction_markdown(vs).splitlines()[0] == \
         "2 claims: 1 reproduced, 1 inconclusive."
     con = C.verdict_table({"s001_v0_v1_limit_only": C.measurement(
-        1.6, diagnostics={"commands": 2_000_000, "step": "levels, best"}, ci=(1.55, 1.65))},
+        1.6, diagnostics={"commands": 2_000_000, "step": "levels, best", "load_avg": 1.1},
+        ci=(1.55, 1.65))},
         "fok_scan_bottleneck", only_measured=True)
     assert con.text == "Inconclusive: s001_v0_v1_limit_only."
     assert con.check() == []
@@ -493,7 +498,8 @@ def test_pinning_claim_prefers_the_repeated_tail_runs():
 def test_index_shows_an_inconclusive_verdict_and_its_interval(tmp_path):
     from lob.experiments.report import write_index
 
-    m = C.measurement(1.6, diagnostics={"commands": 2_000_000, "step": "levels, best"},
+    m = C.measurement(1.6, diagnostics={"commands": 2_000_000, "step": "levels, best",
+                                        "load_avg": 1.1},
                       ci=(1.55, 1.65), ci_what="93.8% interval of the median of 5 repeats")
     run = _run(tmp_path, "fok_scan_bottleneck", "default-1", {"s001_v0_v1_limit_only": m})
     (run / "summary.json").write_text(json.dumps({
@@ -513,3 +519,21 @@ def test_claims_name_registered_engines():
     for c in C.load():
         names = [n for n in re.split(r"[,\s]+|->", c.engine.removeprefix("lineage ")) if n]
         assert names and set(names) <= known, (c.id, c.engine)
+
+
+def test_pinning_claim_gets_an_interval_from_five_rounds():
+    tail = [{"fraction": f, "pinning": p, "run": k, "p99": v * (1 + 0.01 * k)}
+            for f in (0.5, 0.9) for k in range(1, 6)
+            for p, v in (("unpinned", 1000.0), ("pinned", 1100.0))]
+    m = C.pipeline_claims({"tail_runs": tail})["s003_pinning"]
+    assert m["value"] == pytest.approx(1.1) and m["ci"] is not None
+    assert m["ci"][0] == pytest.approx(1.1) and "10 per-round" in m["detail"]
+    assert m["diagnostics"]["repeats"] == 5
+    # a host pause in one run moves the median of the per-round ratios not at all, where a
+    # ratio of medians over 3 runs could land on it
+    tail[0]["p99"] = 50_000.0  # round 1, 0.5, unpinned
+    m = C.pipeline_claims({"tail_runs": tail})["s003_pinning"]
+    assert m["value"] == pytest.approx(1.1)
+    # two rounds (4 ratios): too few for an interval, the ratio of medians as before
+    m = C.pipeline_claims({"tail_runs": [r for r in tail if r["run"] <= 2]})["s003_pinning"]
+    assert m.get("ci") is None and "run(s) each" in m["detail"]
