@@ -509,14 +509,13 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
     ``tables["sweep"]``: rows with ``batch``, ``pinning`` (pinned | unpinned), ``fraction``
     (offered rate over capacity), ``saturated``, ``lat_p99`` and optionally ``transport``
     (only the compiled transport's rows are used when there are any); ``tables["tail_runs"]``
-    (optional): the notebook's repeated batch-1 runs (``fraction``, ``pinning``, ``p99``), used
-    for the pinning claim instead of the sweep's rows when present. Gives
+    (optional): the notebook's repeated batch-1 runs (``fraction``, ``pinning``, ``run``,
+    ``p99``), used for the pinning claim instead of the sweep's rows when present. Gives
     ``s003_pipeline_capacity`` (batch 1), ``s003_pipeline_saturation`` (share of unpinned
-    rows offered above capacity that saturate) and ``s003_pinning`` (median over batch-1
-    rows below capacity of p99 pinned / p99 unpinned); a claim whose rows are missing is
-    left out.
+    rows offered above capacity that saturate) and ``s003_pinning`` (the median over rounds
+    and rates below capacity of p99 pinned / p99 unpinned, with its interval from 5 ratios
+    on); a claim whose rows are missing is left out.
     """
-    import statistics
 
     out: dict[str, dict] = {}
     cap = [r for r in tables.get("capacity") or [] if r.get("batch") == 1]
@@ -535,40 +534,39 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
             share, diagnostics={"count": len(above)},
             detail=f"{sum(bool(r.get('saturated')) for r in above)} of {len(above)} rows "
                    "above capacity saturated")
-    pairs: dict = {}  # fraction -> pinning -> [p99 of each repeat]
-    # the repeated batch-1 runs of the tail section when recorded, else the sweep's rows
-    tail = [(r.get("fraction"), r.get("pinning"), r.get("p99")) for r in
-            tables.get("tail_runs") or []]
-    if not any(isinstance(p, int | float) and p for _, _, p in tail):
-        tail = [(r.get("fraction"), r.get("pinning", "unpinned"), r.get("lat_p99"))
-                for r in sweep if r.get("batch") == 1]
-    for f, pin, p99 in tail:
-        if (f or 0) < 1 and isinstance(p99, int | float) and p99:
-            pairs.setdefault(f, {}).setdefault(pin or "unpinned", []).append(p99)
-    both = [p for p in pairs.values() if p.get("pinned") and p.get("unpinned")]
-    ratios = [statistics.median(p["pinned"]) / statistics.median(p["unpinned"])
-              for p in both if statistics.median(p["unpinned"])]
-    # the tail runs come in rounds (each round runs every pinning at every rate): the ratio
-    # within a round, pooled over rates, gives a noise interval (the median of 5+ ratios)
+    # p99 pinned / unpinned within each round (a round runs both pinnings at one rate): the
+    # tail section's repeated batch-1 runs when recorded, else the sweep's batch-1 rows (the
+    # k-th row of a rate and pinning in round k); the median of the per-round ratios, with
+    # its interval once there are 5 or more
+    def p99_of(v):
+        return isinstance(v, int | float) and v == v and v > 0
+
+    runs = [(r.get("fraction"), r.get("pinning") or "unpinned", r.get("run"), r["p99"])
+            for r in tables.get("tail_runs") or [] if p99_of(r.get("p99"))]
+    if not runs:
+        seen: dict = {}
+        for r in sweep:
+            if r.get("batch") == 1 and p99_of(r.get("lat_p99")):
+                key = (r.get("fraction"), r.get("pinning") or "unpinned")
+                seen[key] = seen.get(key, 0) + 1
+                runs.append((*key, seen[key], r["lat_p99"]))
     rounds: dict = {}
-    for r in tables.get("tail_runs") or []:
-        p99 = r.get("p99")
-        if (r.get("fraction") or 0) < 1 and isinstance(p99, int | float) and p99:
-            rounds.setdefault((r.get("fraction"), r.get("run")), {})[r.get("pinning")] = p99
+    counts: dict = {}
+    for f, pin, k, p99 in runs:
+        if (f or 0) < 1:
+            rounds.setdefault((f, k), {})[pin] = p99
+            counts[(f, pin)] = counts.get((f, pin), 0) + 1
     per_round = [x["pinned"] / x["unpinned"] for x in rounds.values()
-                 if x.get("pinned") and x.get("unpinned")]
-    if ratios:
-        repeats = min(min(len(p["pinned"]), len(p["unpinned"])) for p in both)
-        mi = median_interval(per_round, of="per-round ratios") if per_round else None
+                 if "pinned" in x and "unpinned" in x]
+    if per_round:
+        rates = {f for f, _ in counts if (f, "pinned") in counts and (f, "unpinned") in counts}
+        repeats = min(counts[(f, p)] for f in rates for p in ("pinned", "unpinned"))
+        mi = median_interval(per_round, of="per-round ratios")
         out["s003_pinning"] = measurement(
-            mi["median"] if mi and mi["ci"] else statistics.median(ratios),
-            diagnostics={"cpu_count": cpu_count, "repeats": repeats},
-            explain={"rate points": len(ratios)},
-            ci=mi["ci"] if mi else None, ci_what=mi["what"] if mi else "",
-            detail=(f"median of {len(per_round)} per-round ratios p99 pinned / unpinned, batch "
-                    f"1 ({repeats} run(s) per pinning and rate)" if mi and mi["ci"] else
-                    f"median over offered rates of p99 pinned / unpinned, batch 1, "
-                    f"{repeats} run(s) each"))
+            mi["median"], diagnostics={"cpu_count": cpu_count, "repeats": repeats},
+            explain={"rate points": len(rates)}, ci=mi["ci"], ci_what=mi["what"],
+            detail=f"median of {len(per_round)} per-round ratios of p99 pinned / unpinned, "
+                   f"batch 1, {repeats} run(s) each")
     return out
 
 
