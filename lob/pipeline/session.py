@@ -372,8 +372,11 @@ def _child_main(role, conn, spec, ppid, opts, config):
             gc.disable()  # for the process's life: no collector pause inside a row
         child.beat()
         conn.send(("up", {"pid": os.getpid()}))
+        # idle: keep beating (well inside the liveness interval), notice a dead parent; each
+        # wake-up preempts whatever spins on that CPU (~100 us here), so not too often
+        idle_s = min(0.5, opts["liveness_s"] / 4)
         while True:
-            while not conn.poll(0.02):  # idle: keep beating, notice a dead parent
+            while not conn.poll(idle_s):
                 child.beat()
                 if not child.alive_parent():
                     return
