@@ -19,6 +19,7 @@ floor are the machine's, and no software on this machine goes below them.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import math
 import os
@@ -57,6 +58,7 @@ def _spin(duration_ns, threshold_ns, at, gap):
     return k, reads, t0
 
 
+@functools.cache
 def kernel_hz() -> int | None:
     """The kernel's tick rate (``CONFIG_HZ`` from /proc/config.gz or /boot), or None."""
     cands = [Path("/proc/config.gz"), Path(f"/boot/config-{os.uname().release}")]
