@@ -1,15 +1,19 @@
 """The compiled pipeline's figures (issue 15): a benchmark, not a test - ``make bench`` runs it.
 
 v2@numba on cpp_comprehensive (``LOB_BENCH_PIPELINE_SCALE``, default 0.1: 200,000 commands),
-batch 1: capacity of both transports in one run and their ratio; then, on one session,
-``REPEAT`` rounds of (unpinned, pinned) x (50%, 90% of capacity), each row's p50/p99/p99.9 and
+batch 1: capacity of both transports in one run and their ratio (the compiled one in both
+engine loops: ``command``, each command published on its own, and ``chunk``, what is queued
+published together); then ``REPEAT`` rounds of (unpinned, pinned) x (50%, 90% of the
+``command`` capacity) x both modes (taking turns going first), each row's p50/p99/p99.9 and
 its publish gaps; the machine's pauses recorded right before (a bare clock-reading loop on
-every CPU) and the floor they set (a zero-cost transport on those pauses). Writes
+every CPU) and the floor they set (a zero-cost transport on those pauses); the modes' p99
+run against run, over all pairs and over the pairs in which neither run stalled. Writes
 ``artifacts/bench/pipeline/report.json`` and ``report.md`` and prints the markdown.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -20,6 +24,7 @@ import numpy as np
 import pytest
 
 import lob
+from lob.experiments.claims import median_interval
 from lob.measure.conditions import run_conditions
 from lob.measure.hiccup import floor_runs, record_hiccups
 from lob.pipeline.session import PipelineSession
@@ -27,6 +32,8 @@ from lob.pipeline.sweep import find_capacity
 
 REPEAT = 3
 FRACTIONS = (0.5, 0.9)
+MODES = ("command", "chunk")
+STALL_NS = 500_000  # a publish gap this long: the run met a stall that alone sets its p99
 OUT = Path(__file__).resolve().parents[1] / "artifacts" / "bench" / "pipeline"
 QS = {"p50": 0.5, "p99": 0.99, "p99.9": 0.999}
 
@@ -56,11 +63,16 @@ def test_pipeline_report():
                  "batch": 1, "load_before": os.getloadavg()}
     with PipelineSession(engine, transport="python", config=wl.config) as s:
         py = find_capacity(engine, cmds, batch=1, steps=3, session=s)
-    with PipelineSession(engine, transport="compiled", config=wl.config) as s:
-        cap = find_capacity(engine, cmds, batch=1, steps=4, session=s)
+    with contextlib.ExitStack() as stack:
+        ss = {m: stack.enter_context(PipelineSession(engine, transport="compiled", mode=m,
+                                                     config=wl.config)) for m in MODES}
+        caps = {m: find_capacity(engine, cmds, batch=1, steps=4, session=ss[m]) for m in MODES}
+        cap = caps["command"]
         rep.update(capacity_python=py["capacity"], capacity_compiled=cap["capacity"],
                    unpaced_compiled=cap["unpaced_rate"],
-                   compiled_over_python=cap["capacity"] / py["capacity"])
+                   compiled_over_python=cap["capacity"] / py["capacity"],
+                   capacity_chunk=caps["chunk"]["capacity"],
+                   unpaced_chunk=caps["chunk"]["unpaced_rate"])
         hic = record_hiccups(2.0)
         rep["pauses"] = [h.summary() for h in hic]
         pairs = [(hic[0], hic[1]), (hic[1], hic[0])] if len(hic) > 1 else [(hic[0], hic[0])]
@@ -68,11 +80,14 @@ def test_pipeline_report():
         for k in range(REPEAT):
             for p in (None, pin):
                 for f in FRACTIONS:
-                    r = s.run(cmds, rate=f * cap["capacity"], batch=1, pin=p)
-                    rows.append({"round": k + 1, "pinning": "pinned" if p else "unpinned",
-                                 "fraction": f, "keeps_up": r.keeps_up(),
-                                 **_pcts(r.latency_ns), **_gaps(r), "drain_ns": r.drain_ns(),
-                                 "load": os.getloadavg()[0]})
+                    for m in (MODES if k % 2 == 0 else MODES[::-1]):
+                        r = ss[m].run(cmds, rate=f * cap["capacity"], batch=1, pin=p)
+                        rows.append({"round": k + 1, "mode": m,
+                                     "pinning": "pinned" if p else "unpinned",
+                                     "fraction": f, "keeps_up": r.keeps_up(),
+                                     **_pcts(r.latency_ns), **_gaps(r),
+                                     "stalled": r.longest_gap_ns() > STALL_NS,
+                                     "drain_ns": r.drain_ns(), "load": os.getloadavg()[0]})
         rep["rows"] = rows
     # references on the recorded pauses, in windows as long as a run: the floor (a transport
     # costing nothing beyond the engine's closed-loop time per command) and the model (the
@@ -82,7 +97,8 @@ def test_pipeline_report():
     rep["floor"] = {}
     for f in FRACTIONS:
         drain = float(np.median([r["drain_ns"] for r in rows if r["fraction"] == f
-                                 and r["pinning"] == "unpinned" and r["drain_ns"]]))
+                                 and r["mode"] == "command" and r["pinning"] == "unpinned"
+                                 and r["drain_ns"]]))
         ref = {}
         for what, svc in (("floor", rep["engine_ns"]), ("model", drain)):
             w = [_pcts(x)["p99"] for a, b in pairs
@@ -101,7 +117,9 @@ def test_pipeline_report():
           f"{os.cpu_count()}", "",
           f"capacity: compiled {rep['capacity_compiled']:,.0f}/s (unpaced "
           f"{rep['unpaced_compiled']:,.0f}/s), python {rep['capacity_python']:,.0f}/s: "
-          f"{rep['compiled_over_python']:.1f}x", "",
+          f"{rep['compiled_over_python']:.1f}x (mode command: each command published on its "
+          f"own); mode chunk {rep['capacity_chunk']:,.0f}/s (unpaced "
+          f"{rep['unpaced_chunk']:,.0f}/s)", "",
           "| cpu | pauses >10 µs /s | >100 µs /s | median µs | longest µs | lost % | "
           "timer irq /s | at one tick phase % |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for h in rep["pauses"]:
@@ -111,27 +129,45 @@ def test_pipeline_report():
                   f"{h['longest_us']:.0f} | {100 * h['lost_share_gt_10us']:.2f} | "
                   f"{h['timer_irqs_per_s'] or math.nan:.0f} | "
                   f"{100 * lock if lock is not None else math.nan:.0f} |")
-    md += ["", "| round | pinning | fraction | p50 ns | p99 ns | p99.9 ns | gaps >10 µs | "
-           "longest gap µs | gap share % | load |", "|---|---|" + "---:|" * 8]
+    md += ["", "| round | mode | pinning | fraction | p50 ns | p99 ns | p99.9 ns | gaps >10 µs | "
+           "longest gap µs | gap share % | load |", "|---|---|---|" + "---:|" * 8]
     for r in rows:
-        md.append(f"| {r['round']} | {r['pinning']} | {r['fraction']:.0%} | {r['p50']:,.0f} | "
+        md.append(f"| {r['round']} | {r['mode']} | {r['pinning']} | {r['fraction']:.0%} | "
+                  f"{r['p50']:,.0f} | "
                   f"{r['p99']:,.0f} | {r['p99.9']:,.0f} | {r['gaps_gt_10us']} | "
                   f"{r['longest_gap_us']:,.0f} | {100 * r['gap_share']:.2f} | {r['load']:.2f} |")
     md += ["", f"Floor: a transport costing nothing beyond the engine's closed-loop "
            f"{rep['engine_ns']:.0f} ns/command; model: the engine working off queues at the "
-           "drain speed of the unpinned runs, behind a sender catching up at 1 / unpaced rate; "
+           "drain speed of the unpinned command-mode runs, behind a sender catching up at "
+           "1 / unpaced rate; "
            "both on the recorded pauses, in windows as long as a run (median p99 over "
            "windows, and its range)", "",
            "| fraction | windows | floor p99 ns (range) | drain ns/cmd | model p99 ns (range) | "
            "median measured p99 (unpinned) | over floor | over model |", "|---:|" + "---:|" * 7]
     for f, ref in rep["floor"].items():
         m = float(np.median([r["p99"] for r in rows if r["fraction"] == f
-                             and r["pinning"] == "unpinned"]))
+                             and r["mode"] == "command" and r["pinning"] == "unpinned"]))
         fl, mo = ref["floor"], ref["model"]
         md.append(f"| {f:.0%} | {fl['windows']} | {fl['p99']:,.0f} ({fl['lowest']:,.0f}-"
                   f"{fl['highest']:,.0f}) | {mo['service_ns']:.0f} | {mo['p99']:,.0f} "
                   f"({mo['lowest']:,.0f}-{mo['highest']:,.0f}) | {m:,.0f} | "
                   f"{m / fl['p99']:.2f} | {m / mo['p99']:.2f} |")
+    # the modes run against run: chunk p99 / command p99 of the same round, rate and pinning
+    md += ["", "| pairs | count | median chunk / command p99 | interval (sign test, >= 90%) |",
+           "|---|---:|---:|---|"]
+    key = {(r["round"], r["pinning"], r["fraction"], r["mode"]): r for r in rows}
+    both = [(key[k[:3] + ("command",)], key[k[:3] + ("chunk",)]) for k in key
+            if k[3] == "command"]
+    for which, sel in (("all", both), ("without a stall",
+                                       [(a, b) for a, b in both
+                                        if not a["stalled"] and not b["stalled"]])):
+        if not sel:
+            md.append(f"| {which} | 0 | - | - |")
+            continue
+        mi = median_interval([b["p99"] / a["p99"] for a, b in sel], of="paired runs")
+        ci = f"{mi['ci'][0]:.2f}-{mi['ci'][1]:.2f}" if mi["ci"] else "none (< 5 pairs)"
+        md.append(f"| {which} | {len(sel)} | {mi['median']:.2f} | {ci} |")
+        rep.setdefault("mode_ratio", {})[which] = mi
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "report.json").write_text(json.dumps(rep, indent=1, default=str))
     (OUT / "report.md").write_text("\n".join(md) + "\n")

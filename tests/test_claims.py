@@ -537,3 +537,13 @@ def test_pinning_claim_gets_an_interval_from_five_rounds():
     # two rounds (4 ratios): too few for an interval, the ratio of medians as before
     m = C.pipeline_claims({"tail_runs": [r for r in tail if r["run"] <= 2]})["s003_pinning"]
     assert m.get("ci") is None and "run(s) each" in m["detail"]
+
+
+def test_pinning_claim_pairs_pinnings_within_one_engine_loop_mode():
+    # the tail section runs two modes per round: pinned/unpinned pairs are taken within a
+    # mode (chunk's p99 is half command's here), never across modes
+    tail = [{"mode": m, "fraction": f, "pinning": p, "run": k, "p99": v * scale}
+            for m, scale in (("command", 1.0), ("chunk", 0.5)) for f in (0.5, 0.9)
+            for k in range(1, 4) for p, v in (("unpinned", 1000.0), ("pinned", 1200.0))]
+    m = C.pipeline_claims({"tail_runs": tail})["s003_pinning"]
+    assert m["value"] == pytest.approx(1.2) and "12 per-round" in m["detail"]

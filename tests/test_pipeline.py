@@ -86,6 +86,24 @@ def test_drain_speed_is_read_only_where_commands_queue():
     assert _synthetic(1000.0, np.full(100, 50)).drain_ns() is None  # nothing ever queued
 
 
+def test_drain_speed_counts_every_command_of_a_chunk():
+    # mode "chunk": after a 20 us stall the queue is worked off in publishes of 4 commands,
+    # 160 ns apart (one stamp each): 40 ns per command, not 0 (the median gap between
+    # successive commands' stamps) and not 160 (between publishes)
+    due = np.arange(400) * 1000
+    done = due + 50
+    t = 100 * 1000 + 20_000
+    k = 100
+    while k < 120:  # 20 queued commands: 5 publishes of 4
+        done[k:k + 4] = t
+        t += 160
+        k += 4
+    run = PipelineRun("x", 1e6, 1, "chunk", due, done, np.ones(400, bool),
+                      np.zeros(400, OUTCOME_DTYPE))
+    assert run.drain_ns() == 40.0
+    assert run.longest_gap_ns() == 20_950  # the stall: command 99's publish to the first chunk
+
+
 @pytest.mark.parametrize("engine", ["v2", "v2@numba"])
 def test_step_runners_agree_with_replay(engine):
     c = warmup_commands(CFG, 500, seed=9)

@@ -45,9 +45,10 @@ def want(cmds):
     return lob.get_engine("reference", CFG).replay(cmds).outcomes
 
 
-@pytest.fixture(scope="module")
-def session():
-    with PipelineSession("v2@numba", transport="compiled", config=CFG, ring_capacity=7) as s:
+@pytest.fixture(scope="module", params=["command", "chunk"])
+def session(request):
+    with PipelineSession("v2@numba", transport="compiled", config=CFG, ring_capacity=7,
+                         mode=request.param) as s:
         yield s  # 7 slots: not a power of two, a wrap every few commands
 
 
@@ -59,7 +60,10 @@ def _loops():
     return pc
 
 
-def test_in_process_order_and_no_loss_with_random_batches(cmds, want):
+@pytest.mark.parametrize("take", [1, 4])
+def test_in_process_order_and_no_loss_with_random_batches(cmds, want, take):
+    """``take`` 1: each command run and stamped alone (mode "command"); 4: up to 4 queued
+    commands per kernel call, one stamp each call (mode "chunk")."""
     pc = _loops()
     from lob.engines.compiled.clock import kernel_clock_overhead  # noqa: F401 (loads numba)
 
@@ -86,8 +90,8 @@ def test_in_process_order_and_no_loss_with_random_batches(cmds, want):
             elif pos < k:
                 upto = pos + int(rng.integers(1, k - pos + 1))
                 while True:
-                    pos, st = pc.engine_row(raw, sc, sd, out, done, due, pos, upto, *state, durs,
-                                            10**7, far, far, 0, 0, 0)
+                    pos, st = pc.engine_row(raw, sc, sd, out, done, due, pos, upto, take,
+                                            *state, durs, 10**7, far, far, 0, 0, 0)
                     if st < pc.GROW:
                         break
                     state = eng.kernel_state(st - pc.GROW)
@@ -95,6 +99,8 @@ def test_in_process_order_and_no_loss_with_random_batches(cmds, want):
         assert (due == 1000 + (np.arange(n) * 3.0).astype(np.int64)).all()  # order, no loss
         assert (out == want).all()
         assert ring.head == ring.tail == n and (np.diff(done) >= 0).all()
+        shared = int((np.diff(done) == 0).sum())  # commands published with the one before
+        assert (shared > 0) if take > 1 else (shared == 0), shared
     finally:
         ring.close()
 
@@ -143,16 +149,32 @@ def test_rows_reset_the_book_and_reuse_the_processes(session, cmds, want):
     assert session.pids == pids and all(_pid_alive(p) for p in pids.values())
     assert (a.outcomes == want).all()
     assert (b.outcomes == lob.get_engine("reference", CFG).replay(cmds[:500]).outcomes).all()
+    # unpaced, the ring is always full: mode chunk publishes several commands per stamp,
+    # mode command each on its own
+    stamps = len(np.unique(a.done_ns))
+    assert a.mode == session.mode
+    assert (stamps < a.n) if session.mode == "chunk" else (stamps == a.n), (stamps, a.n)
 
 
-@pytest.mark.parametrize("transport,engine", [("python", "v2"), ("compiled", "v2@numba")])
-def test_outcomes_equal_a_plain_replay_on_both_transports(transport, engine):
+@pytest.mark.parametrize("transport,engine,mode", [("python", "v2", "chunk"),
+                                                   ("python", "v2", "command"),
+                                                   ("compiled", "v2@numba", "command"),
+                                                   ("compiled", "v2@numba", "chunk")])
+def test_outcomes_equal_a_plain_replay_on_both_transports(transport, engine, mode):
     wl = lob.workload("cpp_comprehensive", scale=0.002)
     ref = lob.get_engine("reference", wl.config).replay(wl.commands).outcomes
-    with PipelineSession(engine, transport=transport, config=wl.config) as s:
+    with PipelineSession(engine, transport=transport, config=wl.config, mode=mode) as s:
         for rate, batch in ((math.inf, 64), (2e5, 1)):
             r = s.run(wl.commands, rate=rate, batch=batch)
             assert (r.outcomes == ref).all(), (transport, rate, batch)
+
+
+def test_each_transport_defaults_to_its_engine_loop():
+    from lob.pipeline.session import default_mode
+
+    # compiled: each command published on its own (seed 003's capacity definition); python:
+    # a chunk per call (a Python call per command costs µs)
+    assert default_mode("compiled") == "command" and default_mode("python") == "chunk"
 
 
 def test_compiled_transport_names_what_it_needs():
@@ -205,17 +227,21 @@ def test_stopped_sender_raises_in_the_caller_quickly(transport, engine):
     assert not any(p.is_alive() for p in s._procs.values())
 
 
-@pytest.mark.parametrize("transport,engine,n,batch", [("compiled", "v0+pool@numba", 1200, 16),
-                                                      ("python", "v0", 131072, 32768)])
-def test_slow_engine_is_not_declared_hung(transport, engine, n, batch):
+@pytest.mark.parametrize("transport,engine,n,batch,ring,mode", [
+    ("compiled", "v0+pool@numba", 1200, 16, 32, "command"),
+    ("compiled", "v0+pool@numba", 1600, 16, 512, "chunk"),
+    ("python", "v0", 131072, 32768, 65536, "chunk")])
+def test_slow_engine_is_not_declared_hung(transport, engine, n, batch, ring, mode):
     """An engine busy far longer than the liveness interval without ever waiting (a 1M-tick
     band, an empty ask side scanned from its edge by every IOC: 1-3 ms per command compiled,
-    chunks of up to 64k commands in Python) while the sender waits for room, checking it."""
+    chunks of up to 64k commands in Python) while the sender waits for room, checking it.
+    The compiled chunk mode would take up to 512 queued commands (0.5-1.5 s) in one call if it did
+    not shorten its calls after a slow one."""
     wide = BookConfig(1, 1_000_000)
     c = np.zeros(n, COMMAND_DTYPE)
     c["otype"], c["owner"], c["price"], c["qty"], c["timed"] = 1, 1, 1, 1, True
-    with PipelineSession(engine, transport=transport, config=wide, ring_capacity=2 * batch,
-                         liveness_s=0.3) as s:
+    with PipelineSession(engine, transport=transport, config=wide, ring_capacity=ring,
+                         mode=mode, liveness_s=0.3) as s:
         t0 = time.monotonic()
         r = s.run(c, rate=math.inf, batch=batch)
         busy = time.monotonic() - t0
@@ -303,10 +329,11 @@ def test_under_numba_boundscheck(tmp_path):
             cfg = BookConfig(1, 99)
             c = warmup_commands(cfg, 3000, seed=8)
             ref = lob.get_engine("reference", cfg).replay(c).outcomes
-            with PipelineSession("v2@numba", transport="compiled", config=cfg,
-                                 ring_capacity=5, start_timeout_s=900) as s:
-                for rate, b in ((math.inf, 5), (1e6, 1)):
-                    assert (s.run(c, rate=rate, batch=b).outcomes == ref).all()
+            for mode in ("command", "chunk"):
+                with PipelineSession("v2@numba", transport="compiled", config=cfg, mode=mode,
+                                     ring_capacity=5, start_timeout_s=900) as s:
+                    for rate, b in ((math.inf, 5), (1e6, 1)):
+                        assert (s.run(c, rate=rate, batch=b).outcomes == ref).all()
             print("ok")
     """)
     script = tmp_path / "bc.py"

@@ -168,13 +168,22 @@ def send_row(H, cmds, slot_cmd, slot_due, k0, n, start, period, batch, check_ns,
 
 
 @njit(cache=True)
-def engine_row(H, slot_cmd, slot_due, out, done, due, pos, n, F, N, IDX, LV, B, G, durs,
+def engine_row(H, slot_cmd, slot_due, out, done, due, pos, n, take, F, N, IDX, LV, B, G, durs,
                check_ns, liveness_ns, timeout_ns, ppid, peer_pid, spin_ns):
-    """Drain ``n - pos`` records: run each command straight from its slot into ``out[pos]``
-    (the kernel of :mod:`lob.engines.compiled.kernel`), stamp ``done[pos]`` right after,
-    copy its due time, then free the slot (one release store of ``tail``).
+    """Drain ``n - pos`` records: run the commands straight from their slots into
+    ``out[pos:]`` (the kernel of :mod:`lob.engines.compiled.kernel`), stamp ``done`` right
+    after, copy their due times, then free the slots (one release store of ``tail``).
 
-    Fills are discarded (the fill count is reset before each command, as
+    ``take`` bounds how many queued commands one kernel call runs: ``1`` runs and stamps
+    every command on its own (mode ``"command"``); more runs whatever is queued, up to
+    ``take``, in one call with one stamp, published together (mode ``"chunk"``: the
+    "smart batching" of a queue consumer, which costs nothing while the queue is empty and
+    works a backlog off at the engine's closed-loop speed; the stamp is never earlier than
+    any of the chunk's outcomes, so no latency is understated). So that a slow engine still
+    beats often, a call that took longer than a quarter of ``check_ns`` halves the next
+    call's bound; a faster one doubles it again, up to ``take`` (the bound starts at 1).
+
+    Fills are discarded (the fill count is reset before each call, as
     ``replay_into(..., fills=None)`` does). Returns ``(pos, status)``; a status ``GROW + c``
     means the book needs ``kernel_state(c)`` before re-entering at ``pos``.
     """
@@ -185,6 +194,7 @@ def engine_row(H, slot_cmd, slot_due, out, done, due, pos, n, F, N, IDX, LV, B, 
     nxt = t + check_ns
     timed = durs.size > 0  # False: typed bool, not a literal (reuses replay's compiled kernel)
     zero = np.int64(0)
+    lim = 1
     while pos < n:
         if head == tail:
             head, t, nxt, st = wait_for(H, HEAD, tail + 1, monotonic_ns(), nxt, CONS_BEAT,
@@ -193,16 +203,23 @@ def engine_row(H, slot_cmd, slot_due, out, done, due, pos, n, F, N, IDX, LV, B, 
             if st != OK:
                 return pos, st
         s = tail % cap
+        m = min(head - tail, cap - s, n - pos, lim)  # queued, contiguous, this row's
+        t0 = t  # the last clock reading: at or before the call's start
         G[NFILL] = 0
-        _, code = kn.run(slot_cmd[s:s + 1], zero, out[pos:pos + 1], F, N, IDX, LV, B, G, timed,
-                         durs)
-        if code != kn.DONE:
+        i, code = kn.run(slot_cmd[s:s + m], zero, out[pos:pos + m], F, N, IDX, LV, B, G,
+                         timed, durs)
+        if i == 0:  # not even one command ran: the book must grow first
             return pos, GROW + code
         t = monotonic_ns()
-        done[pos] = t
-        due[pos] = slot_due[s]
-        pos += 1
-        tail += 1
+        if t - t0 > check_ns >> 2:
+            lim = max(1, i >> 1)
+        elif lim < take:
+            lim = min(take, lim << 1)
+        for j in range(i):  # (a grow cut the call short: publish what ran, then grow)
+            done[pos + j] = t
+            due[pos + j] = slot_due[s + j]
+        pos += i
+        tail += i
         store_release(H, TAIL * _L, tail)
         if t >= nxt:
             st = check(H, CONS_BEAT, PROD_BEAT, t, liveness_ns, ppid, peer_pid)

@@ -17,6 +17,8 @@ Engine modes: ``"chunk"`` hands each drained chunk to ``engine.replay_into`` (on
 for the chunk: its outcomes are published together); ``"command"`` runs and stamps each
 command on its own (``engine.step``, or a one-row ``replay_into``). Which is cheaper
 depends on the engine; :func:`lob.pipeline.sweep.service_time` measures both closed-loop.
+The compiled transport has the same two modes inside its numba loop
+(:func:`lob.pipeline.compiled.engine_row`).
 """
 
 from __future__ import annotations
@@ -76,12 +78,27 @@ class PipelineRun:
         return int(np.count_nonzero(self.done_ns > self.due_ns[-1]))
 
     def drain_ns(self, queued_ns: int = 3_000) -> float | None:
-        """How fast the engine works off a queue: the median time between two successive
-        publishes when both commands waited more than ``queued_ns`` (so neither gap holds
-        idle time); None when no two queued commands follow each other."""
-        lat = self.done_ns - self.due_ns
-        both = (lat[1:] > queued_ns) & (lat[:-1] > queued_ns)
-        return float(np.median(np.diff(self.done_ns)[both])) if both.any() else None
+        """How fast the engine works off a queue, per command: over the publishes whose
+        commands and the commands of the publish before all waited more than ``queued_ns``
+        (so no gap holds idle time), the median of (time since the previous publish) /
+        (commands in this publish). A publish is one stamp: one command in mode
+        ``"command"``, a whole chunk in mode ``"chunk"``. None when no two queued publishes
+        follow each other."""
+        order = np.argsort(self.done_ns, kind="stable")
+        done = self.done_ns[order]
+        lat = done - self.due_ns[order]
+        stamps, first, size = np.unique(done, return_index=True, return_counts=True)
+        queued = np.minimum.reduceat(lat, first) > queued_ns  # every command of the publish
+        both = queued[1:] & queued[:-1]
+        if not both.any():
+            return None
+        return float(np.median((np.diff(stamps) / size[1:])[both]))
+
+    def longest_gap_ns(self) -> int:
+        """The longest time between two successive publishes (0 for a single publish): at a
+        steady rate, a stall of the engine or of the sender (or a pause of either's CPU)."""
+        stamps = np.unique(self.done_ns)
+        return int(np.diff(stamps).max()) if len(stamps) > 1 else 0
 
     def keeps_up(self, tolerance: float = 0.01) -> bool:
         """Achieved rate >= (1 - tolerance) x offered, backlog left <= max(2 B, tolerance x n).

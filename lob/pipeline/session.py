@@ -13,9 +13,10 @@ Transports (``transport=``):
   (:class:`~lob.pipeline.ring.Producer` / :class:`~lob.pipeline.ring.Consumer`); the engine
   runs each drained chunk through :func:`~lob.pipeline.run.make_step_runner`. Any engine.
 * ``"compiled"``: both loops are numba functions (:mod:`lob.pipeline.compiled`) with
-  acquire/release control words, spin waits with a pause hint, and the engine executing each
-  command from its slot into the shared outcome rows, stamping the publish time in-kernel.
-  Compiled (``@numba``) engines only.
+  acquire/release control words, spin waits with a pause hint, and the engine executing the
+  commands from their slots into the shared outcome rows, stamping the publish time in-kernel:
+  each command on its own (``mode="command"``, the default here) or whatever is queued in one
+  call with one stamp (``mode="chunk"``). Compiled (``@numba``) engines only.
 
 Liveness: each child sets ``PR_SET_PDEATHSIG`` (Linux) so it dies with the parent (strictly:
 with the thread that started it, so start sessions from a thread that outlives them), and
@@ -63,7 +64,7 @@ from lob.pipeline.ring import (
 from lob.pipeline.run import MODES, PipelineError, PipelineRun, make_step_runner, warmup_commands
 from lob.semantics import COMMAND_DTYPE, OUTCOME_DTYPE, BookConfig, as_commands
 
-__all__ = ["PipelineSession", "TRANSPORTS", "run_pipeline", "runs_on"]
+__all__ = ["PipelineSession", "TRANSPORTS", "run_pipeline", "runs_on", "default_mode"]
 
 TRANSPORTS = ("python", "compiled")
 _L = 8
@@ -74,6 +75,13 @@ def _backend(engine: str) -> str:
     from lob.engines.registry import engine_spec
 
     return getattr(engine_spec(engine), "backend", "python")  # unknown names raise here
+
+
+def default_mode(transport: str) -> str:
+    """The engine loop a transport runs when no ``mode`` is given: ``"chunk"`` for python (a
+    Python call per command costs µs), ``"command"`` for compiled (each command published on
+    its own, the definition behind seed 003's capacity)."""
+    return "command" if transport == "compiled" else "chunk"
 
 
 def runs_on(engine: str, transport: str) -> bool:
@@ -205,10 +213,11 @@ class _EngineChild(_Child):
 
         state = eng.kernel_state()
         durs = np.zeros(0, np.int64)
+        take = 1 if self.opts["mode"] == "command" else self.opts["max_take"]
         pos = 0
         while True:
-            pos, st = engine_row(raw, slot_cmd, slot_due, out, done, due, pos, n, *state, durs,
-                                 self.check_ns, self.liveness_ns, self.timeout_ns, self.ppid,
+            pos, st = engine_row(raw, slot_cmd, slot_due, out, done, due, pos, n, take, *state,
+                                 durs, self.check_ns, self.liveness_ns, self.timeout_ns, self.ppid,
                                  peer_pid, self.spin_ns)
             if st >= GROW:
                 state = eng.kernel_state(st - GROW)
@@ -403,7 +412,10 @@ class PipelineSession:
     """A sender and an engine process, started once, running rows until :meth:`close`.
 
     ``engine`` is a registered name; ``transport`` ``"python"`` or ``"compiled"`` (see the
-    module docstring); ``mode`` the python transport's executor (``"chunk"`` | ``"command"``);
+    module docstring); ``mode`` the engine loop (``"chunk"``: each drained chunk run in one call
+    and published together; ``"command"``: each command run and published on its own; None:
+    ``"chunk"`` on the python transport, ``"command"`` on the compiled one, as seed 003
+    defines its capacity, "every command published on its own");
     ``ring_capacity`` slots in the ring; ``max_take`` the python engine's chunk bound;
     ``timeout_s`` bounds any one wait; ``liveness_s`` is how long a silent peer is given;
     ``check_ms`` how often waits check; ``spin_us`` how long a compiled wait spins before it
@@ -412,11 +424,12 @@ class PipelineSession:
     """
 
     def __init__(self, engine: str, *, transport: str = "python", config: BookConfig | None = None,
-                 mode: str = "chunk", gc_enabled: bool = False, ring_capacity: int = 4096,
+                 mode: str | None = None, gc_enabled: bool = False, ring_capacity: int = 4096,
                  max_take: int | None = None, timeout_s: float = 10.0, liveness_s: float = 2.0,
                  check_ms: float = 10.0, spin_us: float = 50.0,
                  start_timeout_s: float = 600.0):
 
+        mode = default_mode(transport) if mode is None else mode
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if not runs_on(engine, transport):  # unknown names fail here, listing the registered
@@ -615,7 +628,7 @@ class PipelineSession:
 
 
 def run_pipeline(engine: str, commands: np.ndarray, *, rate: float, batch: int = 1,
-                 config: BookConfig | None = None, mode: str = "chunk",
+                 config: BookConfig | None = None, mode: str | None = None,
                  transport: str = "python", pin: tuple[int, int] | None = None,
                  gc_enabled: bool = False, warmup: int = 0, ring_capacity: int = 4096,
                  max_take: int | None = None, lead_s: float = 0.02, timeout_s: float = 10.0,
@@ -640,6 +653,7 @@ def run_pipeline(engine: str, commands: np.ndarray, *, rate: float, batch: int =
         raise ValueError(f"batch must be an int >= 1, got {batch!r}")
     if not (isinstance(rate, (int, float)) and rate > 0):
         raise ValueError(f"rate must be a number > 0 (commands/s, or math.inf), got {rate!r}")
+    mode = default_mode(transport) if mode is None else mode
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if batch > ring_capacity:
