@@ -102,3 +102,40 @@ def test_runs_at_quick_preset(name, tmp_path):
     s = json.loads((run / "summary.json").read_text())
     assert s["conclusion"] and s["key_table"] in s["tables"] and s["conditions"]
     assert s["tables"][s["key_table"]], "key table is empty"
+
+
+def _say_literal_numbers(src: str) -> list[tuple[str, str]]:
+    """(number, literal) for each number written into a ``.say(...)`` sentence's literal text
+    that no other string literal of the cell (a column name, a dict key) also holds."""
+    from lob.experiments.conclude import numbers_in
+
+    tree = ast.parse(src)
+    in_say, elsewhere = [], set()
+    said = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "say":
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                    in_say.append(sub.value)
+                    said.add(id(sub))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and id(node) not in said:
+            elsewhere |= numbers_in(node.value)
+    return [(n, s) for s in in_say for n in sorted(numbers_in(s) - elsewhere)]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_sentences_write_no_number_of_their_own(path):
+    """A conclusion quotes its table; a number typed into a sentence's text (not a cell, not a
+    column name) is caught here in every branch, not only in the branches a run takes."""
+    nb = nbformat.read(path, as_version=4)
+    bad = [(i, hit) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+           for hit in _say_literal_numbers(c.source)]
+    assert not bad, bad
+
+
+def test_sentence_number_check_catches_a_typed_number():
+    src = 'c.say(f"{x} lies within a factor 2 of it")\nc.say("over 10 µs")\nk = "> 10 µs"'
+    assert _say_literal_numbers(src) == [("2", " lies within a factor 2 of it")]
