@@ -1,13 +1,13 @@
 """The compiled pipeline's figures (issue 15): a benchmark, not a test - ``make bench`` runs it.
 
 v2@numba on cpp_comprehensive (``LOB_BENCH_PIPELINE_SCALE``, default 0.1: 200,000 commands),
-batch 1: capacity of both transports in one run and their ratio (the compiled one in both
-engine loops: ``command``, each command published on its own, and ``chunk``, what is queued
-published together); then ``REPEAT`` rounds of (unpinned, pinned) x (50%, 90% of the
-``command`` capacity) x both modes (taking turns going first), each row's p50/p99/p99.9 and
+batch 1: capacity of both transports in one run and their ratio (the compiled one as its
+default variant, ``command/line``: each command published on its own); then ``REPEAT`` rounds
+of (unpinned, pinned) x (50%, 90% of that capacity) x the compiled variants of ``VARIANTS``
+(a lineage, one change per step; the order flips each round), each row's p50/p99/p99.9 and
 its publish gaps; the machine's pauses recorded right before (a bare clock-reading loop on
-every CPU) and the floor they set (a zero-cost transport on those pauses); the modes' p99
-run against run, over all pairs and over the pairs in which neither run stalled. Writes
+every CPU) and the floor they set (a zero-cost transport on those pauses); each step's p50 and
+p99 run against run, over all pairs and over the pairs in which neither run stalled. Writes
 ``artifacts/bench/pipeline/report.json`` and ``report.md`` and prints the markdown.
 """
 
@@ -27,12 +27,13 @@ import lob
 from lob.experiments.claims import median_interval
 from lob.measure.conditions import run_conditions
 from lob.measure.hiccup import floor_runs, record_hiccups
-from lob.pipeline.session import PipelineSession
+from lob.pipeline.session import PipelineSession, check_realtime, variant_options
 from lob.pipeline.sweep import find_capacity
 
 REPEAT = 3
 FRACTIONS = (0.5, 0.9)
-MODES = ("command", "chunk")
+VARIANTS = ("command/fields", "command/line", "chunk/line", "chunk/line/realtime")
+BASE = "command/line"
 STALL_NS = 500_000  # a publish gap this long: the run met a stall that alone sets its p99
 OUT = Path(__file__).resolve().parents[1] / "artifacts" / "bench" / "pipeline"
 QS = {"p50": 0.5, "p99": 0.99, "p99.9": 0.999}
@@ -63,16 +64,21 @@ def test_pipeline_report():
                  "batch": 1, "load_before": os.getloadavg()}
     with PipelineSession(engine, transport="python", config=wl.config) as s:
         py = find_capacity(engine, cmds, batch=1, steps=3, session=s)
+    variants = list(VARIANTS)
+    try:
+        check_realtime()
+    except PermissionError:
+        variants = [v for v in variants if not v.endswith("/realtime")]
     with contextlib.ExitStack() as stack:
-        ss = {m: stack.enter_context(PipelineSession(engine, transport="compiled", mode=m,
-                                                     config=wl.config)) for m in MODES}
-        caps = {m: find_capacity(engine, cmds, batch=1, steps=4, session=ss[m]) for m in MODES}
-        cap = caps["command"]
+        ss = {v: stack.enter_context(PipelineSession(engine, transport="compiled",
+                                                     config=wl.config, **variant_options(v)))
+              for v in variants}
+        cap = find_capacity(engine, cmds, batch=1, steps=4, session=ss[BASE])
         rep.update(capacity_python=py["capacity"], capacity_compiled=cap["capacity"],
                    unpaced_compiled=cap["unpaced_rate"],
                    compiled_over_python=cap["capacity"] / py["capacity"],
-                   capacity_chunk=caps["chunk"]["capacity"],
-                   unpaced_chunk=caps["chunk"]["unpaced_rate"])
+                   unpaced={v: cap["unpaced_rate"] if v == BASE else
+                            ss[v].run(cmds, rate=math.inf).achieved_rate for v in variants})
         hic = record_hiccups(2.0)
         rep["pauses"] = [h.summary() for h in hic]
         pairs = [(hic[0], hic[1]), (hic[1], hic[0])] if len(hic) > 1 else [(hic[0], hic[0])]
@@ -80,9 +86,9 @@ def test_pipeline_report():
         for k in range(REPEAT):
             for p in (None, pin):
                 for f in FRACTIONS:
-                    for m in (MODES if k % 2 == 0 else MODES[::-1]):
-                        r = ss[m].run(cmds, rate=f * cap["capacity"], batch=1, pin=p)
-                        rows.append({"round": k + 1, "mode": m,
+                    for v in (variants if k % 2 == 0 else variants[::-1]):
+                        r = ss[v].run(cmds, rate=f * cap["capacity"], batch=1, pin=p)
+                        rows.append({"round": k + 1, "variant": v,
                                      "pinning": "pinned" if p else "unpinned",
                                      "fraction": f, "keeps_up": r.keeps_up(),
                                      **_pcts(r.latency_ns), **_gaps(r),
@@ -97,7 +103,7 @@ def test_pipeline_report():
     rep["floor"] = {}
     for f in FRACTIONS:
         drain = float(np.median([r["drain_ns"] for r in rows if r["fraction"] == f
-                                 and r["mode"] == "command" and r["pinning"] == "unpinned"
+                                 and r["variant"] == BASE and r["pinning"] == "unpinned"
                                  and r["drain_ns"]]))
         ref = {}
         for what, svc in (("floor", rep["engine_ns"]), ("model", drain)):
@@ -117,9 +123,9 @@ def test_pipeline_report():
           f"{os.cpu_count()}", "",
           f"capacity: compiled {rep['capacity_compiled']:,.0f}/s (unpaced "
           f"{rep['unpaced_compiled']:,.0f}/s), python {rep['capacity_python']:,.0f}/s: "
-          f"{rep['compiled_over_python']:.1f}x (mode command: each command published on its "
-          f"own); mode chunk {rep['capacity_chunk']:,.0f}/s (unpaced "
-          f"{rep['unpaced_chunk']:,.0f}/s)", "",
+          f"{rep['compiled_over_python']:.1f}x (compiled: {BASE}, each command published on "
+          "its own); unpaced: " + ", ".join(f"{v} {u:,.0f}/s" for v, u in rep["unpaced"].items()),
+          "",
           "| cpu | pauses >10 µs /s | >100 µs /s | median µs | longest µs | lost % | "
           "timer irq /s | at one tick phase % |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for h in rep["pauses"]:
@@ -129,16 +135,16 @@ def test_pipeline_report():
                   f"{h['longest_us']:.0f} | {100 * h['lost_share_gt_10us']:.2f} | "
                   f"{h['timer_irqs_per_s'] or math.nan:.0f} | "
                   f"{100 * lock if lock is not None else math.nan:.0f} |")
-    md += ["", "| round | mode | pinning | fraction | p50 ns | p99 ns | p99.9 ns | gaps >10 µs | "
-           "longest gap µs | gap share % | load |", "|---|---|---|" + "---:|" * 8]
+    md += ["", "| round | variant | pinning | fraction | p50 ns | p99 ns | p99.9 ns | "
+           "gaps >10 µs | longest gap µs | gap share % | load |", "|---|---|---|" + "---:|" * 8]
     for r in rows:
-        md.append(f"| {r['round']} | {r['mode']} | {r['pinning']} | {r['fraction']:.0%} | "
+        md.append(f"| {r['round']} | {r['variant']} | {r['pinning']} | {r['fraction']:.0%} | "
                   f"{r['p50']:,.0f} | "
                   f"{r['p99']:,.0f} | {r['p99.9']:,.0f} | {r['gaps_gt_10us']} | "
                   f"{r['longest_gap_us']:,.0f} | {100 * r['gap_share']:.2f} | {r['load']:.2f} |")
     md += ["", f"Floor: a transport costing nothing beyond the engine's closed-loop "
            f"{rep['engine_ns']:.0f} ns/command; model: the engine working off queues at the "
-           "drain speed of the unpinned command-mode runs, behind a sender catching up at "
+           f"drain speed of the unpinned {BASE} runs, behind a sender catching up at "
            "1 / unpaced rate; "
            "both on the recorded pauses, in windows as long as a run (median p99 over "
            "windows, and its range)", "",
@@ -146,28 +152,30 @@ def test_pipeline_report():
            "median measured p99 (unpinned) | over floor | over model |", "|---:|" + "---:|" * 7]
     for f, ref in rep["floor"].items():
         m = float(np.median([r["p99"] for r in rows if r["fraction"] == f
-                             and r["mode"] == "command" and r["pinning"] == "unpinned"]))
+                             and r["variant"] == BASE and r["pinning"] == "unpinned"]))
         fl, mo = ref["floor"], ref["model"]
         md.append(f"| {f:.0%} | {fl['windows']} | {fl['p99']:,.0f} ({fl['lowest']:,.0f}-"
                   f"{fl['highest']:,.0f}) | {mo['service_ns']:.0f} | {mo['p99']:,.0f} "
                   f"({mo['lowest']:,.0f}-{mo['highest']:,.0f}) | {m:,.0f} | "
                   f"{m / fl['p99']:.2f} | {m / mo['p99']:.2f} |")
-    # the modes run against run: chunk p99 / command p99 of the same round, rate and pinning
-    md += ["", "| pairs | count | median chunk / command p99 | interval (sign test, >= 90%) |",
-           "|---|---:|---:|---|"]
-    key = {(r["round"], r["pinning"], r["fraction"], r["mode"]): r for r in rows}
-    both = [(key[k[:3] + ("command",)], key[k[:3] + ("chunk",)]) for k in key
-            if k[3] == "command"]
-    for which, sel in (("all", both), ("without a stall",
-                                       [(a, b) for a, b in both
-                                        if not a["stalled"] and not b["stalled"]])):
-        if not sel:
-            md.append(f"| {which} | 0 | - | - |")
-            continue
-        mi = median_interval([b["p99"] / a["p99"] for a, b in sel], of="paired runs")
-        ci = f"{mi['ci'][0]:.2f}-{mi['ci'][1]:.2f}" if mi["ci"] else "none (< 5 pairs)"
-        md.append(f"| {which} | {len(sel)} | {mi['median']:.2f} | {ci} |")
-        rep.setdefault("mode_ratio", {})[which] = mi
+    # each step of the lineage run against run: after / before of the same round, rate, pinning
+    md += ["", "| step | pairs | percentile | count | median ratio after / before | "
+           "interval (sign test, >= 90%) |", "|---|---|---|---:|---:|---|"]
+    key = {(r["round"], r["pinning"], r["fraction"], r["variant"]): r for r in rows}
+    rep["steps"] = {}
+    for before, after in zip(variants[:-1], variants[1:], strict=True):
+        both = [(key[k[:3] + (before,)], key[k[:3] + (after,)]) for k in key if k[3] == before]
+        calm = [(a, b) for a, b in both if not a["stalled"] and not b["stalled"]]
+        for which, sel in (("all", both), ("without a stall", calm)):
+            for q in ("p50", "p99"):
+                if not sel:
+                    md.append(f"| {before} -> {after} | {which} | {q} | 0 | - | - |")
+                    continue
+                mi = median_interval([b[q] / a[q] for a, b in sel], of="paired runs")
+                ci = f"{mi['ci'][0]:.2f}-{mi['ci'][1]:.2f}" if mi["ci"] else "none (< 5 pairs)"
+                md.append(f"| {before} -> {after} | {which} | {q} | {len(sel)} | "
+                          f"{mi['median']:.2f} | {ci} |")
+                rep["steps"][f"{before} -> {after} {which} {q}"] = mi
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "report.json").write_text(json.dumps(rep, indent=1, default=str))
     (OUT / "report.md").write_text("\n".join(md) + "\n")

@@ -45,10 +45,12 @@ def want(cmds):
     return lob.get_engine("reference", CFG).replay(cmds).outcomes
 
 
-@pytest.fixture(scope="module", params=["command", "chunk"])
+@pytest.fixture(scope="module", params=["command/fields", "chunk/fields", "command/line",
+                                        "chunk/line"])
 def session(request):
+    mode, layout = request.param.split("/")
     with PipelineSession("v2@numba", transport="compiled", config=CFG, ring_capacity=7,
-                         mode=request.param) as s:
+                         mode=mode, layout=layout) as s:
         yield s  # 7 slots: not a power of two, a wrap every few commands
 
 
@@ -60,16 +62,26 @@ def _loops():
     return pc
 
 
+def _ring(cap, layout):
+    """A ring of ``cap`` slots in ``layout`` and the compiled loops' slot arguments."""
+    from lob.pipeline.session import _compiled_slots, _slot_fields
+
+    ring = SpscRing.create(cap, _slot_fields(layout))
+    return ring, _compiled_slots(ring.slots, layout)
+
+
+@pytest.mark.parametrize("layout", ["fields", "line"])
 @pytest.mark.parametrize("take", [1, 4])
-def test_in_process_order_and_no_loss_with_random_batches(cmds, want, take):
+def test_in_process_order_and_no_loss_with_random_batches(cmds, want, take, layout):
     """``take`` 1: each command run and stamped alone (mode "command"); 4: up to 4 queued
-    commands per kernel call, one stamp each call (mode "chunk")."""
+    commands per kernel call, one stamp each call (mode "chunk"); in both ring layouts."""
     pc = _loops()
     from lob.engines.compiled.clock import kernel_clock_overhead  # noqa: F401 (loads numba)
 
-    ring = SpscRing.create(5, {"cmd": COMMAND_DTYPE, "due": np.int64})
+    ring, slots = _ring(5, layout)
+    scratch = np.zeros(take if layout == "line" else 0, COMMAND_DTYPE)
     try:
-        raw, sc, sd = ring.raw, ring.slots["cmd"], ring.slots["due"]
+        raw = ring.raw
         n = len(cmds)
         out, done, due = np.zeros(n, OUTCOME_DTYPE), np.zeros(n, np.int64), np.zeros(n, np.int64)
         eng = lob.get_engine("v2@numba", CFG)
@@ -83,15 +95,15 @@ def test_in_process_order_and_no_loss_with_random_batches(cmds, want, take):
             room = 5 - (k - pos)
             if k < n and room and rng.random() < 0.6:
                 m = int(min(rng.integers(1, 6), room, n - k))
-                k2, st, _ = pc.send_row(raw, cmds, sc, sd, k, k + m, 1000, 3.0,
+                k2, st, _ = pc.send_row(raw, cmds, *slots, k, k + m, 1000, 3.0,
                                         int(rng.integers(1, 6)), 10**7, far, far, 0, 0, 0)
                 assert (k2, st) == (k + m, pc.OK)
                 k = k2
             elif pos < k:
                 upto = pos + int(rng.integers(1, k - pos + 1))
                 while True:
-                    pos, st = pc.engine_row(raw, sc, sd, out, done, due, pos, upto, take,
-                                            *state, durs, 10**7, far, far, 0, 0, 0)
+                    pos, st = pc.engine_row(raw, *slots, scratch, out, done, due, pos, upto,
+                                            take, *state, durs, 10**7, far, far, 0, 0, 0)
                     if st < pc.GROW:
                         break
                     state = eng.kernel_state(st - pc.GROW)
@@ -105,26 +117,33 @@ def test_in_process_order_and_no_loss_with_random_batches(cmds, want, take):
         ring.close()
 
 
-def test_full_ring_is_back_pressure_not_overwrite(cmds):
+@pytest.mark.parametrize("layout", ["fields", "line"])
+def test_full_ring_is_back_pressure_not_overwrite(cmds, layout):
     pc = _loops()
-    ring = SpscRing.create(4, {"cmd": COMMAND_DTYPE, "due": np.int64})
+    ring, slots = _ring(4, layout)
+
+    def slot_cmds():  # the commands the slots hold, in either layout
+        return (ring.slots["line"]["cmd"] if layout == "line" else ring.slots["cmd"]).copy()
+
     try:
-        raw, sc, sd = ring.raw, ring.slots["cmd"], ring.slots["due"]
+        raw = ring.raw
         raw[3 * 8] = time.perf_counter_ns() + 10**15  # a live consumer that never takes
-        k, st, _ = pc.send_row(raw, cmds, sc, sd, 0, 4, 0, 0.0, 1, 10**6, 10**15, 10**15, 0, 0,
+        k, st, _ = pc.send_row(raw, cmds, *slots, 0, 4, 0, 0.0, 1, 10**6, 10**15, 10**15, 0, 0,
                                10**5)
         assert (k, st) == (4, pc.OK)
-        before = sc.copy()
+        before = slot_cmds()
         t0 = time.monotonic()
-        k, st, _ = pc.send_row(raw, cmds, sc, sd, 4, 6, 0, 0.0, 1, 10**6, 10**15, 200_000_000,
+        k, st, _ = pc.send_row(raw, cmds, *slots, 4, 6, 0, 0.0, 1, 10**6, 10**15, 200_000_000,
                                0, 0, 10**5)  # spins 100 us, then yields between checks
         assert (k, st) == (4, pc.TIMEOUT) and 0.15 < time.monotonic() - t0 < 3
-        assert ring.head == 4 and (sc == before).all()  # nothing overwritten
+        assert ring.head == 4 and (slot_cmds() == before).all()  # nothing overwritten
         raw[1 * 8] = 2  # the consumer frees two slots: exactly two more fit
-        k, st, _ = pc.send_row(raw, cmds, sc, sd, 4, 6, 0, 0.0, 2, 10**6, 10**15, 10**15, 0, 0,
+        k, st, _ = pc.send_row(raw, cmds, *slots, 4, 6, 0, 0.0, 2, 10**6, 10**15, 10**15, 0, 0,
                                10**5)
         assert (k, st) == (6, pc.OK) and ring.head == 6
-        assert (sc[[0, 1]] == cmds[[4, 5]]).all()  # wrapped into the freed slots
+        assert (slot_cmds()[[0, 1]] == cmds[[4, 5]]).all()  # wrapped into the freed slots
+        if layout == "line":  # each slot's sequence word: the count published with it
+            assert list(ring.slots["line"]["seq"]) == [5, 6, 3, 4]
     finally:
         ring.close()
 
@@ -152,29 +171,35 @@ def test_rows_reset_the_book_and_reuse_the_processes(session, cmds, want):
     # unpaced, the ring is always full: mode chunk publishes several commands per stamp,
     # mode command each on its own
     stamps = len(np.unique(a.done_ns))
-    assert a.mode == session.mode
+    assert (a.mode, a.layout) == (session.mode, session.layout)
     assert (stamps < a.n) if session.mode == "chunk" else (stamps == a.n), (stamps, a.n)
 
 
-@pytest.mark.parametrize("transport,engine,mode", [("python", "v2", "chunk"),
-                                                   ("python", "v2", "command"),
-                                                   ("compiled", "v2@numba", "command"),
-                                                   ("compiled", "v2@numba", "chunk")])
-def test_outcomes_equal_a_plain_replay_on_both_transports(transport, engine, mode):
+@pytest.mark.parametrize("transport,engine,mode,layout", [
+    ("python", "v2", "chunk", "fields"), ("python", "v2", "command", "fields"),
+    ("compiled", "v2@numba", "command", "fields"), ("compiled", "v2@numba", "chunk", "fields"),
+    ("compiled", "v2@numba", "command", "line"), ("compiled", "v2@numba", "chunk", "line")])
+def test_outcomes_equal_a_plain_replay_on_both_transports(transport, engine, mode, layout):
     wl = lob.workload("cpp_comprehensive", scale=0.002)
     ref = lob.get_engine("reference", wl.config).replay(wl.commands).outcomes
-    with PipelineSession(engine, transport=transport, config=wl.config, mode=mode) as s:
+    with PipelineSession(engine, transport=transport, config=wl.config, mode=mode,
+                         layout=layout) as s:
         for rate, batch in ((math.inf, 64), (2e5, 1)):
             r = s.run(wl.commands, rate=rate, batch=batch)
             assert (r.outcomes == ref).all(), (transport, rate, batch)
 
 
-def test_each_transport_defaults_to_its_engine_loop():
-    from lob.pipeline.session import default_mode
+def test_each_transport_defaults_to_its_engine_loop_and_layout():
+    from lob.pipeline.session import default_layout, default_mode
 
     # compiled: each command published on its own (seed 003's capacity definition); python:
     # a chunk per call (a Python call per command costs µs)
     assert default_mode("compiled") == "command" and default_mode("python") == "chunk"
+    assert default_layout("compiled") == "line" and default_layout("python") == "fields"
+    with pytest.raises(ValueError, match="layout 'line' is the compiled transport's"):
+        PipelineSession("v2", transport="python", layout="line")
+    with pytest.raises(ValueError, match="layout must be one of"):
+        PipelineSession("v2@numba", transport="compiled", layout="rows")
 
 
 def test_compiled_transport_names_what_it_needs():
@@ -227,11 +252,12 @@ def test_stopped_sender_raises_in_the_caller_quickly(transport, engine):
     assert not any(p.is_alive() for p in s._procs.values())
 
 
-@pytest.mark.parametrize("transport,engine,n,batch,ring,mode", [
-    ("compiled", "v0+pool@numba", 1200, 16, 32, "command"),
-    ("compiled", "v0+pool@numba", 1600, 16, 512, "chunk"),
-    ("python", "v0", 131072, 32768, 65536, "chunk")])
-def test_slow_engine_is_not_declared_hung(transport, engine, n, batch, ring, mode):
+@pytest.mark.parametrize("transport,engine,n,batch,ring,mode,layout", [
+    ("compiled", "v0+pool@numba", 1200, 16, 32, "command", "fields"),
+    ("compiled", "v0+pool@numba", 1600, 16, 512, "chunk", "fields"),
+    ("compiled", "v0+pool@numba", 1600, 16, 512, "chunk", "line"),
+    ("python", "v0", 131072, 32768, 65536, "chunk", "fields")])
+def test_slow_engine_is_not_declared_hung(transport, engine, n, batch, ring, mode, layout):
     """An engine busy far longer than the liveness interval without ever waiting (a 1M-tick
     band, an empty ask side scanned from its edge by every IOC: 1-3 ms per command compiled,
     chunks of up to 64k commands in Python) while the sender waits for room, checking it.
@@ -241,7 +267,7 @@ def test_slow_engine_is_not_declared_hung(transport, engine, n, batch, ring, mod
     c = np.zeros(n, COMMAND_DTYPE)
     c["otype"], c["owner"], c["price"], c["qty"], c["timed"] = 1, 1, 1, 1, True
     with PipelineSession(engine, transport=transport, config=wide, ring_capacity=ring,
-                         mode=mode, liveness_s=0.3) as s:
+                         mode=mode, layout=layout, liveness_s=0.3) as s:
         t0 = time.monotonic()
         r = s.run(c, rate=math.inf, batch=batch)
         busy = time.monotonic() - t0
@@ -329,9 +355,10 @@ def test_under_numba_boundscheck(tmp_path):
             cfg = BookConfig(1, 99)
             c = warmup_commands(cfg, 3000, seed=8)
             ref = lob.get_engine("reference", cfg).replay(c).outcomes
-            for mode in ("command", "chunk"):
+            for mode, layout in (("command", "fields"), ("chunk", "fields"),
+                                 ("command", "line"), ("chunk", "line")):
                 with PipelineSession("v2@numba", transport="compiled", config=cfg, mode=mode,
-                                     ring_capacity=5, start_timeout_s=900) as s:
+                                     layout=layout, ring_capacity=5, start_timeout_s=900) as s:
                     for rate, b in ((math.inf, 5), (1e6, 1)):
                         assert (s.run(c, rate=rate, batch=b).outcomes == ref).all()
             print("ok")
@@ -343,3 +370,36 @@ def test_under_numba_boundscheck(tmp_path):
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                        timeout=1200)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+def _fifo_allowed() -> bool:
+    from lob.pipeline.session import check_realtime
+
+    try:
+        check_realtime()
+        return True
+    except PermissionError:
+        return False
+
+
+@pytest.mark.skipif(not _fifo_allowed(), reason="this process may not use SCHED_FIFO")
+def test_realtime_rows_run_under_sched_fifo_and_nothing_else_does(cmds, want):
+    with PipelineSession("v2@numba", transport="compiled", config=CFG, realtime=True) as s:
+        r = s.run(cmds, rate=2e6, batch=1)
+        pids = s.pids
+        # back to the ordinary policy between rows (warming and idling are not real-time)
+        assert all(os.sched_getscheduler(p) == os.SCHED_OTHER for p in pids.values())
+    assert r.realtime and (r.outcomes == want).all()
+    assert r.extra["engine"]["sched_fifo"] and r.extra["sender"]["sched_fifo"]
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the check left the parent as it was
+
+
+def test_realtime_without_the_right_is_refused_up_front(monkeypatch):
+    from lob.pipeline import session as ses
+
+    def deny(*a):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(ses.os, "sched_setscheduler", deny)
+    with pytest.raises(PermissionError, match="needs the right to use SCHED_FIFO"):
+        PipelineSession("v2@numba", transport="compiled", realtime=True)

@@ -510,8 +510,9 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
     (offered rate over capacity), ``saturated``, ``lat_p99`` and optionally ``transport``
     (only the compiled transport's rows are used when there are any); ``tables["tail_runs"]``
     (optional): the notebook's repeated batch-1 runs (``fraction``, ``pinning``, ``run``,
-    ``p99``, and ``mode`` when it compares engine loops: a round is then one mode's), used for
-    the pinning claim instead of the sweep's rows when present. Gives
+    ``p99``, and ``variant`` (or ``mode``) when it compares transport variants: a round is
+    then one variant's), used for the pinning claim instead of the sweep's rows when present.
+    Gives
     ``s003_pipeline_capacity`` (batch 1), ``s003_pipeline_saturation`` (share of unpinned
     rows offered above capacity that saturate) and ``s003_pinning`` (the median over rounds
     and rates below capacity of p99 pinned / p99 unpinned, with its interval from 5 ratios
@@ -542,8 +543,9 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
     def p99_of(v):
         return isinstance(v, int | float) and v == v and v > 0
 
-    runs = [(r.get("fraction"), r.get("pinning") or "unpinned", (r.get("mode"), r.get("run")),
-             r["p99"]) for r in tables.get("tail_runs") or [] if p99_of(r.get("p99"))]
+    runs = [(r.get("fraction"), r.get("pinning") or "unpinned",
+             (r.get("variant", r.get("mode")), r.get("run")), r["p99"])
+            for r in tables.get("tail_runs") or [] if p99_of(r.get("p99"))]
     if not runs:
         seen: dict = {}
         for r in sweep:

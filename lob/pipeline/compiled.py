@@ -1,13 +1,21 @@
 """The compiled transport's two loops: the sender's pacing + publish loop and the engine's
 drain + execute loop, each one numba function over the shared ring.
 
-Both work on the ring of :mod:`lob.pipeline.ring` (the same header words and slot arrays as
-the Python transport): ``H`` is the raw int64 header (control word ``w`` at ``H[w * 8]``, one
-per cache line), ``slot_cmd`` / ``slot_due`` the slot arrays. Control words are read with
-:func:`~lob.pipeline.atomics.load_acquire` and written with
-:func:`~lob.pipeline.atomics.store_release`; each side keeps a private copy of the other's
-counter and reloads it only when its copy says "full" (sender) or "empty" (engine), so the
-counters' cache lines move between cores only when they must.
+Both work on the ring of :mod:`lob.pipeline.ring`: ``H`` is the raw int64 header (control word
+``w`` at ``H[w * 8]``, one per cache line). The slots come in two layouts:
+
+* ``"fields"``: the Python transport's, ``slot_cmd`` / ``slot_due`` arrays published by the
+  ``head`` word. A command crosses from the sender's core to the engine's in two cache
+  lines at least: ``head``'s, then its slot's (a 40-byte record straddles two lines at some
+  slots);
+* ``"line"``: one 64-byte line per slot (:data:`LINE_DTYPE`: a sequence word, the due time,
+  the command). The sender fills the line and releases its sequence word; the engine waits on
+  that word, so the command arrives with the line that says it is there.
+
+Control and sequence words are read with :func:`~lob.pipeline.atomics.load_acquire` and
+written with :func:`~lob.pipeline.atomics.store_release`; each side keeps a private copy of
+the other's counter and reloads it only when its copy says "full" (sender) or "empty"
+(engine), so the counters' cache lines move between cores only when they must.
 
 Waits spin with :func:`~lob.pipeline.atomics.cpu_pause`; the sender's wait for room and the
 engine's wait for commands are one function, :func:`wait_for`. A wait that has spun for
@@ -43,7 +51,8 @@ from lob.pipeline.atomics import (
     sched_yield,
     store_release,
 )
-from lob.pipeline.ring import ABORT, CONS_BEAT, HEAD, PROD_BEAT, TAIL
+from lob.pipeline.ring import ABORT, CONS_BEAT, HEAD, LINE_DTYPE, PROD_BEAT, TAIL
+from lob.semantics import COMMAND_DTYPE
 
 __all__ = ["send_row", "engine_row", "OK", "ABORTED", "PARENT_GONE", "PEER_STALE",
            "PEER_DEAD", "TIMEOUT", "GROW", "STATUS"]
@@ -58,6 +67,9 @@ STATUS = {OK: "done", ABORTED: "aborted (the other side or the parent gave up)",
 
 _L = 8  # int64 words per cache line
 _SPIN_CHECK = 63  # read the clock every 64 spins
+# the line ring as int64 words: per slot, the sequence word, the due time, the command's words
+_W = LINE_DTYPE.itemsize // 8
+_CW = COMMAND_DTYPE.itemsize // 8
 
 
 @njit(cache=True)
@@ -76,9 +88,10 @@ def check(H, me_beat, peer_beat, t, liveness_ns, ppid, peer_pid):
 
 
 @njit(cache=True, inline="always")
-def wait_for(H, word, target, t, nxt, me_beat, peer_beat, check_ns, liveness_ns, timeout_ns,
+def wait_for(H, W, word, target, t, nxt, me_beat, peer_beat, check_ns, liveness_ns, timeout_ns,
              ppid, peer_pid, spin_ns):
-    """Spin until control word ``word`` reaches ``target`` (the counters only grow), from
+    """Spin until word ``W[word * 8]`` reaches ``target`` (a control word of the header ``H``,
+    or a slot's sequence word of the line ring; both only grow), from
     time ``t`` with the next :func:`check` due at ``nxt``: a pause between loads, a
     ``sched_yield`` once ``spin_ns`` have passed; the clock read every 64 spins (every spin
     once yielding); :data:`TIMEOUT` after ``timeout_ns``.
@@ -86,7 +99,7 @@ def wait_for(H, word, target, t, nxt, me_beat, peer_beat, check_ns, liveness_ns,
     Returns ``(value, t, nxt, status)``: the word's last value, the last clock reading, the
     next check time and :data:`OK` once it is reached (else why the wait gave up).
     """
-    v = load_acquire(H, word * _L)
+    v = load_acquire(W, word * _L)
     spins = 0
     t0 = t
     lazy = False
@@ -106,20 +119,27 @@ def wait_for(H, word, target, t, nxt, me_beat, peer_beat, check_ns, liveness_ns,
                 if t - t0 > timeout_ns:
                     return v, t, nxt, TIMEOUT
                 nxt = t + check_ns
-        v = load_acquire(H, word * _L)
+        v = load_acquire(W, word * _L)
     return v, t, nxt, OK
 
 
 @njit(cache=True)
-def send_row(H, cmds, slot_cmd, slot_due, k0, n, start, period, batch, check_ns,
+def send_row(H, cmds, slot_cmd, slot_due, Lw, k0, n, start, period, batch, check_ns,
              liveness_ns, timeout_ns, ppid, peer_pid, spin_ns):
     """Publish ``cmds[k0:n]`` in batches of ``batch``, command ``k`` due at
     ``start + int64(k * period)`` (``period`` = 1e9 / rate, 0 = unpaced); a batch goes out
     when its last command is due, each slot carrying its own due time.
 
+    The slots are ``slot_cmd`` / ``slot_due`` (layout ``"fields"``: published by the release
+    store of ``head``), or, when ``Lw`` is not empty, the line ring's words (layout
+    ``"line"``: each slot's due time and command written into its own cache line, then its
+    sequence word released; ``head`` is still stored, for the record).
+
     Returns ``(next k, status, late_batches_1ms)``; status :data:`OK` when all are sent.
     """
-    cap = slot_due.size
+    line = Lw.size > 0
+    cap = Lw.size // _W if line else slot_due.size
+    cw = cmds.view(np.int64)  # the command records as words (the line ring copies words)
     head = H[HEAD * _L]  # only this side writes head
     tail = load_acquire(H, TAIL * _L)
     t = monotonic_ns()
@@ -146,17 +166,26 @@ def send_row(H, cmds, slot_cmd, slot_due, k0, n, start, period, batch, check_ns,
             late += 1
         # room: back-pressure, never overwrite
         if head + m - tail > cap:
-            tail, t, nxt, st = wait_for(H, TAIL, head + m - cap, t, nxt, PROD_BEAT, CONS_BEAT,
+            tail, t, nxt, st = wait_for(H, H, TAIL, head + m - cap, t, nxt, PROD_BEAT, CONS_BEAT,
                                         check_ns, liveness_ns, timeout_ns, ppid, peer_pid,
                                         spin_ns)
             if st != OK:
                 return k, st, late
-        for j in range(m):
-            s = (head + j) % cap
-            slot_cmd[s] = cmds[k + j]
-            slot_due[s] = start + np.int64((k + j) * period)
+        if line:
+            for j in range(m):
+                b = ((head + j) % cap) * _W
+                Lw[b + 1] = start + np.int64((k + j) * period)
+                for w in range(_CW):
+                    Lw[b + 2 + w] = cw[(k + j) * _CW + w]
+            for j in range(m):  # publish: each slot's sequence word, after all the writes
+                store_release(Lw, ((head + j) % cap) * _W, head + j + 1)
+        else:
+            for j in range(m):
+                s = (head + j) % cap
+                slot_cmd[s] = cmds[k + j]
+                slot_due[s] = start + np.int64((k + j) * period)
         head += m
-        store_release(H, HEAD * _L, head)  # publish: after the slot writes
+        store_release(H, HEAD * _L, head)  # publish (layout fields): after the slot writes
         k += m
         if t >= nxt:
             st = check(H, PROD_BEAT, CONS_BEAT, t, liveness_ns, ppid, peer_pid)
@@ -168,11 +197,17 @@ def send_row(H, cmds, slot_cmd, slot_due, k0, n, start, period, batch, check_ns,
 
 
 @njit(cache=True)
-def engine_row(H, slot_cmd, slot_due, out, done, due, pos, n, take, F, N, IDX, LV, B, G, durs,
-               check_ns, liveness_ns, timeout_ns, ppid, peer_pid, spin_ns):
-    """Drain ``n - pos`` records: run the commands straight from their slots into
-    ``out[pos:]`` (the kernel of :mod:`lob.engines.compiled.kernel`), stamp ``done`` right
-    after, copy their due times, then free the slots (one release store of ``tail``).
+def engine_row(H, slot_cmd, slot_due, Lw, scratch, out, done, due, pos, n, take, F, N, IDX,
+               LV, B, G, durs, check_ns, liveness_ns, timeout_ns, ppid, peer_pid, spin_ns):
+    """Drain ``n - pos`` records: run the commands from their slots into ``out[pos:]`` (the
+    kernel of :mod:`lob.engines.compiled.kernel`), stamp ``done`` right after, copy their
+    due times, then free the slots (one release store of ``tail``).
+
+    Layout ``"fields"`` (``Lw`` empty): wait for ``head`` to move past ``tail``, then run the
+    commands straight from ``slot_cmd``. Layout ``"line"``: wait on the next slot's own
+    sequence word (one cache line carries the word, the due time and the command, so a
+    command crosses between the cores in one line, not in the ``head`` line and a slot
+    line), copy the ready commands' words into ``scratch`` and run them from there.
 
     ``take`` bounds how many queued commands one kernel call runs: ``1`` runs and stamps
     every command on its own (mode ``"command"``); more runs whatever is queued, up to
@@ -187,9 +222,11 @@ def engine_row(H, slot_cmd, slot_due, out, done, due, pos, n, take, F, N, IDX, L
     ``replay_into(..., fills=None)`` does). Returns ``(pos, status)``; a status ``GROW + c``
     means the book needs ``kernel_state(c)`` before re-entering at ``pos``.
     """
-    cap = slot_due.size
+    line = Lw.size > 0
+    cap = Lw.size // _W if line else slot_due.size
+    sw = scratch.view(np.int64)
     tail = H[TAIL * _L]  # only this side writes tail
-    head = load_acquire(H, HEAD * _L)
+    head = tail if line else load_acquire(H, HEAD * _L)  # line: slots seen ready so far
     t = monotonic_ns()
     nxt = t + check_ns
     timed = durs.size > 0  # False: typed bool, not a literal (reuses replay's compiled kernel)
@@ -197,17 +234,33 @@ def engine_row(H, slot_cmd, slot_due, out, done, due, pos, n, take, F, N, IDX, L
     lim = 1
     while pos < n:
         if head == tail:
-            head, t, nxt, st = wait_for(H, HEAD, tail + 1, monotonic_ns(), nxt, CONS_BEAT,
-                                        PROD_BEAT, check_ns, liveness_ns, timeout_ns, ppid,
-                                        peer_pid, spin_ns)
+            if line:
+                head, t, nxt, st = wait_for(H, Lw, tail % cap, tail + 1, monotonic_ns(), nxt,
+                                            CONS_BEAT, PROD_BEAT, check_ns, liveness_ns,
+                                            timeout_ns, ppid, peer_pid, spin_ns)
+            else:
+                head, t, nxt, st = wait_for(H, H, HEAD, tail + 1, monotonic_ns(), nxt,
+                                            CONS_BEAT, PROD_BEAT, check_ns, liveness_ns,
+                                            timeout_ns, ppid, peer_pid, spin_ns)
             if st != OK:
                 return pos, st
         s = tail % cap
-        m = min(head - tail, cap - s, n - pos, lim)  # queued, contiguous, this row's
         t0 = t  # the last clock reading: at or before the call's start
+        if line:
+            want = min(n - pos, lim)
+            while head - tail < want and load_acquire(Lw, (head % cap) * _W) == head + 1:
+                head += 1  # the next slot is ready too
+            m = min(head - tail, want)
+            for j in range(m):
+                b = ((tail + j) % cap) * _W
+                for w in range(_CW):
+                    sw[j * _CW + w] = Lw[b + 2 + w]
+            cmds = scratch[:m]
+        else:
+            m = min(head - tail, cap - s, n - pos, lim)  # queued, contiguous, this row's
+            cmds = slot_cmd[s:s + m]
         G[NFILL] = 0
-        i, code = kn.run(slot_cmd[s:s + m], zero, out[pos:pos + m], F, N, IDX, LV, B, G,
-                         timed, durs)
+        i, code = kn.run(cmds, zero, out[pos:pos + m], F, N, IDX, LV, B, G, timed, durs)
         if i == 0:  # not even one command ran: the book must grow first
             return pos, GROW + code
         t = monotonic_ns()
@@ -217,7 +270,7 @@ def engine_row(H, slot_cmd, slot_due, out, done, due, pos, n, take, F, N, IDX, L
             lim = min(take, lim << 1)
         for j in range(i):  # (a grow cut the call short: publish what ran, then grow)
             done[pos + j] = t
-            due[pos + j] = slot_due[s + j]
+            due[pos + j] = Lw[((tail + j) % cap) * _W + 1] if line else slot_due[s + j]
         pos += i
         tail += i
         store_release(H, TAIL * _L, tail)

@@ -50,7 +50,7 @@ from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
-__all__ = ["RingSpec", "SpscRing", "Producer", "Consumer", "RingError", "PeerError",
+__all__ = ["LINE_DTYPE", "RingSpec", "SpscRing", "Producer", "Consumer", "RingError", "PeerError",
            "RingTimeout", "check_platform", "create_shm", "attach_shm", "clean_stale"]
 
 _LINE = 8  # int64 words per 64-byte cache line
@@ -64,6 +64,20 @@ SHM_DIR = "/dev/shm"
 _NAME = re.compile(r"^(?:sem\.)?lob_(\d+)_[0-9a-f]+_\w+$")
 
 now_ns = time.perf_counter_ns  # CLOCK_MONOTONIC on Linux: one clock for every process
+
+
+def _line_dtype() -> np.dtype:
+    from lob.semantics import COMMAND_DTYPE
+
+    dt = np.dtype([("seq", "<i8"), ("due", "<i8"), ("cmd", COMMAND_DTYPE), ("pad", "<i8")])
+    assert dt.itemsize == 64 and COMMAND_DTYPE.itemsize % 8 == 0
+    return dt
+
+
+# the compiled transport's "line" layout: one 64-byte cache line per slot, holding the slot's
+# sequence word (the count of records published once the slot is filled), the command's due
+# time and the command (see lob.pipeline.compiled)
+LINE_DTYPE = _line_dtype()
 
 
 class RingError(RuntimeError):

@@ -56,6 +56,8 @@ class PipelineRun:
     gc_enabled: bool = False
     extra: dict = field(default_factory=dict)
     transport: str = "python"
+    layout: str = "fields"  # the ring's slots (lob.pipeline.session.LAYOUTS)
+    realtime: bool = False  # both processes ran the row under SCHED_FIFO
 
     @property
     def n(self) -> int:

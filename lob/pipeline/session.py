@@ -31,6 +31,7 @@ process group are unlinked when the next session starts (:func:`~lob.pipeline.ri
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import multiprocessing as mp
@@ -48,6 +49,7 @@ from lob.pipeline.ring import (
     CONS_BEAT,
     CONS_PID,
     HEAD,
+    LINE_DTYPE,
     PROD_BEAT,
     PROD_PID,
     READY,
@@ -64,9 +66,11 @@ from lob.pipeline.ring import (
 from lob.pipeline.run import MODES, PipelineError, PipelineRun, make_step_runner, warmup_commands
 from lob.semantics import COMMAND_DTYPE, OUTCOME_DTYPE, BookConfig, as_commands
 
-__all__ = ["PipelineSession", "TRANSPORTS", "run_pipeline", "runs_on", "default_mode"]
+__all__ = ["PipelineSession", "TRANSPORTS", "LAYOUTS", "run_pipeline", "runs_on", "default_mode",
+           "default_layout", "variant_options", "check_realtime"]
 
 TRANSPORTS = ("python", "compiled")
+LAYOUTS = ("fields", "line")  # the ring's slots: per-field arrays + head, or a line per slot
 _L = 8
 _SUB_MAX = 4096  # python transport: a drained chunk runs in parts of ~check_ms (beats between)
 
@@ -82,6 +86,38 @@ def default_mode(transport: str) -> str:
     Python call per command costs µs), ``"command"`` for compiled (each command published on
     its own, the definition behind seed 003's capacity)."""
     return "command" if transport == "compiled" else "chunk"
+
+
+def default_layout(transport: str) -> str:
+    """The ring layout a transport uses when no ``layout`` is given: ``"line"`` for compiled
+    (a command crosses between the cores in one cache line), ``"fields"`` for python (its only
+    one)."""
+    return "line" if transport == "compiled" else "fields"
+
+
+def _slot_fields(layout: str) -> dict:
+    return {"line": LINE_DTYPE} if layout == "line" else {"cmd": COMMAND_DTYPE, "due": np.int64}
+
+
+def _compiled_slots(ring_slots: dict, layout: str) -> tuple:
+    """``(slot_cmd, slot_due, Lw)`` for the compiled loops: one layout's arrays, the other's
+    empty (the loops tell the layouts apart by ``Lw``'s size)."""
+    if layout == "line":
+        return (np.zeros(0, COMMAND_DTYPE), np.zeros(0, np.int64),
+                ring_slots["line"].view(np.int64))
+    return ring_slots["cmd"], ring_slots["due"], np.zeros(0, np.int64)
+
+
+def variant_options(name: str) -> dict:
+    """A compiled transport variant named ``"<mode>/<layout>"`` or
+    ``"<mode>/<layout>/realtime"`` (e.g. ``"chunk/line/realtime"``) -> the
+    :class:`PipelineSession` keywords ``mode``, ``layout``, ``realtime``."""
+    parts = str(name).split("/")
+    if len(parts) not in (2, 3) or parts[0] not in MODES or parts[1] not in LAYOUTS \
+            or parts[2:] not in ([], ["realtime"]):
+        raise ValueError(f"a variant is '<mode>/<layout>' or '<mode>/<layout>/realtime' with "
+                         f"mode in {MODES} and layout in {LAYOUTS}, got {name!r}")
+    return {"mode": parts[0], "layout": parts[1], "realtime": len(parts) == 3}
 
 
 def runs_on(engine: str, transport: str) -> bool:
@@ -205,18 +241,26 @@ class _EngineChild(_Child):
         raw = np.zeros_like(self.raw)
         raw[HEAD * _L] = n
         raw[PROD_BEAT * _L] = now_ns() + 10**12
-        self._drain(eng, raw, wc, np.zeros(n, np.int64), out, done, np.zeros(n, np.int64),
-                    n, 0)
+        slots = {k: np.zeros(n, dt) for k, dt in _slot_fields(self.opts["layout"]).items()}
+        if "line" in slots:  # every slot filled and published (sequence word = count)
+            slots["line"]["seq"] = np.arange(1, n + 1)
+            slots["line"]["cmd"] = wc
+        else:
+            slots["cmd"][:] = wc
+        self._drain(eng, raw, _compiled_slots(slots, self.opts["layout"]), out, done,
+                    np.zeros(n, np.int64), n, 0)
 
-    def _drain(self, eng, raw, slot_cmd, slot_due, out, done, due, n, peer_pid):
+    def _drain(self, eng, raw, slots, out, done, due, n, peer_pid):
         from lob.pipeline.compiled import GROW, OK, STATUS, engine_row
 
         state = eng.kernel_state()
         durs = np.zeros(0, np.int64)
         take = 1 if self.opts["mode"] == "command" else self.opts["max_take"]
+        # the line layout runs the commands from a private copy of their words
+        scratch = np.zeros(take if self.opts["layout"] == "line" else 0, COMMAND_DTYPE)
         pos = 0
         while True:
-            pos, st = engine_row(raw, slot_cmd, slot_due, out, done, due, pos, n, take, *state,
+            pos, st = engine_row(raw, *slots, scratch, out, done, due, pos, n, take, *state,
                                  durs, self.check_ns, self.liveness_ns, self.timeout_ns, self.ppid,
                                  peer_pid, self.spin_ns)
             if st >= GROW:
@@ -248,7 +292,7 @@ class _EngineChild(_Child):
             start_tail = int(self.raw[TAIL * _L])
             self.beat()  # building the book took a while: fresh beat, then ready
             self.raw[READY * _L] = job["row"]
-            self._drain(eng, self.raw, self.ring.slots["cmd"], self.ring.slots["due"],
+            self._drain(eng, self.raw, _compiled_slots(self.ring.slots, self.opts["layout"]),
                         out, done, due, n, job["sender_pid"])
         else:
             run = make_step_runner(eng, self.opts["mode"])
@@ -302,9 +346,9 @@ class _SenderChild(_Child):
         n = len(wc)
         raw = np.zeros_like(self.raw)
         raw[CONS_BEAT * _L] = now_ns() + 10**12
-        slot_cmd, slot_due = np.zeros(n, COMMAND_DTYPE), np.zeros(n, np.int64)
-        send_row(raw, wc, slot_cmd, slot_due, 0, n, now_ns(), 0.0, 7, self.check_ns,
-                 self.liveness_ns, self.timeout_ns, self.ppid, 0, self.spin_ns)
+        slots = {k: np.zeros(n, dt) for k, dt in _slot_fields(self.opts["layout"]).items()}
+        send_row(raw, wc, *_compiled_slots(slots, self.opts["layout"]), 0, n, now_ns(), 0.0, 7,
+                 self.check_ns, self.liveness_ns, self.timeout_ns, self.ppid, 0, self.spin_ns)
 
     def _wait_ready(self, row: int) -> None:
         t0 = time.monotonic()
@@ -328,10 +372,10 @@ class _SenderChild(_Child):
         if self.transport == "compiled":
             from lob.pipeline.compiled import OK, STATUS, send_row
 
-            k, st, late = send_row(self.raw, cmds, self.ring.slots["cmd"],
-                                   self.ring.slots["due"], 0, n, start, period, batch,
-                                   self.check_ns, self.liveness_ns, self.timeout_ns,
-                                   self.ppid, job["engine_pid"], self.spin_ns)
+            k, st, late = send_row(self.raw, cmds,
+                                   *_compiled_slots(self.ring.slots, self.opts["layout"]), 0, n,
+                                   start, period, batch, self.check_ns, self.liveness_ns,
+                                   self.timeout_ns, self.ppid, job["engine_pid"], self.spin_ns)
             if st != OK:
                 raise PeerError(f"sender: stopped after {k} of {n} commands: {STATUS[st]}")
         else:
@@ -369,6 +413,33 @@ def _pace_until(t_due: int, prod) -> None:
             time.sleep(50e-6)
 
 
+@contextlib.contextmanager
+def _realtime(on: bool):
+    """Run the block under SCHED_FIFO (priority 1) when ``on``, then restore the policy."""
+    if not on:
+        yield
+        return
+    old, prio = os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, old, os.sched_param(prio))
+
+
+def check_realtime() -> None:
+    """Raise PermissionError unless this process may use SCHED_FIFO (tried on itself and
+    undone at once)."""
+    if not hasattr(os, "SCHED_FIFO"):
+        raise PermissionError("realtime=True needs SCHED_FIFO (Linux)")
+    try:
+        with _realtime(True):
+            pass
+    except PermissionError:
+        raise PermissionError("realtime=True needs the right to use SCHED_FIFO: root, "
+                              "CAP_SYS_NICE or an RLIMIT_RTPRIO (ulimit -r) of 1 or more") from None
+
+
 def _child_main(role, conn, spec, ppid, opts, config):
     _die_with_parent(ppid)
     child = None
@@ -392,7 +463,10 @@ def _child_main(role, conn, spec, ppid, opts, config):
             msg, job = conn.recv()
             if msg == "stop":
                 return
-            conn.send(("ok", child.run(job)))
+            with _realtime(opts["realtime"]):  # the row only: warming and idling stay normal
+                reply = child.run(job)
+                reply["sched_fifo"] = os.sched_getscheduler(0) == getattr(os, "SCHED_FIFO", -1)
+            conn.send(("ok", reply))
     except BaseException:
         if child is not None and child.raw is not None:
             child.raw[ABORT * _L] = 1 if role == "sender" else 2
@@ -415,7 +489,14 @@ class PipelineSession:
     module docstring); ``mode`` the engine loop (``"chunk"``: each drained chunk run in one call
     and published together; ``"command"``: each command run and published on its own; None:
     ``"chunk"`` on the python transport, ``"command"`` on the compiled one, as seed 003
-    defines its capacity, "every command published on its own");
+    defines its capacity, "every command published on its own"); ``layout`` the ring's slots
+    (``"fields"``: slot arrays published by ``head``, the python transport's; ``"line"``: one
+    cache line per slot with its own sequence word, compiled only; None: ``"line"`` on the
+    compiled transport); ``realtime`` runs both children under ``SCHED_FIFO`` (priority 1)
+    while a row runs, so no ordinary task (a daemon, the parent) preempts them; the kernel's
+    interrupts still do (needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO; a hung row still ends:
+    every wait in the children is bounded by ``timeout_s``, and the kernel by default keeps
+    5% of each second for ordinary tasks, the parent among them);
     ``ring_capacity`` slots in the ring; ``max_take`` the python engine's chunk bound;
     ``timeout_s`` bounds any one wait; ``liveness_s`` is how long a silent peer is given;
     ``check_ms`` how often waits check; ``spin_us`` how long a compiled wait spins before it
@@ -424,7 +505,8 @@ class PipelineSession:
     """
 
     def __init__(self, engine: str, *, transport: str = "python", config: BookConfig | None = None,
-                 mode: str | None = None, gc_enabled: bool = False, ring_capacity: int = 4096,
+                 mode: str | None = None, layout: str | None = None, gc_enabled: bool = False,
+                 realtime: bool = False, ring_capacity: int = 4096,
                  max_take: int | None = None, timeout_s: float = 10.0, liveness_s: float = 2.0,
                  check_ms: float = 10.0, spin_us: float = 50.0,
                  start_timeout_s: float = 600.0):
@@ -432,13 +514,22 @@ class PipelineSession:
         mode = default_mode(transport) if mode is None else mode
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        layout = default_layout(transport) if layout is None else layout
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if layout == "line" and transport != "compiled":
+            raise ValueError("layout 'line' is the compiled transport's (the python one reads "
+                             "and writes the ring's fields with numpy calls)")
+        if realtime:
+            check_realtime()
         if not runs_on(engine, transport):  # unknown names fail here, listing the registered
             raise ValueError(f"transport 'compiled' runs compiled engines only (an @numba one); "
                              f"{engine!r} is a {_backend(engine)} engine")
         if isinstance(ring_capacity, bool) or not isinstance(ring_capacity, (int, np.integer)) \
                 or ring_capacity < 1:
             raise ValueError(f"ring_capacity must be an int >= 1, got {ring_capacity!r}")
-        self.engine, self.transport, self.mode = engine, transport, mode
+        self.engine, self.transport, self.mode, self.layout = engine, transport, mode, layout
+        self.realtime = bool(realtime)
         self.config = config or BookConfig()
         self.gc_enabled = gc_enabled
         self.liveness_s, self.timeout_s = float(liveness_s), float(timeout_s)
@@ -450,9 +541,10 @@ class PipelineSession:
         self._procs = {}
         self._conns = {}
         ctx = mp.get_context("spawn")  # no inherited threads or numba state; works in notebooks
-        self.ring = SpscRing.create(int(ring_capacity), {"cmd": COMMAND_DTYPE, "due": np.int64})
+        self.ring = SpscRing.create(int(ring_capacity), _slot_fields(layout))
         self.capacity = int(ring_capacity)
-        opts = dict(transport=transport, engine=engine, mode=mode, gc_enabled=gc_enabled,
+        opts = dict(transport=transport, engine=engine, mode=mode, layout=layout,
+                    realtime=bool(realtime), gc_enabled=gc_enabled,
                     max_take=int(max_take or ring_capacity), timeout_s=float(timeout_s),
                     liveness_s=float(liveness_s), check_ms=float(check_ms),
                     spin_us=float(spin_us))
@@ -579,7 +671,8 @@ class PipelineSession:
         timed[:warmup] = False
         run = PipelineRun(self.engine, float(rate), int(batch), self.mode, due.copy(),
                           done.copy(), timed, out.copy(), tuple(pin) if pin else None,
-                          self.gc_enabled, msgs, transport=self.transport)
+                          self.gc_enabled, msgs, transport=self.transport, layout=self.layout,
+                          realtime=self.realtime)
         del done, due, out
         return run
 
@@ -629,8 +722,9 @@ class PipelineSession:
 
 def run_pipeline(engine: str, commands: np.ndarray, *, rate: float, batch: int = 1,
                  config: BookConfig | None = None, mode: str | None = None,
-                 transport: str = "python", pin: tuple[int, int] | None = None,
-                 gc_enabled: bool = False, warmup: int = 0, ring_capacity: int = 4096,
+                 layout: str | None = None, transport: str = "python", realtime: bool = False,
+                 pin: tuple[int, int] | None = None, gc_enabled: bool = False, warmup: int = 0,
+                 ring_capacity: int = 4096,
                  max_take: int | None = None, lead_s: float = 0.02, timeout_s: float = 10.0,
                  liveness_s: float = 2.0, session=None) -> PipelineRun:
     """Run ``commands`` through a sender and an engine process at ``rate`` commands/s.
@@ -658,7 +752,8 @@ def run_pipeline(engine: str, commands: np.ndarray, *, rate: float, batch: int =
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if batch > ring_capacity:
         raise ValueError(f"batch ({batch}) must be <= ring_capacity ({ring_capacity})")
-    with PipelineSession(engine, transport=transport, config=config, mode=mode,
+    with PipelineSession(engine, transport=transport, config=config, mode=mode, layout=layout,
+                         realtime=realtime,
                          gc_enabled=gc_enabled, ring_capacity=ring_capacity, max_take=max_take,
                          timeout_s=timeout_s, liveness_s=liveness_s) as s:
         return s.run(commands, rate=rate, batch=batch, pin=pin, warmup=warmup, lead_s=lead_s)

@@ -12,8 +12,8 @@ resolution) is reported. Rows of a sweep whose offered rate exceeds that capacit
 Every function here runs its rows on one :class:`~lob.pipeline.session.PipelineSession` (one
 sender/engine pair for the whole sweep, the book reset between rows): pass ``session=`` to
 share one across calls, else one is started with the session keywords in ``kw``
-(``transport``, ``mode``, ``gc_enabled``, ``ring_capacity``, ``max_take``, ``timeout_s``,
-``liveness_s``) and closed at the end.
+(``transport``, ``mode``, ``layout``, ``realtime``, ``gc_enabled``, ``ring_capacity``,
+``max_take``, ``timeout_s``, ``liveness_s``) and closed at the end.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from lob.semantics import OUTCOME_DTYPE, BookConfig, as_commands
 __all__ = ["default_engine", "summarize", "service_time", "find_capacity", "sweep", "save_rows",
            "open_loop_scenarios", "supported", "min_samples", "SCENARIOS"]
 
-_SESSION_KW = ("transport", "mode", "gc_enabled", "ring_capacity", "max_take", "timeout_s",
-               "liveness_s", "check_ms", "spin_us")
+_SESSION_KW = ("transport", "mode", "layout", "realtime", "gc_enabled", "ring_capacity",
+               "max_take", "timeout_s", "liveness_s", "check_ms", "spin_us")
 # the eight orderbook-rs HDR bench scenarios (seed 000)
 SCENARIOS = ("add_only", "cancel_only", "aggressive_walk", "notional_walk", "mixed_70_20_10",
              "thin_book_sweep", "mass_cancel_burst", "stp_sweep")
@@ -78,7 +78,7 @@ def summarize(run: PipelineRun) -> dict:
     h, clamped = histogram_from(run.latency_ns)
     st = LatencyStats.of(h, clamped)
     return {"engine": run.engine, "transport": run.transport, "mode": run.mode,
-            "batch": run.batch,
+            "layout": run.layout, "realtime": run.realtime, "batch": run.batch,
             "offered_rate": run.rate, "achieved_rate": run.achieved_rate,
             "keeps_up": run.keeps_up(), "backlog_end": run.backlog_end, "n": run.n,
             "pinned": run.pin is not None, "pin": list(run.pin) if run.pin else None,
