@@ -116,6 +116,24 @@ def test_record_hiccups_one_trace_per_cpu_sharing_a_time_line():
     assert max(h.start_ns for h in hs) - min(h.start_ns for h in hs) < 50_000_000
 
 
+def _fifo_allowed() -> bool:
+    from lob.pipeline.session import check_realtime
+
+    try:
+        check_realtime()
+        return True
+    except PermissionError:
+        return False
+
+
+@pytest.mark.skipif(not _fifo_allowed(), reason="this process may not use SCHED_FIFO")
+def test_record_hiccups_realtime_loops_run_under_sched_fifo():
+    hs = record_hiccups(0.05, realtime=True)
+    assert hs and all(h.realtime and h.summary()["realtime"] for h in hs)
+    assert not any(h.realtime for h in record_hiccups(0.02))
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # only the loops' threads changed
+
+
 def test_record_hiccups_refuses_bad_arguments():
     with pytest.raises(ValueError, match="seconds"):
         record_hiccups(0)

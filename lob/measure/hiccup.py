@@ -108,6 +108,7 @@ class Hiccups:
     timer_irqs: int | None = None
     hz: int | None = field(default_factory=kernel_hz)
     truncated: bool = False
+    realtime: bool = False  # the loop ran under SCHED_FIFO (only interrupts could pause it)
 
     @property
     def seconds(self) -> float:
@@ -152,12 +153,15 @@ class Hiccups:
                                      if self.timer_irqs is not None else None),
                 "kernel_hz": self.hz,
                 "tick_locked_share": self.tick_locked_share(),
-                "threshold_ns": self.threshold_ns, "truncated": self.truncated}
+                "threshold_ns": self.threshold_ns, "truncated": self.truncated,
+                "realtime": self.realtime}
 
 
-def _record_one(cpu, duration_ns, threshold_ns, out, i, barrier):
+def _record_one(cpu, duration_ns, threshold_ns, out, i, barrier, realtime):
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})  # this thread only
+    if realtime:  # this thread only; it ends with the loop
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
     at = np.zeros(_MAX_GAPS, np.int64)
     gap = np.zeros(_MAX_GAPS, np.int64)
     barrier.wait()
@@ -167,13 +171,17 @@ def _record_one(cpu, duration_ns, threshold_ns, out, i, barrier):
     irqs = (irq1[cpu] - irq0[cpu]) if (cpu is not None and irq0 and irq1
                                          and cpu in irq0) else None
     out[i] = Hiccups(cpu, int(duration_ns), int(threshold_ns), int(reads), int(t0),
-                     at[:k].copy(), gap[:k].copy(), irqs, truncated=bool(k >= _MAX_GAPS))
+                     at[:k].copy(), gap[:k].copy(), irqs, truncated=bool(k >= _MAX_GAPS),
+                     realtime=os.sched_getscheduler(0) == getattr(os, "SCHED_FIFO", -1))
 
 
-def record_hiccups(seconds: float = 1.0, cpus=None, *, threshold_ns: int = 2_000
-                   ) -> list[Hiccups]:
+def record_hiccups(seconds: float = 1.0, cpus=None, *, threshold_ns: int = 2_000,
+                   realtime: bool = False) -> list[Hiccups]:
     """One clock-reading loop per CPU in ``cpus`` (default: every CPU this process may use),
     all at once for ``seconds``, each pinned to its CPU (``None`` in ``cpus``: unpinned).
+    With ``realtime`` the loops run under ``SCHED_FIFO`` (as a pipeline session with
+    ``realtime=True`` runs its rows): then no ordinary task can pause them, only interrupts
+    and the host.
 
     The loops run in threads of this process (the compiled loop releases the GIL), so they
     start together and their traces share a time line, which :func:`floor_latency` needs.
@@ -188,12 +196,17 @@ def record_hiccups(seconds: float = 1.0, cpus=None, *, threshold_ns: int = 2_000
     bad = [c for c in cpus if c is not None and c not in allowed]
     if bad or not cpus:
         raise ValueError(f"cpus {cpus!r}: this process may run on {allowed}")
+    if realtime:
+        from lob.pipeline.session import check_realtime
+
+        check_realtime()  # a clear PermissionError here, not a traceback from a thread
     warm = np.zeros(1, np.int64)
     _spin(1_000, 1_000_000, warm, warm)  # compile / load before the threads start
     out: list = [None] * len(cpus)
     barrier = threading.Barrier(len(cpus))
     ts = [threading.Thread(target=_record_one, args=(c, int(seconds * 1e9), int(threshold_ns),
-                                                      out, i, barrier), daemon=True)
+                                                      out, i, barrier, bool(realtime)),
+                           daemon=True)
           for i, c in enumerate(cpus)]
     for t in ts:
         t.start()
