@@ -163,3 +163,12 @@ def test_floor_runs_cut_the_traces_into_windows_each_from_an_empty_queue():
     assert floor_runs(QUIET, eng, rate=1e8, service_ns=5, n=10**6) == []
     with pytest.raises(ValueError):
         floor_runs(QUIET, eng, rate=1e8, service_ns=5, n=0)
+
+
+@pytest.mark.skipif(not _fifo_allowed(), reason="this process may not use SCHED_FIFO")
+def test_record_hiccups_realtime_refuses_to_outrun_the_real_time_budget(monkeypatch):
+    from lob.pipeline import session as ses
+
+    monkeypatch.setattr(ses, "realtime_budget_s", lambda: 0.5)
+    with pytest.raises(ValueError, match="real-time budget"):
+        record_hiccups(0.6, realtime=True)

@@ -403,3 +403,15 @@ def test_realtime_without_the_right_is_refused_up_front(monkeypatch):
     monkeypatch.setattr(ses.os, "sched_setscheduler", deny)
     with pytest.raises(PermissionError, match="needs the right to use SCHED_FIFO"):
         PipelineSession("v2@numba", transport="compiled", realtime=True)
+
+
+@pytest.mark.skipif(not _fifo_allowed(), reason="this process may not use SCHED_FIFO")
+def test_realtime_rows_longer_than_the_real_time_budget_are_refused(cmds, want, monkeypatch):
+    from lob.pipeline import session as ses
+
+    with PipelineSession("v2@numba", transport="compiled", config=CFG, realtime=True) as s:
+        monkeypatch.setattr(ses, "realtime_budget_s", lambda: 0.01)
+        with pytest.raises(ValueError, match="real-time budget"):
+            s.run(cmds, rate=100_000)  # 4,000 commands: 0.04 s
+        monkeypatch.undo()
+        assert (s.run(cmds, rate=4e6).outcomes == want).all()  # refused, not broken

@@ -181,7 +181,8 @@ def record_hiccups(seconds: float = 1.0, cpus=None, *, threshold_ns: int = 2_000
     all at once for ``seconds``, each pinned to its CPU (``None`` in ``cpus``: unpinned).
     With ``realtime`` the loops run under ``SCHED_FIFO`` (as a pipeline session with
     ``realtime=True`` runs its rows): then no ordinary task can pause them, only interrupts
-    and the host.
+    and the host; ``seconds`` must then stay within the kernel's real-time budget (0.95 s of
+    each second by default), past which the loops would be throttled.
 
     The loops run in threads of this process (the compiled loop releases the GIL), so they
     start together and their traces share a time line, which :func:`floor_latency` needs.
@@ -197,9 +198,14 @@ def record_hiccups(seconds: float = 1.0, cpus=None, *, threshold_ns: int = 2_000
     if bad or not cpus:
         raise ValueError(f"cpus {cpus!r}: this process may run on {allowed}")
     if realtime:
-        from lob.pipeline.session import check_realtime
+        from lob.pipeline.session import check_realtime, realtime_budget_s
 
         check_realtime()  # a clear PermissionError here, not a traceback from a thread
+        if seconds > 0.9 * realtime_budget_s():
+            raise ValueError(f"a SCHED_FIFO loop of {seconds} s outruns the kernel's real-time "
+                             f"budget ({realtime_budget_s():.2f} s of each second, "
+                             "/proc/sys/kernel/sched_rt_runtime_us) and would be throttled: "
+                             "record at most 0.9 of it at a time")
     warm = np.zeros(1, np.int64)
     _spin(1_000, 1_000_000, warm, warm)  # compile / load before the threads start
     out: list = [None] * len(cpus)

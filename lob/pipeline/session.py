@@ -67,7 +67,7 @@ from lob.pipeline.run import MODES, PipelineError, PipelineRun, make_step_runner
 from lob.semantics import COMMAND_DTYPE, OUTCOME_DTYPE, BookConfig, as_commands
 
 __all__ = ["PipelineSession", "TRANSPORTS", "LAYOUTS", "run_pipeline", "runs_on", "default_mode",
-           "default_layout", "variant_options", "check_realtime"]
+           "default_layout", "variant_options", "check_realtime", "realtime_budget_s"]
 
 TRANSPORTS = ("python", "compiled")
 LAYOUTS = ("fields", "line")  # the ring's slots: per-field arrays + head, or a line per slot
@@ -427,6 +427,17 @@ def _realtime(on: bool):
         os.sched_setscheduler(0, old, os.sched_param(prio))
 
 
+def realtime_budget_s() -> float:
+    """Seconds of each scheduling period a SCHED_FIFO task may run before the kernel throttles
+    it for the rest of the period (``sched_rt_runtime_us``, default 0.95 s of every 1 s;
+    ``inf`` when throttling is off or the setting is unreadable)."""
+    try:
+        us = int(open("/proc/sys/kernel/sched_rt_runtime_us").read())
+    except (OSError, ValueError):
+        return math.inf
+    return math.inf if us < 0 else us / 1e6
+
+
 def check_realtime() -> None:
     """Raise PermissionError unless this process may use SCHED_FIFO (tried on itself and
     undone at once)."""
@@ -651,6 +662,11 @@ class PipelineSession:
             raise ValueError(f"rate must be a number > 0 (commands/s, or math.inf), got {rate!r}")
         if batch > self.capacity:
             raise ValueError(f"batch ({batch}) must be <= ring_capacity ({self.capacity})")
+        if self.realtime and math.isfinite(rate) and n / rate > 0.9 * realtime_budget_s():
+            raise ValueError(f"a row of {n / rate:.2f} s under realtime=True outruns the "
+                             f"kernel's real-time budget ({realtime_budget_s():.2f} s of each "
+                             "second, /proc/sys/kernel/sched_rt_runtime_us): it would be "
+                             "throttled mid-row; run shorter rows")
         config = config or self.config
         res = self._block(n)
         views = _results_views(res.buf, n)
