@@ -15,6 +15,7 @@ from lob.measure.hiccup import (
     record_hiccups,
     timer_interrupts,
 )
+from lob.pipeline.session import realtime_allowed
 
 
 def trace(at=(), gap=(), *, duration_ns=10**6, hz=250, start_ns=0, cpu=0):
@@ -116,17 +117,8 @@ def test_record_hiccups_one_trace_per_cpu_sharing_a_time_line():
     assert max(h.start_ns for h in hs) - min(h.start_ns for h in hs) < 50_000_000
 
 
-def _fifo_allowed() -> bool:
-    from lob.pipeline.session import check_realtime
 
-    try:
-        check_realtime()
-        return True
-    except PermissionError:
-        return False
-
-
-@pytest.mark.skipif(not _fifo_allowed(), reason="this process may not use SCHED_FIFO")
+@pytest.mark.skipif(not realtime_allowed(), reason="this process may not use SCHED_FIFO")
 def test_record_hiccups_realtime_loops_run_under_sched_fifo():
     hs = record_hiccups(0.05, realtime=True)
     assert hs and all(h.realtime and h.summary()["realtime"] for h in hs)
@@ -165,7 +157,7 @@ def test_floor_runs_cut_the_traces_into_windows_each_from_an_empty_queue():
         floor_runs(QUIET, eng, rate=1e8, service_ns=5, n=0)
 
 
-@pytest.mark.skipif(not _fifo_allowed(), reason="this process may not use SCHED_FIFO")
+@pytest.mark.skipif(not realtime_allowed(), reason="this process may not use SCHED_FIFO")
 def test_record_hiccups_realtime_refuses_to_outrun_the_real_time_budget(monkeypatch):
     from lob.pipeline import session as ses
 

@@ -27,6 +27,7 @@ import lob
 from lob.pipeline import PipelineError, PipelineSession
 from lob.pipeline.ring import SHM_DIR, SpscRing, _pid_alive, clean_stale
 from lob.pipeline.run import warmup_commands
+from lob.pipeline.session import realtime_allowed
 from lob.semantics import COMMAND_DTYPE, OUTCOME_DTYPE, BookConfig
 
 CFG = BookConfig(1, 99)
@@ -372,17 +373,8 @@ def test_under_numba_boundscheck(tmp_path):
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
 
 
-def _fifo_allowed() -> bool:
-    from lob.pipeline.session import check_realtime
 
-    try:
-        check_realtime()
-        return True
-    except PermissionError:
-        return False
-
-
-@pytest.mark.skipif(not _fifo_allowed(), reason="this process may not use SCHED_FIFO")
+@pytest.mark.skipif(not realtime_allowed(), reason="this process may not use SCHED_FIFO")
 def test_realtime_rows_run_under_sched_fifo_and_nothing_else_does(cmds, want):
     with PipelineSession("v2@numba", transport="compiled", config=CFG, realtime=True) as s:
         r = s.run(cmds, rate=2e6, batch=1)
@@ -405,7 +397,7 @@ def test_realtime_without_the_right_is_refused_up_front(monkeypatch):
         PipelineSession("v2@numba", transport="compiled", realtime=True)
 
 
-@pytest.mark.skipif(not _fifo_allowed(), reason="this process may not use SCHED_FIFO")
+@pytest.mark.skipif(not realtime_allowed(), reason="this process may not use SCHED_FIFO")
 def test_realtime_rows_longer_than_the_real_time_budget_are_refused(cmds, want, monkeypatch):
     from lob.pipeline import session as ses
 

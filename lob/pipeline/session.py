@@ -67,7 +67,8 @@ from lob.pipeline.run import MODES, PipelineError, PipelineRun, make_step_runner
 from lob.semantics import COMMAND_DTYPE, OUTCOME_DTYPE, BookConfig, as_commands
 
 __all__ = ["PipelineSession", "TRANSPORTS", "LAYOUTS", "run_pipeline", "runs_on", "default_mode",
-           "default_layout", "variant_options", "check_realtime", "realtime_budget_s"]
+           "default_layout", "variant_options", "check_realtime", "realtime_allowed",
+           "realtime_budget_s"]
 
 TRANSPORTS = ("python", "compiled")
 LAYOUTS = ("fields", "line")  # the ring's slots: per-field arrays + head, or a line per slot
@@ -449,6 +450,15 @@ def check_realtime() -> None:
     except PermissionError:
         raise PermissionError("realtime=True needs the right to use SCHED_FIFO: root, "
                               "CAP_SYS_NICE or an RLIMIT_RTPRIO (ulimit -r) of 1 or more") from None
+
+
+def realtime_allowed() -> bool:
+    """Whether :func:`check_realtime` passes (this process may use SCHED_FIFO)."""
+    try:
+        check_realtime()
+        return True
+    except PermissionError:
+        return False
 
 
 def _child_main(role, conn, spec, ppid, opts, config):
