@@ -672,9 +672,10 @@ class PipelineSession:
             raise ValueError(f"rate must be a number > 0 (commands/s, or math.inf), got {rate!r}")
         if batch > self.capacity:
             raise ValueError(f"batch ({batch}) must be <= ring_capacity ({self.capacity})")
-        if self.realtime and math.isfinite(rate) and n / rate > 0.9 * realtime_budget_s():
+        rt_budget = realtime_budget_s() if self.realtime else math.inf
+        if math.isfinite(rate) and n / rate > 0.9 * rt_budget:
             raise ValueError(f"a row of {n / rate:.2f} s under realtime=True outruns the "
-                             f"kernel's real-time budget ({realtime_budget_s():.2f} s of each "
+                             f"kernel's real-time budget ({rt_budget:.2f} s of each "
                              "second, /proc/sys/kernel/sched_rt_runtime_us): it would be "
                              "throttled mid-row; run shorter rows")
         config = config or self.config
@@ -773,9 +774,6 @@ def run_pipeline(engine: str, commands: np.ndarray, *, rate: float, batch: int =
         raise ValueError(f"batch must be an int >= 1, got {batch!r}")
     if not (isinstance(rate, (int, float)) and rate > 0):
         raise ValueError(f"rate must be a number > 0 (commands/s, or math.inf), got {rate!r}")
-    mode = default_mode(transport) if mode is None else mode
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if batch > ring_capacity:
         raise ValueError(f"batch ({batch}) must be <= ring_capacity ({ring_capacity})")
     with PipelineSession(engine, transport=transport, config=config, mode=mode, layout=layout,
