@@ -24,11 +24,11 @@ import numpy as np
 import pytest
 
 import lob
-from lob.experiments.claims import median_interval
 from lob.measure.conditions import run_conditions
 from lob.measure.hiccup import floor_runs, record_hiccups
 from lob.pipeline.session import PipelineSession, check_realtime, variant_options
 from lob.pipeline.sweep import find_capacity
+from lob.studies.claims import median_interval
 
 REPEAT = 3
 FRACTIONS = (0.5, 0.9)

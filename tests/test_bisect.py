@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lob.cli import main
-from lob.experiments.versions import (
+from lob.studies.gitbisect import (
     Sample,
     SubprocessMeasurer,
     bisect_versions,

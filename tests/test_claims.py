@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from lob.experiments import claims as C
-from lob.experiments import published as P
+from lob.studies import claims as C
+from lob.studies import published as P
 
 
 def _claim(**kw) -> C.Claim:

@@ -13,9 +13,9 @@ import json
 import nbformat
 import pytest
 
-from lob.experiments import claims as C
-from lob.experiments import conclude as K
 from lob.experiments import run_batch
+from lob.studies import claims as C
+from lob.studies import conclude as K
 
 MINE = ["alloc_profile", "bisection", "evolution_stress", "fok_scan_bottleneck", "pipeline_latency",
         "tail_analysis"]

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from lob.cli import main
-from lob.measure.compare import bootstrap_ratio, compare, verdict
+from lob.measure.compare import compare
 from lob.measure.results import MixedMachinesError, write_result
+from lob.measure.stats import change, ratio_interval
 
 HOST = {"hostname": "h1", "cpu_model": "Test CPU 3000", "cpu_count": 2, "os": "Linux 6"}
 
@@ -58,9 +59,9 @@ def test_single_values_get_no_invented_interval(tmp_path, capsys):
     r = compare(a, b).rows.set_index("metric")
     assert r.loc["ns_per_op", "verdict"] == "slower"  # five replays: an interval
     for m in ("p50", "p99", "p99_9", "allocs_per_op"):  # one capture, one count: none
-        assert r.loc[m, "verdict"] == "1 value"
+        assert r.loc[m, "verdict"] == "inconclusive"
         assert r.loc[m, "ci_low"] is None or np.isnan(r.loc[m, "ci_low"])
-    assert bootstrap_ratio([1.0], [2.0, 2.1]) == (pytest.approx(2.05), None, None)
+    assert ratio_interval([1.0], [2.0, 2.1]) == (pytest.approx(2.05), None, None)
     # a gate fails only on a change beyond noise: the single values are listed, not gated
     assert main(["compare", str(a), str(b), "--metric", "p99", "--fail-above", "1.5"]) == 0
     assert main(["compare", str(a), str(b), "--fail-above", "1.5"]) == 1  # ns/op: 5 values
@@ -106,7 +107,8 @@ def test_run_id_and_bad_input(tmp_path, monkeypatch):
         compare(tmp_path / "empty", art)
     with pytest.raises(ValueError, match="unknown metric"):
         compare(art, art, metrics=["p42"])
-    assert verdict(None, None) == "1 value" and verdict(0.9, 1.02, 0.05) == "within noise"
+    assert change(None, None) == "inconclusive" and change(0.96, 1.02, 0.05) == "within noise"
+    assert change(0.9, 1.02, 0.05) == "inconclusive"
 
 
 def test_real_bench_results_compare(tmp_path):

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lob.experiments import conclude as K
+from lob.studies import conclude as K
 
 # --- percentile hygiene ---------------------------------------------------------------------
 

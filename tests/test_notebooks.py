@@ -107,7 +107,7 @@ def test_runs_at_quick_preset(name, tmp_path):
 def _say_literal_numbers(src: str) -> list[tuple[str, str]]:
     """(number, literal) for each number written into a ``.say(...)`` sentence's literal text
     that no other string literal of the cell (a column name, a dict key) also holds."""
-    from lob.experiments.conclude import numbers_in
+    from lob.studies.conclude import numbers_in
 
     tree = ast.parse(src)
     in_say, elsewhere = [], set()

@@ -139,13 +139,6 @@ def test_save_rows_writes_hgrm_and_a_result_with_conditions(paced, tmp_path):
     assert (tmp_path / rec["rows"][0]["hgrm"]).read_text().count("\n") > 10
 
 
-def test_percentiles_need_ten_samples_beyond_them():
-    from lob.pipeline.sweep import min_samples, supported
-
-    assert [min_samples(q) for q in (0.5, 0.99, 0.999)] == [20, 1000, 10000]
-    assert supported(1000, 0.99) and not supported(999, 0.99)
-
-
 def test_open_loop_scenario_rows_mark_unsupported_percentiles():
     from lob.pipeline.sweep import open_loop_scenarios
 

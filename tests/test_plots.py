@@ -1,4 +1,4 @@
-"""lob.plots: the shared style keeps figures readable (checked on synthetic data)."""
+"""lob.studies.plots: the shared style keeps figures readable (checked on synthetic data)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from lob import plots  # noqa: E402
+from lob.studies import plots  # noqa: E402
 
 ENGINES = ["v0", "v0+pool", "v0+bitmap", "v1", "v2", "v3", "v0+pool@numba", "v1@numba",
            "v2@numba", "v3@numba", "v3v0+pool@numba"]

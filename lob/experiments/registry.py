@@ -142,7 +142,7 @@ def _grid(path: Path, preset: str, grid) -> dict[str, list]:
 
 def experiment_names() -> list[str]:
     """Names of every defined experiment, sorted (``claims.yaml`` defines claims, not an
-    experiment: see :mod:`lob.experiments.claims`)."""
+    experiment: see :mod:`lob.studies.claims`)."""
     return sorted(p.stem for p in experiments_dir().glob("*.yaml") if p.stem != "claims")
 
 

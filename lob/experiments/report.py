@@ -106,7 +106,7 @@ def _section(name: str, run: Path, root: Path) -> list[str]:
                 + (f"{la[1][0]:.1f} after" if la[1] else "?") + ".", ""]
     recs = summary.get("conclusions")
     if recs:  # each conclusion under the table its numbers come from
-        from lob.experiments.conclude import markdown
+        from lob.studies.conclude import markdown
 
         for r in recs:
             out += [f"**{r['table']}** ({r.get('machine', 'this machine')})", "",
@@ -189,7 +189,7 @@ def write_index(artifacts: Path | str | None = None) -> Path:
     if problems:
         heads.append("Runs skipped")
         body += ["## Runs skipped", ""] + [f"- {p}" for p in problems] + [""]
-    from lob.experiments.claims import claims_path, reproduction_markdown, verdicts
+    from lob.studies.claims import claims_path, reproduction_markdown, verdicts
 
     table = (reproduction_markdown(verdicts(root)) if claims_path().exists() else
              "_No claims defined (experiments/claims.yaml)._")

@@ -5,10 +5,10 @@ experiment run id (``artifacts/<experiment>/<run_id>/``). For every (engine, wor
 found on both sides and every metric both sides carry (ns/op, p50, p99, p99.9, allocs/op),
 the table gives both medians, the ratio B/A, a bootstrap confidence interval of that ratio
 from the repeat-level values, and a verdict in the manner of pyperf's ``compare_to``:
-``slower`` / ``faster`` when the interval lies wholly beyond ``1 +/- threshold``, ``within
-noise`` otherwise. When a side holds a single value for a metric (one latency capture, one
-allocation count) there is no interval to compute and the verdict says so (``1 value``)
-rather than inventing one.
+the one change call of :func:`lob.measure.stats.change` (``faster`` / ``slower`` / ``within
+noise`` / ``inconclusive``). When a side holds fewer values than an interval of the stated
+coverage needs (one latency capture, one allocation count, two repeats) there is no interval
+and the verdict is ``inconclusive`` rather than an invented one.
 
 Repeat-level values: each throughput replay of a bench result (``runs_ns_per_op``), each
 latency run's own percentiles when the result keeps its runs (``runs[i].encoded``), and
@@ -21,9 +21,9 @@ two sessions: results measured at different times can differ beyond it (two back
 ``lob bench`` runs of the same code on a loaded 2-core machine gave ns/op x0.80, CI
 0.65-0.93). ``threshold`` adds a margin; ``lob bisect`` interleaves the candidates instead.
 
-Results from different machines (hostname, CPU model or core count differ in the recorded
-run conditions) are refused unless ``allow_mixed``: a ratio across machines measures the
-machines. All metrics here are costs, so a ratio above 1 is ``slower`` (worse).
+Results from different machines (:func:`lob.measure.conditions.machine_key`: hostname,
+CPU model, core count and OS) are refused unless ``allow_mixed``: a ratio across machines
+measures the machines. All metrics here are costs, so a ratio above 1 is ``slower`` (worse).
 
 >>> from lob.measure.compare import compare
 >>> c = compare("artifacts/bench-before", "artifacts/bench-after")
@@ -40,14 +40,15 @@ from pathlib import Path
 
 import numpy as np
 
+from lob.measure.conditions import machine_key
 from lob.measure.results import MixedMachinesError
+from lob.measure.stats import change, ratio_interval
 
 # metric key -> label; every one is a cost (lower is better)
 METRICS = {"ns_per_op": "ns/op", "p50": "p50", "p99": "p99", "p99_9": "p99.9",
            "allocs_per_op": "allocs/op"}
 _ALIASES = {**{k: k for k in METRICS}, **{v: k for k, v in METRICS.items()},
             "ns/op": "ns_per_op", "p99.9": "p99_9", "allocs": "allocs_per_op"}
-MACHINE_FIELDS = ("hostname", "cpu_model", "cpu_count")
 
 
 def metric_key(name: str) -> str:
@@ -57,44 +58,6 @@ def metric_key(name: str) -> str:
     except KeyError:
         raise ValueError(f"unknown metric {name!r}; metrics: {', '.join(METRICS.values())}"
                          ) from None
-
-
-def bootstrap_ratio(a, b, *, n_boot: int = 2000, confidence: float = 0.95,
-                    seed: int = 1) -> tuple[float, float | None, float | None]:
-    """(median(b) / median(a), CI low, CI high): percentile bootstrap of the ratio of medians,
-    each side resampled independently. With fewer than two values on a side the interval is
-    (None, None): one value carries no information about its own noise."""
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    if not len(a) or not len(b):
-        raise ValueError("bootstrap_ratio needs at least one value on each side")
-    ma, mb = float(np.median(a)), float(np.median(b))
-    ratio = mb / ma if ma else math.inf
-    if len(a) < 2 or len(b) < 2:
-        return ratio, None, None
-    rng = np.random.default_rng(seed)
-    ba = np.median(rng.choice(a, size=(n_boot, len(a))), axis=1)
-    bb = np.median(rng.choice(b, size=(n_boot, len(b))), axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = bb / ba
-    r = r[np.isfinite(r)]
-    if not len(r):
-        return ratio, None, None
-    q = (1 - confidence) / 2
-    lo, hi = np.quantile(r, [q, 1 - q])
-    return ratio, float(lo), float(hi)
-
-
-def verdict(lo: float | None, hi: float | None, threshold: float = 0.0) -> str:
-    """``slower`` / ``faster`` when [lo, hi] clears ``1 +/- threshold``, else ``within noise``;
-    ``1 value`` when there is no interval."""
-    if lo is None or hi is None:
-        return "1 value"
-    if lo > 1 + threshold:
-        return "slower"
-    if hi < 1 - threshold:
-        return "faster"
-    return "within noise"
 
 
 # --- reading the two sides --------------------------------------------------------------
@@ -179,11 +142,6 @@ def metric_values(rec: dict) -> dict[str, list[float]]:
     return out
 
 
-def machine(cond: dict) -> tuple:
-    """The machine identity compared across sides: (hostname, CPU model, core count)."""
-    return tuple(cond.get(k) for k in MACHINE_FIELDS)
-
-
 @dataclass
 class Side:
     """One side of a comparison: its values per (engine, workload) and metric."""
@@ -201,7 +159,7 @@ def load_side(spec) -> Side:
         raise ValueError(f"{spec}: no lob result JSON found (looked at {len(files)} files)")
     side = Side(str(spec), [f for f, _ in recs])
     for _, rec in recs:
-        side.machines.add(machine(rec["conditions"]))
+        side.machines.add(machine_key(rec["conditions"]))
         pair = side.values.setdefault((str(rec["engine"]), str(rec["workload"])), {})
         for k, vals in metric_values(rec).items():
             pair.setdefault(k, []).extend(vals)
@@ -255,7 +213,7 @@ class Comparison:
         n = max(1, len(r))
         fig, ax = plt.subplots(figsize=(8, 1.2 + 0.35 * n))
         colors = {"slower": "tab:red", "faster": "tab:green", "within noise": "grey",
-                  "1 value": "tab:orange"}
+                  "inconclusive": "tab:orange"}
         for i, row in enumerate(r.itertuples()):
             c = colors[row.verdict]
             if row.ci_low is not None and not (isinstance(row.ci_low, float)
@@ -276,7 +234,7 @@ class Comparison:
             ax.ticklabel_format(axis="x", useOffset=False)
         ax.set_xlabel(f"ratio B/A with its {self.confidence:.0%} bootstrap interval")
         ax.set_title(f"{Path(self.b.spec).name} vs {Path(self.a.spec).name}: red slower, "
-                     "green faster, grey within noise, orange one value", fontsize=9)
+                     "green faster, grey within noise, orange inconclusive", fontsize=9)
         fig.tight_layout()
         path = Path(path)
         fig.savefig(path, dpi=110)
@@ -284,7 +242,7 @@ class Comparison:
         return path
 
 
-def compare(a, b, *, metrics=None, allow_mixed: bool = False, threshold: float = 0.0,
+def compare(a, b, *, metrics=None, allow_mixed: bool = False, threshold: float = 0.05,
             confidence: float = 0.95, n_boot: int = 2000, seed: int = 1) -> Comparison:
     """Compare result sets ``a`` (before) and ``b`` (after); see the module docstring.
 
@@ -301,9 +259,7 @@ def compare(a, b, *, metrics=None, allow_mixed: bool = False, threshold: float =
     sa, sb = load_side(a), load_side(b)
     machines = sa.machines | sb.machines
     if len(machines) > 1 and not allow_mixed:
-        listing = "; ".join(", ".join(f"{k}={v}" for k, v in zip(MACHINE_FIELDS, m,
-                                                                   strict=True))
-                            for m in sorted(machines, key=str))
+        listing = "; ".join(sorted(machines))
         raise MixedMachinesError(f"results from {len(machines)} machines ({listing}); a "
                                  "ratio across machines measures the machines. Pass "
                                  "--allow-mixed (allow_mixed=True) to compare anyway.")
@@ -313,12 +269,12 @@ def compare(a, b, *, metrics=None, allow_mixed: bool = False, threshold: float =
         for k in keys:
             if k not in va or k not in vb:
                 continue
-            ratio, lo, hi = bootstrap_ratio(va[k], vb[k], n_boot=n_boot,
-                                            confidence=confidence, seed=seed)
+            ratio, lo, hi = ratio_interval(va[k], vb[k], n_boot=n_boot,
+                                           confidence=confidence, seed=seed)
             rows.append({"engine": pair[0], "workload": pair[1], "metric": k,
                          "a": float(np.median(va[k])), "b": float(np.median(vb[k])),
                          "ratio": ratio, "ci_low": lo, "ci_high": hi, "n_a": len(va[k]),
-                         "n_b": len(vb[k]), "verdict": verdict(lo, hi, threshold)})
+                         "n_b": len(vb[k]), "verdict": change(lo, hi, threshold)})
     cols = ["engine", "workload", "metric", "a", "b", "ratio", "ci_low", "ci_high", "n_a",
             "n_b", "verdict"]
     return Comparison(sa, sb, pd.DataFrame(rows, columns=cols), threshold, confidence,
@@ -342,9 +298,9 @@ def _cmd_compare(args) -> int:
         print("nothing to compare: no (engine, workload, metric) on both sides")
         return 1
     if args.fail_above is not None:
-        single = c.over(args.fail_above, ("1 value",))
+        single = c.over(args.fail_above, ("inconclusive",))
         if len(single):
-            print(f"not gated (a single value each side, no interval): {len(single)} "
+            print(f"not gated (inconclusive: no interval clears the noise): {len(single)} "
                   f"comparisons above x{args.fail_above}: "
                   + ", ".join(f"{r.engine}/{r.workload}/{METRICS[r.metric]} x{r.ratio:.3f}"
                               for r in single.itertuples()))
@@ -365,9 +321,9 @@ def add_parsers(sub) -> None:
     s.add_argument("b", help="after: result JSON, run folder or experiment run id")
     s.add_argument("--metric", action="append", default=[],
                    help="ns/op | p50 | p99 | p99.9 | allocs/op (repeatable; default all)")
-    s.add_argument("--threshold", type=float, default=0.0, metavar="PCT",
-                   help="call a change only beyond this many percent (default 0: the "
-                        "interval must exclude 1)")
+    s.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
+                   help="call a change only beyond this many percent (default 5: an "
+                        "interval inside 0.95-1.05 is within noise)")
     s.add_argument("--confidence", type=float, default=0.95, help="interval level")
     s.add_argument("--allow-mixed", action="store_true",
                    help="compare results from different machines anyway")

@@ -27,27 +27,18 @@ from pathlib import Path
 
 import numpy as np
 
+from lob.measure.stats import supported
 from lob.pipeline.run import PipelineRun, make_step_runner
 from lob.semantics import OUTCOME_DTYPE, BookConfig, as_commands
 
 __all__ = ["default_engine", "summarize", "service_time", "find_capacity", "sweep", "save_rows",
-           "open_loop_scenarios", "supported", "min_samples", "SCENARIOS"]
+           "open_loop_scenarios", "SCENARIOS"]
 
 _SESSION_KW = ("transport", "mode", "layout", "realtime", "gc_enabled", "ring_capacity",
                "max_take", "timeout_s", "liveness_s", "check_ms", "spin_us")
 # the eight orderbook-rs HDR bench scenarios (seed 000)
 SCENARIOS = ("add_only", "cancel_only", "aggressive_walk", "notional_walk", "mixed_70_20_10",
              "thin_book_sweep", "mass_cancel_burst", "stp_sweep")
-
-
-def min_samples(q: float) -> int:
-    """Samples needed before the q-quantile is reported: 10 / (1 - q) (p50: 20, p99: 1,000,
-    p99.9: 10,000), so at least ten samples lie beyond it."""
-    return math.ceil(10 / (1 - q) - 1e-9)
-
-
-def supported(count: int, q: float) -> bool:
-    return count >= min_samples(q)
 
 
 @contextlib.contextmanager
@@ -222,7 +213,7 @@ def open_loop_scenarios(engine: str, scenarios=SCENARIOS, *, scale: float = 0.01
                        "n": run.n, "samples": int(len(lat)), "keeps_up": run.keeps_up(),
                        "achieved_rate": run.achieved_rate}
                 for k, q in qs.items():
-                    ok_open, ok_closed = supported(len(lat), q), supported(len(cl), q)
+                    ok_open, ok_closed = supported(100 * q, len(lat)), supported(100 * q, len(cl))
                     row[f"closed_{k}"] = float(np.quantile(cl, q)) if ok_closed else math.nan
                     row[f"open_{k}"] = float(np.quantile(lat, q)) if ok_open else math.nan
                     row[f"{k}_ok"] = ok_open

@@ -40,7 +40,7 @@ only when it clears the noise. The environment is the current venv (lob's depend
 change with the engine under test); an engine whose dependencies moved between revisions
 needs asv's environment-per-commit, which is out of scope here.
 
->>> from lob.experiments.versions import bisect_versions
+>>> from lob.studies.gitbisect import bisect_versions
 >>> res = bisect_versions(good="HEAD~8", bad="HEAD", engine="v3", workload="mixed_70_20_10",
 ...                       metric="ns_per_op", scale=0.002)
 >>> res.line()     # 'first change: <sha> <subject> (1.31, CI 1.22-1.40)' or 'no change ...'
@@ -61,7 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lob.measure.compare import bootstrap_ratio
+from lob.measure.stats import ratio_interval
 
 BISECT_METRICS = {"ns_per_op": "ns/op", "p50": "p50 (ns)", "p99": "p99 (ns)",
                   "p99_9": "p99.9 (ns)", "allocs_per_op": "allocs/op"}
@@ -554,8 +554,8 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
             mine = {rnd: v for rnd, v in probe.values}
             ref = [v for rnd, v in good_r.values if rnd in mine]
             vals = [mine[rnd] for rnd, _ in good_r.values if rnd in mine]
-            ratio, lo, hi = bootstrap_ratio(ref, vals, n_boot=n_boot, confidence=level,
-                                            seed=seed + probe.index)
+            ratio, lo, hi = ratio_interval(ref, vals, n_boot=n_boot, confidence=level, min_n=2,
+                                           seed=seed + probe.index)
             if lo is not None and (lo > 1 + threshold or hi < 1 - threshold):
                 decision = "changed"
             elif lo is not None and lo >= 1 - threshold and hi <= 1 + threshold:

@@ -40,7 +40,8 @@ from pathlib import Path
 
 import yaml
 
-from lob.experiments.conclude import fmt
+from lob.measure.stats import median_interval
+from lob.studies.conclude import fmt
 
 VERDICTS = ("reproduced", "direction only", "inconclusive", "not reproduced", "not comparable",
             "not measured")
@@ -261,45 +262,6 @@ def measurement(value, *, diagnostics: dict | None = None, explain: dict | None 
     if ci_what:  # without a ci: why there is none (e.g. too few repeats)
         rec["ci_what"] = str(ci_what)
     return rec
-
-
-def median_interval(samples, confidence: float = 0.9, *, of: str = "repeats") -> dict:
-    """The median of repeated measurements (e.g. per-pair ratios of interleaved runs) and a
-    distribution-free interval for it.
-
-    The interval is the pair of order statistics ``x(k), x(n+1-k)`` with the largest ``k``
-    whose coverage ``1 - 2 P(Binomial(n, 1/2) < k)`` is at least ``confidence`` (the sign
-    test's interval: no assumption on the noise's shape, only that repeats are independent).
-    With too few samples to reach ``confidence`` (n < 5 at 0.9) ``ci`` is None: no interval.
-    Returns ``{"median", "ci", "coverage", "n", "what"}`` (``what``: the interval in words,
-    for :func:`measurement`'s ``ci_what``; ``of`` names the samples in it, e.g.
-    ``"interleaved pairs"``).
-    """
-    import statistics
-
-    xs = sorted(float(x) for x in samples)
-    n = len(xs)
-    if n == 0:
-        raise ValueError("median_interval needs at least one sample")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    best = None
-    below = 0  # P(Binomial(n, 1/2) < k) * 2**n
-    for k in range(1, n // 2 + 1):
-        below += math.comb(n, k - 1)
-        cover = 1 - 2 * below / 2 ** n
-        if cover >= confidence:
-            best = (k, cover)
-        else:
-            break
-    med = statistics.median(xs)
-    if best is None:
-        return {"median": med, "ci": None, "coverage": None, "n": n,
-                "what": f"no interval: {n} {of}, fewer than a {confidence:.0%} interval "
-                        "of the median needs"}
-    k, cover = best
-    return {"median": med, "ci": (xs[k - 1], xs[n - k]), "coverage": cover, "n": n,
-            "what": f"{cover:.1%} interval of the median of {n} {of}"}
 
 
 @dataclass
@@ -591,7 +553,7 @@ def verdicts(artifacts: Path | str, claims: list[Claim] | None = None) -> list[V
 
 def reproduction_markdown(vs: list[Verdict]) -> str:
     """The reproduction table (Markdown) with a tally line above it."""
-    from lob.experiments.conclude import markdown
+    from lob.studies.conclude import markdown
 
     tally = {k: sum(v.verdict == k for v in vs) for k in VERDICTS}
     machines = sorted({v.machine for v in vs if v.machine})
@@ -714,11 +676,11 @@ def for_experiment(experiment: str) -> list[Claim]:
 
 def verdict_table(measured: dict[str, dict], experiment: str, machine: str = "", *,
                   only_measured: bool = False):
-    """The notebook's own view of its claims: a :class:`~lob.experiments.conclude.Conclusion`
+    """The notebook's own view of its claims: a :class:`~lob.studies.conclude.Conclusion`
     (every cell text; seed figures name their machine; lob's are ratios or counts) whose
     sentences list the claims by verdict. ``only_measured``: leave out the experiment's
     claims this run did not measure (a grid run measures some of them)."""
-    from lob.experiments.conclude import Conclusion
+    from lob.studies.conclude import Conclusion
 
     rows, by = [], {}
     for c in for_experiment(experiment):

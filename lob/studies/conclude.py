@@ -37,27 +37,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lob.measure.stats import marker, min_count, supported
+
 # --- percentile hygiene ---------------------------------------------------------------------
 
 PCT_COLUMN = re.compile(r"^(?:lat_|latency_|service_)?p(\d+(?:[._]\d+)?)$")
 MARKER = re.compile(r"^n<\d+$")
-
-
-def min_count(q: float) -> int:
-    """Samples needed to show percentile ``q`` (in percent, e.g. 99.99): ceil(10 / (1 - q))."""
-    if not 0 < q < 100:
-        raise ValueError(f"percentile must be in (0, 100), got {q!r}")
-    return math.ceil(round(10.0 / (1.0 - q / 100.0), 6))
-
-
-def supported(q: float, count: int | None) -> bool:
-    """Is ``count`` samples enough to show percentile ``q``?"""
-    return count is not None and not _isnan(count) and int(count) >= min_count(q)
-
-
-def marker(q: float) -> str:
-    """The cell shown instead of a percentile the count cannot support."""
-    return f"n<{min_count(q)}"
 
 
 def pct_of(column: str) -> float | None:

@@ -6,7 +6,7 @@ top of the data, a log axis over less than a decade (ticks like ``9x10^-1``), a 
 that squashes everything beside a 70x outlier, a reference line outside the y-range that
 shows in the legend but not on the plot, point labels running into the title.
 
->>> from lob import plots
+>>> from lob.studies import plots
 >>> fig, ax = plots.subplots()                       # the style applied, constrained layout
 >>> frame.plot.bar(ax=ax)                            # any matplotlib/pandas drawing
 >>> plots.category_axis(ax)                          # engine names rotated/wrapped to fit
