@@ -1,0 +1,111 @@
+"""What every experiment's notebook does at its start and its end, in one place.
+
+A notebook opens with ``s = Study.start(out_dir, "<experiment>", engines=[...])`` (run
+conditions shown, the run folder chosen, engine names checked against the registry) and
+closes with ``s.finish(key_table=..., plots=...)`` (the claims' verdict table, the run
+conditions after, ``summary.json`` written, the conclusion printed). In between it calls its
+study module, which returns :class:`~lob.studies.conclude.Conclusion` tables the notebook
+displays and hands to ``s.add``.
+
+:func:`interleaved_throughput` is the one throughput procedure of the studies: fresh-engine
+replays, the engines rotated round by round (:func:`lob.measure.stats.rotations`), so a noisy
+stretch of the machine hits them alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lob.measure.stats import rotations
+
+__all__ = ["check_engines", "interleaved_throughput", "Study"]
+
+
+def check_engines(names: Iterable[str]) -> None:
+    """Raise one clear ValueError naming the unknown engines and the registered ones."""
+    from lob.engines.registry import engine_names
+
+    known = engine_names()
+    unknown = sorted({n for n in names if n not in known})
+    if unknown:
+        raise ValueError(f"unknown engine{'s' if len(unknown) > 1 else ''} "
+                         f"{', '.join(map(repr, unknown))}; engines: {', '.join(known)}")
+
+
+def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
+                           replay=None) -> dict[str, dict]:
+    """engine -> {"ns_per_op": [one value per round], "last": the last replay's run}.
+
+    Each round replays every engine once on a fresh engine, in the round's rotated order.
+    ``replay`` (default :func:`lob.replay`) is injectable for tests."""
+    if repeat < 1:
+        raise ValueError(f"repeat must be >= 1, got {repeat!r}")
+    if replay is None:
+        from lob import replay
+    n = len(wl.commands)
+    out: dict[str, dict] = {e: {"ns_per_op": [], "last": None} for e in engines}
+    for order in rotations(list(engines), repeat):
+        for e in order:
+            run = replay(e, wl)
+            out[e]["ns_per_op"].append(run.elapsed_ns / n)
+            out[e]["last"] = run
+    return out
+
+
+@dataclass
+class Study:
+    """One notebook run: its folder, run conditions, tables and claim measurements."""
+
+    experiment: str
+    out: Path
+    run: object  # conclude.RunConditions
+    conclusions: list = field(default_factory=list)
+    measured: dict = field(default_factory=dict)
+    plots: list = field(default_factory=list)
+
+    @classmethod
+    def start(cls, out_dir: str, experiment: str, *, engines: Iterable[str] = ()) -> Study:
+        from lob.experiments import nb
+        from lob.studies.conclude import RunConditions
+
+        check_engines(engines)
+        return cls(experiment, nb.run_dir(out_dir, experiment), RunConditions.start())
+
+    def add(self, *conclusions):
+        """Keep conclusions for the summary; returns the last one (for display)."""
+        self.conclusions.extend(c for c in conclusions if c is not None)
+        return conclusions[-1] if conclusions else None
+
+    def claim(self, claim_id: str, measurement: dict | None) -> None:
+        """Record lob's measurement of one seed claim (None: not measured this run)."""
+        if measurement is not None:
+            self.measured[claim_id] = measurement
+
+    def save_figure(self, fig, name: str) -> str:
+        from lob.experiments import nb
+
+        path = nb.save_figure(fig, self.out, name)
+        self.plots.append(path)
+        return path
+
+    def finish(self, *, key_table: str, only_measured: bool = False, **extra) -> str:
+        """Verdict table of the experiment's claims, summary.json, the conclusion text."""
+        from lob.experiments import nb
+        from lob.studies.claims import for_experiment, verdict_table
+        from lob.studies.conclude import summary_tables
+
+        cond = self.run.finish()
+        if for_experiment(self.experiment):
+            vt = verdict_table(self.measured, self.experiment,
+                               machine=cond.get("cpu_model", ""), only_measured=only_measured)
+            vt.display()
+            self.conclusions.append(vt)
+        conclusion = " ".join(c.text for c in self.conclusions if c.text)
+        nb.write_summary(self.out, tables=summary_tables(self.conclusions),
+                         conclusion=conclusion, key_table=key_table, plots=self.plots,
+                         conclusions=[c.record() for c in self.conclusions],
+                         claims=self.measured, conditions=cond, **extra)
+        print(conclusion)
+        return conclusion

@@ -1,0 +1,48 @@
+"""lob.studies.study: the start and end every notebook shares (engine check, interleaved
+throughput, the summary), on synthetic stand-ins."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from lob.studies.study import Study, check_engines, interleaved_throughput
+
+
+def test_unknown_engines_are_named_with_the_registered_ones():
+    check_engines(["reference", "v2"])
+    with pytest.raises(ValueError, match=r"unknown engines 'nope', 'zz'; engines: .*reference"):
+        check_engines(["reference", "zz", "nope"])
+
+
+def test_interleaved_throughput_rotates_and_keeps_every_round():
+    calls = []
+
+    def fake_replay(engine, wl):
+        calls.append(engine)
+        return SimpleNamespace(elapsed_ns=1000 * (len(calls)), engine=engine)
+
+    wl = SimpleNamespace(commands=[0] * 10)
+    out = interleaved_throughput(["a", "b"], wl, 4, replay=fake_replay)
+    assert calls == ["a", "b", "b", "a", "a", "b", "b", "a"]
+    assert out["a"]["ns_per_op"] == [100, 400, 500, 800]
+    assert out["b"]["last"].engine == "b" and len(out["b"]["ns_per_op"]) == 4
+    with pytest.raises(ValueError, match="repeat"):
+        interleaved_throughput(["a"], wl, 0, replay=fake_replay)
+
+
+def test_a_study_writes_its_summary_with_the_claims_table(tmp_path, monkeypatch):
+    from lob.studies.conclude import Conclusion
+
+    monkeypatch.setenv("LOB_ARTIFACTS", str(tmp_path))
+    s = Study.start(str(tmp_path / "run"), "alloc_profile", engines=["v2"])
+    t = Conclusion("sizes", [{"engine": "v2", "x": 1.0}], key="engine")
+    t.say("v2 is the only engine.")
+    assert s.add(t) is t
+    text = s.finish(key_table="sizes")
+    summary = json.loads((s.out / "summary.json").read_text())
+    assert summary["key_table"] == "sizes" and "claims" in summary["tables"]
+    assert text.startswith("v2 is the only engine.")
+    assert summary["conditions"]["cpu_count"] >= 1
