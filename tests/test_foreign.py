@@ -20,6 +20,7 @@ from test_fuzz import PROFILES, assert_same, gen_stream
 
 import lob
 from lob.engines import registry
+from lob.engines.capabilities import Unsupported
 from lob.engines.foreign import (
     ABI_VERSION,
     ENV,
@@ -173,7 +174,7 @@ def test_need_fill_space_protocol(c_lib):
     from lob.semantics import commands
 
     lib = load(c_lib)
-    book = lib.create(ctypes.byref(Config(1, 99, 0, 0)))
+    book = lib.create(ctypes.byref(Config(1, 99, 0, 0)), None, 0)
     try:
         cmds = commands([dict(kind=0, otype=0, side=1, owner=1, price=50, qty=3),
                          dict(kind=1, id=99),  # cannot trade: runs without fill space
@@ -217,7 +218,7 @@ def test_toml_specs_and_env(toml, c_lib, tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, str(multi))
     try:  # the registry collects $LOB_ENGINES_TOML's engines as members
         assert {"x1", "x2"} <= set(registry.refresh())
-        assert registry.engine_spec("x1").source == "lob"
+        assert registry.engine_spec("x1").source == "two.toml (foreign)"  # not lob's own
         assert lob.get_engine("x2", BookConfig(1, 5)).submit(1, 0, 0, 3, 1).status == 2
     finally:
         monkeypatch.delenv(ENV)
@@ -272,10 +273,25 @@ WRAPPER = r"""
 #define lob_replay_timed hidden_replay_timed
 #define lob_clock_samples hidden_clock_samples
 #endif
+#define lob_capabilities real_capabilities
 #include "lob_book.c"
 #undef lob_abi_version
 #undef lob_struct_size
 #undef lob_replay
+#undef lob_capabilities
+int32_t lob_capabilities(lob_caps *out) {
+    int32_t rc = real_capabilities(out);
+#ifdef CAPS_ANY_BAND
+    out->max_band_width = 0;
+#endif
+#ifdef CAPS_PARTIAL
+    out->stp_modes = LOB_CAP_BIT(LOB_STP_NONE);
+    out->kinds &= ~LOB_CAP_BIT(LOB_MODIFY);
+    out->order_types &= ~LOB_CAP_BIT(LOB_NOTIONAL);
+    out->scopes &= ~LOB_CAP_BIT(LOB_SCOPE_OWNER);
+#endif
+    return rc;
+}
 #ifndef ABI
 #define ABI LOB_ABI_VERSION
 #endif
@@ -288,6 +304,25 @@ int64_t lob_struct_size(int32_t w) {
 }
 int32_t lob_replay(lob_book *b, const lob_command *c, int64_t n, lob_outcome *o, lob_fill *f,
                    int64_t cap, int64_t *done, int64_t *nf) {
+#ifdef REFUSE_MODIFY_UP /* one command at a time: stop before a modify up */
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t k = c[i].kind == LOB_MODIFY ? lookup(b, c[i].id) : -1;
+        if (k >= 0 && c[i].qty > b->pool[k].qty) {
+            *done = i;
+            *nf = total;
+            snprintf(b->err, sizeof b->err, "modify up is not supported");
+            return LOB_UNSUPPORTED;
+        }
+        int64_t d1, f1;
+        int32_t rc = real_replay(b, c + i, 1, o + i, f + total, cap - total, &d1, &f1);
+        total += f1;
+        if (rc != LOB_OK) { *done = i + d1; *nf = total; return rc; }
+    }
+    *done = n;
+    *nf = total;
+    return LOB_OK;
+#endif
     int32_t rc = real_replay(b, c, n, o, f, cap, done, nf);
 #ifdef OVERFLOW_FILLS
     memset(&f[cap], 0x11, sizeof(lob_fill)); /* one fill past the end */
@@ -336,8 +371,8 @@ def test_missing_symbol(broken):
         open_engine(lib)
     assert str(e.value) == (
         f"foreign engine 'libnosnap.so': {lib} does not export lob_snapshot (required by "
-        "lob_engine.h: lob_abi_version, lob_struct_size, lob_create, lob_destroy, lob_replay, "
-        "lob_snapshot); declare them extern \"C\" and not static")
+        "lob_engine.h: lob_abi_version, lob_struct_size, lob_capabilities, lob_create, "
+        "lob_destroy, lob_replay, lob_snapshot); declare them extern \"C\" and not static")
 
 
 def test_abi_version_mismatch(broken):
@@ -347,7 +382,8 @@ def test_abi_version_mismatch(broken):
     assert str(e.value) == (
         f"foreign engine 'old': {lib} was built for lob engine ABI version {ABI_VERSION + 1}, "
         f"this lob speaks version {ABI_VERSION}; rebuild it against "
-        "lob/engines/foreign/lob_engine.h of this lob")
+        "lob/engines/foreign/lob_engine.h of this lob (version 2 added lob_capabilities, "
+        "lob_create's error message and LOB_UNSUPPORTED)")
 
 
 def test_struct_size_mismatch(broken):
@@ -374,9 +410,64 @@ def test_writing_past_a_buffer_is_caught(broken, what):
         in str(e.value)
 
 
-def test_refused_config(toml):
-    with pytest.raises(ForeignEngineError, match="refused the book config"):
+def test_refused_config(toml, broken):
+    """A config outside the declared capabilities is refused before lob_create, naming
+    what; one lob_create refuses itself carries the engine's own message."""
+    with pytest.raises(Unsupported) as e:
         lob.get_engine(NAME, BookConfig(1, 10**9))  # wider than its 2**26 levels
+    assert str(e.value) == (f"engine {NAME!r} accepts bands up to 67,108,864 prices wide; "
+                            "1..1,000,000,000 is 1,000,000,000")
+    lax = open_engine(broken("anyband", "-DCAPS_ANY_BAND"), BookConfig(1, 5), name="lax")
+    assert lax.max_band_width is None
+    with pytest.raises(ForeignEngineError) as e:
+        open_engine(lax._lib.path, BookConfig(1, 10**9), name="lax")
+    assert str(e.value) == (
+        "foreign engine 'lax' refused the book config {'min_price': 1, 'max_price': "
+        "1000000000, 'stp': 'NONE'}: band wider than 2^26 prices (this engine keeps an array "
+        "of levels over the band) (lob_create returned NULL)")
+
+
+def test_declared_capabilities_refuse_up_front(broken, tmp_path):
+    """An engine declaring less than lob's semantics: configs and command arrays outside
+    it are refused before any call, naming what and where; the registry reads the
+    declaration without building a book."""
+    lib = broken("partial", "-DCAPS_PARTIAL")
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'name = "partial"\npath = "{lib}"\n')
+    (spec,) = foreign_specs(toml)
+    caps = spec.factory.capabilities()
+    assert caps.stp_modes == {StpMode.NONE} and Kind.MODIFY not in caps.kinds
+    assert caps.summary() == ("no stp CANCEL_MAKER, stp CANCEL_TAKER, stp CANCEL_BOTH, MODIFY, "
+                              "NOTIONAL, scope OWNER")
+    with pytest.raises(Unsupported) as e:
+        spec.factory(BookConfig(1, 99, StpMode.CANCEL_MAKER))
+    assert str(e.value) == ("engine 'partial' does not support STP mode CANCEL_MAKER (it "
+                            "declares: NONE); use a config with stp=NONE or another engine")
+    eng = spec.factory(BookConfig(1, 99))
+    cmds = lob.semantics.commands([dict(kind=0, otype=0, side=0, owner=1, price=5, qty=2),
+                                   dict(kind=2, id=1, qty=0),  # rejected by validation: fine
+                                   dict(kind=2, id=1, qty=1)])
+    with pytest.raises(Unsupported) as e:
+        eng.replay(cmds)
+    assert str(e.value) == ("engine 'partial' does not support MODIFY (declared by the engine); "
+                            "these commands use them 1 times, first at command 2")
+    assert eng.replay(cmds[:2]).outcomes["status"].tolist() == [Status.ACCEPTED,
+                                                                 Status.REJECTED]
+    with pytest.raises(Unsupported, match="does not support mass cancels of scope OWNER"):
+        eng.execute(lob.semantics.commands([dict(kind=3, otype=2, owner=1)])[0])
+
+
+def test_unsupported_at_run_time_names_the_command(broken):
+    """LOB_UNSUPPORTED: the engine stops before a command it cannot execute and says why
+    (lob_last_error); lob raises naming the command, not an unknown code."""
+    eng = open_engine(broken("noup", "-DREFUSE_MODIFY_UP"), BookConfig(1, 99), name="noup")
+    cmds = lob.semantics.commands([dict(kind=0, otype=0, side=0, owner=1, price=5, qty=2),
+                                   dict(kind=2, id=1, qty=1),
+                                   dict(kind=2, id=1, qty=4)])
+    with pytest.raises(Unsupported) as e:
+        eng.replay(cmds)
+    assert str(e.value) == ("foreign engine 'noup' cannot execute command 2 (MODIFY id=1 qty=4 "
+                            "price=0): modify up is not supported (LOB_UNSUPPORTED)")
 
 
 def test_header_compiles_as_cpp(build_dir):
@@ -412,6 +503,12 @@ def test_header_and_loader_agree():
     for name, (_, size) in EXPECTED_SIZES.items():
         if name != "lob_config":
             assert f"}} {name};" in text and f"{size} bytes" in text, name
+    from lob.semantics import Reason
+
+    for prefix, enum in (("LOB_REASON_", Reason), ("LOB_STP_", StpMode), ("LOB_", Status),
+                         ("LOB_", OrderType), ("LOB_SCOPE_", Scope), ("LOB_", Kind)):
+        for m in enum:  # the header's enums are lob.semantics' values
+            assert f"{prefix}{m.name} = {int(m)}" in text, (prefix, m)
     assert ForeignEngine.__doc__
 
 

@@ -2,8 +2,9 @@
  *
  * Full semantics of lob/semantics.py: LIMIT, IOC, FOK, POST_ONLY, MARKET, NOTIONAL, cancel,
  * modify, mass cancel of every scope, every STP mode, the same validation and reasons.
- * Limits of this engine (lob_create returns NULL, or a replay fails with LOB_ERR_NOMEM):
- * bands up to 2**26 prices wide, up to 2**31 - 1 resting orders (lob's bound is 2**33).
+ * Limits of this engine (declared by lob_capabilities; lob_create returns NULL with the
+ * reason, or a replay fails with LOB_ERR_NOMEM and lob_last_error says so): bands up to
+ * 2**26 prices wide, up to 2**31 - 1 resting orders (lob's bound is 2**33).
  *
  * Layout: one array of levels per side over the whole price band (index = price - min);
  * each level is a FIFO doubly linked list of nodes from one growable node pool, with its
@@ -62,6 +63,7 @@ struct lob_book {
     /* per replay call */
     lob_fill *fills;
     int64_t nf;
+    char err[160]; /* lob_last_error */
 };
 
 uint32_t lob_abi_version(void) { return LOB_ABI_VERSION; }
@@ -74,18 +76,41 @@ int64_t lob_struct_size(int32_t which) {
     case LOB_STRUCT_LEVEL: return (int64_t)sizeof(lob_level);
     case LOB_STRUCT_CONFIG: return (int64_t)sizeof(lob_config);
     case LOB_STRUCT_ORDER: return (int64_t)sizeof(lob_order);
+    case LOB_STRUCT_CAPS: return (int64_t)sizeof(lob_caps);
     default: return -1;
     }
 }
 
-lob_book *lob_create(const lob_config *cfg) {
+int32_t lob_capabilities(lob_caps *out) {
+    if (!out) return -1;
+    memset(out, 0, sizeof *out);
+    out->stp_modes = LOB_CAP_ALL_STP; /* the whole of lob/semantics.py */
+    out->order_types = LOB_CAP_ALL_TYPES;
+    out->kinds = LOB_CAP_ALL_KINDS;
+    out->scopes = LOB_CAP_ALL_SCOPES;
+    out->max_band_width = MAX_WIDTH;
+    return 0;
+}
+
+static void say(char *err, int64_t cap, const char *msg) {
+    if (err && cap > 0) snprintf(err, (size_t)cap, "%s", msg);
+}
+
+lob_book *lob_create(const lob_config *cfg, char *err, int64_t err_cap) {
     if (!cfg || cfg->min_price < 1 || cfg->max_price < cfg->min_price ||
-        cfg->max_price > LOB_MAX_PRICE || cfg->stp < 0 || cfg->stp > 3)
+        cfg->max_price > LOB_MAX_PRICE || cfg->stp < 0 || cfg->stp > 3) {
+        say(err, err_cap, "bad config: need 1 <= min_price <= max_price <= LOB_MAX_PRICE "
+                          "and stp in 0..3");
         return NULL;
+    }
     int64_t w = cfg->max_price - cfg->min_price + 1;
-    if (w <= 0 || w > MAX_WIDTH) return NULL;
+    if (w <= 0 || w > MAX_WIDTH) {
+        say(err, err_cap, "band wider than 2^26 prices (this engine keeps an array of levels "
+                          "over the band)");
+        return NULL;
+    }
     lob_book *b = calloc(1, sizeof *b);
-    if (!b) return NULL;
+    if (!b) { say(err, err_cap, "out of memory"); return NULL; }
     b->lo = cfg->min_price;
     b->hi = cfg->max_price;
     b->w = w;
@@ -94,7 +119,7 @@ lob_book *lob_create(const lob_config *cfg) {
     b->free_head = -1;
     for (int s = 0; s < 2; s++) {
         b->lv[s] = malloc((size_t)w * sizeof(level));
-        if (!b->lv[s]) { lob_destroy(b); return NULL; }
+        if (!b->lv[s]) { lob_destroy(b); say(err, err_cap, "out of memory"); return NULL; }
         for (int64_t x = 0; x < w; x++) b->lv[s][x] = (level){-1, -1, 0, 0};
     }
     return b;
@@ -440,7 +465,12 @@ static inline int32_t replay_impl(lob_book *b, const lob_command *cmds, int64_t 
         } else {
             r = exec(b, c, &out[i]);
         }
-        if (r) { rc = LOB_ERR_NOMEM; break; }
+        if (r) {
+            snprintf(b->err, sizeof b->err, "out of memory growing the order pool or id index "
+                     "(%lld resting orders)", (long long)(b->live[0] + b->live[1]));
+            rc = LOB_ERR_NOMEM;
+            break;
+        }
     }
     *n_done = i;
     *n_fills = b->nf;
@@ -458,6 +488,12 @@ int32_t lob_replay_timed(lob_book *b, const lob_command *cmds, int64_t n, lob_ou
                          int64_t *ns) {
     if (!ns && n > 0) return LOB_ERR_ARG;
     return replay_impl(b, cmds, n, out, fills, fill_cap, n_done, n_fills, ns);
+}
+
+int64_t lob_last_error(const lob_book *b, char *msg, int64_t cap) {
+    if (!b || !msg || cap <= 0) return 0;
+    snprintf(msg, (size_t)cap, "%s", b->err);
+    return (int64_t)strlen(b->err);
 }
 
 void lob_clock_samples(int64_t *out, int64_t n) {

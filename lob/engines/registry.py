@@ -57,7 +57,7 @@ def _load() -> dict[str, EngineSpec]:
     reg: dict[str, EngineSpec] = {}
     for mod in MEMBERS:
         for spec in importlib.import_module(mod).ENGINES:
-            _add(reg, spec, "lob")
+            _add(reg, spec, spec.source)  # "lob"; a foreign engine names its TOML
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(ep, "dist", None)
         source = f"{dist.name if dist is not None else '?'} ({ep.value})"
@@ -131,5 +131,26 @@ def get_engine(name: str, config: BookConfig | None = None):
     return eng
 
 
-__all__ = ["ENTRY_POINT_GROUP", "MEMBERS", "EngineSpec", "engine_names", "engine_spec",
-           "get_engine", "refresh", "register_engine"]
+def engine_capabilities(name: str):
+    """What a registered engine declares it supports (:class:`lob.engines.capabilities.
+    Capabilities`), read without building a book: a factory's ``capabilities()`` (foreign
+    engines: ``lob_capabilities``), else all of lob's semantics."""
+    from lob.engines.capabilities import ALL
+
+    f = getattr(engine_spec(name).factory, "capabilities", None)
+    return ALL if f is None else f()
+
+
+__all__ = ["ENTRY_POINT_GROUP", "MEMBERS", "EngineSpec", "engine_capabilities", "engine_names",
+           "engine_spec", "get_engine", "refresh", "register_engine"]
+
+
+def replay(engine: str, wl):
+    """Replay a workload (or a bare command array) through a fresh engine (``lob.replay``)."""
+    from lob.semantics import COMMAND_DTYPE
+
+    if hasattr(wl, "commands") and hasattr(wl, "config"):
+        return get_engine(engine, wl.config).replay(wl.commands)
+    if getattr(wl, "dtype", None) == COMMAND_DTYPE:
+        return get_engine(engine).replay(wl)
+    raise TypeError(f"replay takes a Workload or a command array, got {type(wl).__name__}")

@@ -57,6 +57,7 @@ def _factory(name: str, path: Path):
         return open_engine(path, config, name)
 
     make.__qualname__ = f"foreign_engine[{name}]"
+    make.capabilities = lambda: load(path, name).caps  # read without building a book
     return make
 
 
@@ -86,7 +87,7 @@ def foreign_specs(path: str | os.PathLike) -> list[EngineSpec]:
             else Path(e["path"])
         desc = str(e.get("description", "")) or f"foreign engine from {lib.name}"
         specs.append(EngineSpec(e["name"], _factory(e["name"], lib), f"{desc} [{lib.name}]",
-                                backend=BACKEND))
+                                backend=BACKEND, source=f"{toml.name} (foreign)"))
     return specs
 
 

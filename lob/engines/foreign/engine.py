@@ -15,12 +15,14 @@ import time
 import numpy as np
 
 from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int, store_fills
+from lob.engines.capabilities import Unsupported
 from lob.engines.foreign.library import (
     ERRORS,
     LEVEL_DTYPE,
     NEED_FILL_SPACE,
     OK,
     ORDER_DTYPE,
+    UNSUPPORTED,
     Config,
     ForeignEngineError,
     GuardedArray,
@@ -36,6 +38,26 @@ from lob.semantics import (
 )
 
 _MAX_FILL_CAP = 1 << 31
+
+
+def command_text(row) -> str:
+    """A command row as ``MODIFY id=7 qty=3 price=0`` (for error messages)."""
+    from lob.semantics import Kind, OrderType, Scope
+
+    k = int(row["kind"])
+    try:
+        kind = Kind(k).name
+    except ValueError:
+        return f"kind={k}"
+    if k == Kind.SUBMIT:
+        t = int(row["otype"])
+        name = OrderType(t).name if 0 <= t < len(OrderType) else f"otype={t}"
+        return (f"SUBMIT {name} side={int(row['side'])} owner={int(row['owner'])} "
+                f"price={int(row['price'])} qty={int(row['qty'])}")
+    if k == Kind.MASS_CANCEL:
+        t = int(row["otype"])
+        return f"MASS_CANCEL {Scope(t).name if 0 <= t < len(Scope) else t}"
+    return f"{kind} id={int(row['id'])} qty={int(row['qty'])} price={int(row['price'])}"
 
 
 class ForeignEngine(Interactive):
@@ -55,13 +77,19 @@ class ForeignEngine(Interactive):
         self.name = name or lib.label
         self.config = config
         self._handle = None
+        self.capabilities = lib.caps  # what lob_capabilities declares
+        self.max_band_width = lib.caps.max_band_width  # `lob engines` shows it
+        why = lib.caps.config_refusal(self.name, config)
+        if why:
+            raise Unsupported(why)
         cfg = Config(config.min_price, config.max_price, int(config.stp), 0)
-        h = lib.create(ctypes.byref(cfg))
+        err = ctypes.create_string_buffer(512)
+        h = lib.create(ctypes.byref(cfg), err, len(err))
         if not h:
+            msg = err.value.decode(errors="replace").strip() or "no reason given"
             raise ForeignEngineError(
-                f"foreign engine {self.name!r} refused the book config {config.to_dict()} "
-                f"(lob_create returned NULL: band too wide for this engine, bad config, or out "
-                f"of memory)")
+                f"foreign engine {self.name!r} refused the book config {config.to_dict()}: "
+                f"{msg} (lob_create returned NULL)")
         self._handle = h
         if lib.resting is not None:  # the optional per-order view
             self.resting = self._resting
@@ -121,18 +149,28 @@ class ForeignEngine(Interactive):
                     raise ForeignEngineError(f"foreign engine {self.name!r} returned LOB_OK "
                                              f"after {i} of {n} commands")
                 return fills, nf, elapsed
+            if rc == UNSUPPORTED:
+                msg = self._lib.error_message(self._handle) or "no reason given"
+                raise Unsupported(f"foreign engine {self.name!r} cannot execute command {i} "
+                                  f"({command_text(cmds[i])}): {msg} (LOB_UNSUPPORTED)")
             if rc != NEED_FILL_SPACE:
+                msg = self._lib.error_message(self._handle)
                 raise ForeignEngineError(
                     f"foreign engine {self.name!r}: lob_replay failed at command {i} with "
-                    f"{ERRORS.get(rc, f'unknown code {rc}')}")
+                    f"{ERRORS.get(rc, f'unknown code {rc}')}" + (f": {msg}" if msg else ""))
             if fills.cap >= _MAX_FILL_CAP:
                 raise ForeignEngineError(f"foreign engine {self.name!r} keeps asking for more "
                                          f"fill space beyond {_MAX_FILL_CAP} records")
             fills = fills.grown(max(2 * fills.cap, 1024), nf)
 
-    @staticmethod
-    def _cmds(commands) -> np.ndarray:
-        return np.ascontiguousarray(as_commands(commands))
+    def _cmds(self, commands) -> np.ndarray:
+        """The command array, refused up front (:class:`Unsupported`) if it uses what the
+        engine does not declare."""
+        cmds = np.ascontiguousarray(as_commands(commands))
+        why = self.capabilities.commands_refusal(self.name, cmds, self.config)
+        if why:
+            raise Unsupported(why)
+        return cmds
 
     # --- batch ----------------------------------------------------------------------------
     def replay(self, commands: np.ndarray) -> ReplayResult:
@@ -140,6 +178,7 @@ class ForeignEngine(Interactive):
         cmds = self._cmds(commands)
         out = GuardedArray(OUTCOME_DTYPE, len(cmds))
         self._frec, self._nf, elapsed = self._drive(cmds, out, self._frec, 0)
+        self.check()  # lob_check, outside the timed calls
         return ReplayResult(self.name, out.arr, self.fills, elapsed, self)
 
     def replay_into(self, commands: np.ndarray, outcomes: np.ndarray,
@@ -168,6 +207,8 @@ class ForeignEngine(Interactive):
                         strict=True):
             row[f] = command_field(f, v)
         row["timed"] = False
+        if not self.capabilities.complete:
+            row = self._cmds(row)
         self._frec, self._nf, _ = self._drive(row, self._one_out, self._frec, self._nf)
         return self._one_out.arr[0].item()
 
@@ -230,6 +271,7 @@ class TimedForeignEngine(ForeignEngine):
         out = GuardedArray(OUTCOME_DTYPE, len(cmds))
         ns = GuardedArray(np.dtype(np.int64), len(cmds))
         self._frec, self._nf, elapsed = self._drive(cmds, out, self._frec, 0, ns)
+        self.check()
         durs = ns.arr[cmds["timed"].astype(bool)].copy()
         return ReplayResult(self.name, out.arr, self.fills, elapsed, self), durs
 

@@ -22,18 +22,20 @@ import numpy as np
 
 from lob.semantics import COMMAND_DTYPE, FILL_DTYPE, OUTCOME_DTYPE
 
-ABI_VERSION = 1  # must equal LOB_ABI_VERSION in lob_engine.h
+ABI_VERSION = 2  # must equal LOB_ABI_VERSION in lob_engine.h
 HEADER = Path(__file__).with_name("lob_engine.h")
 
 LEVEL_DTYPE = np.dtype([("price", "i8"), ("qty", "i8"), ("count", "i8")])
 ORDER_DTYPE = np.dtype([("id", "i8"), ("owner", "i8"), ("side", "i8"), ("price", "i8"),
                         ("qty", "i8")])
 
-OK, NEED_FILL_SPACE = 0, 1
+OK, NEED_FILL_SPACE, UNSUPPORTED = 0, 1, 2
 ERRORS = {-1: "LOB_ERR_ARG (a NULL pointer or negative count)",
-          -2: "LOB_ERR_NOMEM (the engine could not grow its memory)"}
+          -2: "LOB_ERR_NOMEM (the engine could not grow its memory)",
+          -3: "LOB_ERR_ENGINE (the wrapped engine failed)"}
 
-STRUCT_COMMAND, STRUCT_OUTCOME, STRUCT_FILL, STRUCT_LEVEL, STRUCT_CONFIG, STRUCT_ORDER = range(6)
+(STRUCT_COMMAND, STRUCT_OUTCOME, STRUCT_FILL, STRUCT_LEVEL, STRUCT_CONFIG, STRUCT_ORDER,
+ STRUCT_CAPS) = range(7)
 
 
 class ForeignEngineError(RuntimeError):
@@ -45,6 +47,12 @@ class Config(ctypes.Structure):
                 ("stp", ctypes.c_int32), ("reserved", ctypes.c_int32)]
 
 
+class Caps(ctypes.Structure):
+    _fields_ = [("stp_modes", ctypes.c_uint32), ("order_types", ctypes.c_uint32),
+                ("kinds", ctypes.c_uint32), ("scopes", ctypes.c_uint32),
+                ("max_band_width", ctypes.c_int64), ("reserved", ctypes.c_int64 * 4)]
+
+
 EXPECTED_SIZES = {  # record -> (LOB_STRUCT_* constant, size lob uses)
     "lob_command": (STRUCT_COMMAND, COMMAND_DTYPE.itemsize),
     "lob_outcome": (STRUCT_OUTCOME, OUTCOME_DTYPE.itemsize),
@@ -52,6 +60,7 @@ EXPECTED_SIZES = {  # record -> (LOB_STRUCT_* constant, size lob uses)
     "lob_level": (STRUCT_LEVEL, LEVEL_DTYPE.itemsize),
     "lob_config": (STRUCT_CONFIG, ctypes.sizeof(Config)),
     "lob_order": (STRUCT_ORDER, ORDER_DTYPE.itemsize),
+    "lob_caps": (STRUCT_CAPS, ctypes.sizeof(Caps)),
 }
 
 _p, _i32, _i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
@@ -59,7 +68,8 @@ _REPLAY_ARGS = [_p, _p, _i64, _p, _p, _i64, _p, _p]
 REQUIRED = {
     "lob_abi_version": (ctypes.c_uint32, []),
     "lob_struct_size": (_i64, [_i32]),
-    "lob_create": (_p, [_p]),
+    "lob_capabilities": (_i32, [_p]),
+    "lob_create": (_p, [_p, ctypes.c_char_p, _i64]),
     "lob_destroy": (None, [_p]),
     "lob_replay": (_i32, _REPLAY_ARGS),
     "lob_snapshot": (_i64, [_p, _i32, _i64, _p]),
@@ -69,6 +79,7 @@ OPTIONAL = {
     "lob_clock_samples": (None, [_p, _i64]),
     "lob_check": (_i32, [_p, ctypes.c_char_p, _i64]),
     "lob_resting": (_i64, [_p, _p, _i64]),
+    "lob_last_error": (_i64, [_p, ctypes.c_char_p, _i64]),
 }
 
 
@@ -90,6 +101,10 @@ class Library:
             raise ForeignEngineError(
                 f"foreign engine {self.label!r}: {path} is not a loadable shared library "
                 f"({e})") from None
+        if hasattr(self._dll, "lob_abi_version"):  # an older build: say so before anything
+            f = self._dll.lob_abi_version
+            f.restype, f.argtypes = ctypes.c_uint32, []
+            self._check_version(int(f()))
         missing = [s for s in REQUIRED if not hasattr(self._dll, s)]
         if missing:
             raise ForeignEngineError(
@@ -103,12 +118,6 @@ class Library:
                 setattr(self, sym[4:], f)
             else:
                 setattr(self, sym[4:], None)
-        got = int(self.abi_version())
-        if got != ABI_VERSION:
-            raise ForeignEngineError(
-                f"foreign engine {self.label!r}: {path} was built for lob engine ABI version "
-                f"{got}, this lob speaks version {ABI_VERSION}; rebuild it against "
-                f"lob/engines/foreign/lob_engine.h of this lob")
         bad = []
         for name, (which, size) in EXPECTED_SIZES.items():
             theirs = int(self.struct_size(which))
@@ -120,9 +129,38 @@ class Library:
                 f"{'; '.join(bad)} (the records must be packed, in lob_engine.h's field "
                 f"order: #pragma pack(push, 1))")
 
+        caps = Caps()
+        if self.capabilities(ctypes.byref(caps)) != 0:
+            raise ForeignEngineError(f"foreign engine {self.label!r}: lob_capabilities "
+                                     f"failed in {path}")
+        if not caps.kinds >> 0 & 1 or caps.max_band_width < 0:
+            raise ForeignEngineError(
+                f"foreign engine {self.label!r}: lob_capabilities of {path} declares "
+                f"{'no SUBMIT' if not caps.kinds & 1 else 'a negative max_band_width'}")
+        from lob.engines.capabilities import Capabilities
+
+        self.caps = Capabilities.from_bits(caps.stp_modes, caps.order_types, caps.kinds,
+                                           caps.scopes, caps.max_band_width)
+
+    def _check_version(self, got: int) -> None:
+        if got != ABI_VERSION:
+            raise ForeignEngineError(
+                f"foreign engine {self.label!r}: {self.path} was built for lob engine ABI "
+                f"version {got}, this lob speaks version {ABI_VERSION}; rebuild it against "
+                f"lob/engines/foreign/lob_engine.h of this lob (version 2 added "
+                f"lob_capabilities, lob_create's error message and LOB_UNSUPPORTED)")
+
     @property
     def timed(self) -> bool:
         return self.replay_timed is not None
+
+    def error_message(self, handle) -> str:
+        """The book's last error message (``lob_last_error``), or "" without one."""
+        if self.last_error is None or not handle:
+            return ""
+        buf = ctypes.create_string_buffer(1024)
+        self.last_error(handle, buf, len(buf))
+        return buf.value.decode(errors="replace").strip()
 
 
 _LOADED: dict[tuple[str, float], Library] = {}
