@@ -34,13 +34,9 @@ def workload(name: str, **params):
 
 def replay(engine: str, wl) -> ReplayResult:
     """Replay a workload (or a bare command array) through a fresh engine."""
-    from lob.semantics import COMMAND_DTYPE
+    from lob.engines.registry import replay as _replay
 
-    if hasattr(wl, "commands") and hasattr(wl, "config"):
-        return get_engine(engine, wl.config).replay(wl.commands)
-    if getattr(wl, "dtype", None) == COMMAND_DTYPE:
-        return get_engine(engine).replay(wl)
-    raise TypeError(f"replay takes a Workload or a command array, got {type(wl).__name__}")
+    return _replay(engine, wl)
 
 
 def bench(engine: str, wl, **kwargs):

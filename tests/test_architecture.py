@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 
 LOB = Path(__file__).resolve().parents[1] / "lob"
-PROTOCOL_USERS = ("measure", "pipeline", "experiments")
+PROTOCOL_USERS = ("workloads", "measure", "pipeline", "studies", "experiments")
+# the package order: a module may import its own layer and the layers before it, never after
+# (at module or function level). lob/__init__ (the facade) and lob/cli.py sit above all.
+LAYERS = ("semantics", "engines", "workloads", "measure", "pipeline", "studies", "experiments")
+BOTTOM = ("_version", "paths", "system", "semantics")
 
 
 # --- import graph --------------------------------------------------------------------------
@@ -146,6 +150,56 @@ def test_no_internal_module_imports_the_facade():
     graph = import_graph(LOB)
     users = sorted(m for m, deps in graph.items() if "lob" in deps)
     assert users == []
+
+
+# --- package order -----------------------------------------------------------------------
+
+def layer(module: str) -> int | None:
+    """The rank of a module in the package order; None for the facade and the CLI (top)."""
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] == "cli":
+        return None
+    if parts[1] in BOTTOM:
+        return 0
+    return LAYERS.index(parts[1]) if parts[1] in LAYERS else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for mod, deps in sorted(graph.items()):
+        mine = layer(mod)
+        if mine is None:
+            continue
+        for d in sorted(deps):
+            theirs = layer(d)
+            if theirs is None or theirs > mine:
+                bad.append(f"{mod} -> {d}")
+    return bad
+
+
+def test_every_lob_module_has_a_place_in_the_order():
+    graph = import_graph(LOB)
+    homeless = [m for m in graph if layer(m) is None and m not in ("lob", "lob.cli")]
+    assert homeless == []
+
+
+def test_no_module_imports_up_the_package_order():
+    assert upward_imports(import_graph(LOB)) == []
+
+
+def test_package_order_check_fails_on_a_planted_upward_import(tmp_path):
+    import shutil
+
+    pkg = tmp_path / "lob"
+    shutil.copytree(LOB, pkg, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"))
+    assert upward_imports(import_graph(pkg)) == []
+    hook = pkg / "workloads" / "rng.py"
+    hook.write_text(hook.read_text() + "\n\ndef _planted():\n"
+                    "    from lob.measure.clock import calibrate  # noqa\n")
+    assert upward_imports(import_graph(pkg)) == ["lob.workloads.rng -> lob.measure.clock"]
+    hook = pkg / "measure" / "hiccup.py"
+    hook.write_text(hook.read_text() + "\nimport lob.studies.conclude  # noqa\n")
+    assert "lob.measure.hiccup -> lob.studies.conclude" in upward_imports(import_graph(pkg))
 
 
 # --- engine internals -----------------------------------------------------------------------

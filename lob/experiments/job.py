@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lob.experiments.registry import repo_root
 from lob.measure.conditions import run_conditions
+from lob.paths import artifacts_dir, repo_root
 
 MARKER = "COMPLETE"
 SUMMARY = "summary.json"
@@ -86,9 +86,7 @@ class RunInterrupted(KeyboardInterrupt):
         self.record = rec
 
 
-def default_artifacts() -> Path:
-    """``artifacts/`` of the checkout (``LOB_ARTIFACTS`` overrides)."""
-    return Path(os.environ.get("LOB_ARTIFACTS") or repo_root() / "artifacts")
+default_artifacts = artifacts_dir  # the runner's name for it
 
 
 def run_id(experiment: str, preset: str, params: dict) -> str:

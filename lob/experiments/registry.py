@@ -22,26 +22,17 @@ on the same host. ``batch: false`` keeps an experiment out of the default batch 
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 import yaml
 
+from lob.paths import experiments_dir
+
 PRESETS = ("quick", "default", "full")
 # parameters the runner sets itself; a preset or -p may not override them
 RESERVED = ("out_dir",)
-
-
-def repo_root() -> Path:
-    """The checkout lob runs from (holds ``experiments/`` and ``notebooks/``)."""
-    return Path(__file__).resolve().parents[2]
-
-
-def experiments_dir() -> Path:
-    """Where the YAML definitions live (``LOB_EXPERIMENTS_DIR`` overrides, for tests)."""
-    return Path(os.environ.get("LOB_EXPERIMENTS_DIR") or repo_root() / "experiments")
 
 
 @dataclass(frozen=True)

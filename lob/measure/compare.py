@@ -43,6 +43,7 @@ import numpy as np
 from lob.measure.conditions import machine_key
 from lob.measure.results import MixedMachinesError
 from lob.measure.stats import change, ratio_interval
+from lob.paths import artifacts_dir
 
 # metric key -> label; every one is a cost (lower is better)
 METRICS = {"ns_per_op": "ns/op", "p50": "p50", "p99": "p99", "p99_9": "p99.9",
@@ -62,20 +63,13 @@ def metric_key(name: str) -> str:
 
 # --- reading the two sides --------------------------------------------------------------
 
-def _artifacts() -> Path:
-    # the experiments' artifacts folder (the runner's default_artifacts, without importing
-    # the experiments layer from measurement)
-    return Path(os.environ.get("LOB_ARTIFACTS")
-                or Path(__file__).resolve().parents[2] / "artifacts")
-
-
 def resolve(spec: str | os.PathLike) -> list[Path]:
     """The result JSON files of one side: a file, a folder (recursively) or a run id."""
     p = Path(spec)
     if p.is_file():
         return [p]
     if not p.is_dir():  # an experiment run id: artifacts/<experiment>/<run_id>/
-        art = _artifacts()
+        art = artifacts_dir()
         hits = sorted(d for d in art.glob(f"*/{spec}") if d.is_dir()) if art.is_dir() else []
         if len(hits) > 1:
             raise ValueError(f"run id {spec!r} names {len(hits)} runs: "

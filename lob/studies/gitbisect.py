@@ -727,10 +727,10 @@ def demo_repo(path, *, n_commits: int = 12, slow_at: int | None = 7,
 def _cmd_bisect(args) -> int:
     out = args.out
     if out is None:
-        from lob.experiments.runner import default_artifacts
+        from lob.paths import artifacts_dir
 
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        out = default_artifacts() / "bisect" / f"{stamp}-{args.engine}-{metric_name(args.metric)}"
+        out = artifacts_dir() / "bisect" / f"{stamp}-{args.engine}-{metric_name(args.metric)}"
     res = bisect_versions(args.good, args.bad, args.engine, args.workload, args.metric,
                           repo=args.repo, scale=args.scale, runs=args.runs,
                           max_runs=args.max_runs, threshold=args.threshold / 100,

@@ -73,9 +73,9 @@ def run_dir(out_dir: str, experiment: str, artifacts: str | Path | None = None) 
               file=sys.stderr)
         return fresh
     if artifacts is None:
-        from lob.experiments.job import default_artifacts
+        from lob.paths import artifacts_dir
 
-        artifacts = default_artifacts()
+        artifacts = artifacts_dir()
     fresh = _interactive_dir(Path(artifacts) / experiment)
     print(f"interactive run: writing to {fresh}", file=sys.stderr)
     return fresh

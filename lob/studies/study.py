@@ -43,7 +43,7 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
     if repeat < 1:
         raise ValueError(f"repeat must be >= 1, got {repeat!r}")
     if replay is None:
-        from lob import replay
+        from lob.engines.registry import replay
     n = len(wl.commands)
     out: dict[str, dict] = {e: {"ns_per_op": [], "last": None} for e in engines}
     for order in rotations(list(engines), repeat):
@@ -67,7 +67,7 @@ class Study:
 
     @classmethod
     def start(cls, out_dir: str, experiment: str, *, engines: Iterable[str] = ()) -> Study:
-        from lob.experiments import nb
+        from lob.studies import nb
         from lob.studies.conclude import RunConditions
 
         check_engines(engines)
@@ -84,7 +84,7 @@ class Study:
             self.measured[claim_id] = measurement
 
     def save_figure(self, fig, name: str) -> str:
-        from lob.experiments import nb
+        from lob.studies import nb
 
         path = nb.save_figure(fig, self.out, name)
         self.plots.append(path)
@@ -92,7 +92,7 @@ class Study:
 
     def finish(self, *, key_table: str, only_measured: bool = False, **extra) -> str:
         """Verdict table of the experiment's claims, summary.json, the conclusion text."""
-        from lob.experiments import nb
+        from lob.studies import nb
         from lob.studies.claims import for_experiment, verdict_table
         from lob.studies.conclude import summary_tables
 

@@ -1,0 +1,32 @@
+"""Where lob finds its checkout's folders: the one definition of each path (bottom layer:
+imports nothing from lob).
+
+``LOB_EXPERIMENTS_DIR`` and ``LOB_ARTIFACTS`` override the defaults (tests, CI, a user's own
+artifacts folder)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["repo_root", "experiments_dir", "artifacts_dir", "notebooks_dir"]
+
+
+def repo_root() -> Path:
+    """The checkout lob runs from (holds ``experiments/``, ``notebooks/`` and ``artifacts/``)."""
+    return Path(__file__).resolve().parents[1]
+
+
+def experiments_dir() -> Path:
+    """Where the YAML definitions live (``LOB_EXPERIMENTS_DIR`` overrides, for tests)."""
+    return Path(os.environ.get("LOB_EXPERIMENTS_DIR") or repo_root() / "experiments")
+
+
+def artifacts_dir() -> Path:
+    """``artifacts/`` of the checkout (``LOB_ARTIFACTS`` overrides)."""
+    return Path(os.environ.get("LOB_ARTIFACTS") or repo_root() / "artifacts")
+
+
+def notebooks_dir() -> Path:
+    """The parameterised notebooks of the checkout."""
+    return repo_root() / "notebooks"
