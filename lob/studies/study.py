@@ -68,7 +68,7 @@ class Study:
     @classmethod
     def start(cls, out_dir: str, experiment: str, *, engines: Iterable[str] = ()) -> Study:
         from lob.studies import nb
-        from lob.studies.conclude import RunConditions
+        from lob.studies.capture import RunConditions
 
         check_engines(engines)
         return cls(experiment, nb.run_dir(out_dir, experiment), RunConditions.start())

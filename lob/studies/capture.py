@@ -1,0 +1,121 @@
+"""What a notebook shows about how its figures were taken: the run conditions at its top
+(:class:`RunConditions`, filled in with the load after the run at its end), one closed-loop
+latency capture with the clock that timed it (:func:`capture`), and its .hgrm file
+(:func:`save_hgrm`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# --- run conditions at the top of a notebook -------------------------------------------------
+
+def conditions_markdown(before: dict, after: dict | None = None) -> str:
+    """Run conditions in a few lines: CPU, cores, load before / after, versions, GC state."""
+    pk = before.get("packages") or {}
+
+    def load(c):
+        la = (c or {}).get("load_avg")
+        return " / ".join(f"{x:.2f}" for x in la) if la else "?"
+
+    sha = (before.get("git_sha") or "?")[:12] + ("+dirty" if before.get("git_dirty") else "")
+    lines = [
+        "**Run conditions**",
+        "",
+        f"- machine: {before.get('cpu_model', '?')}, {before.get('cpu_count', '?')} logical "
+        f"CPUs (affinity {before.get('affinity')}), {before.get('os', '?')}",
+        f"- load average (1 / 5 / 15 min): before {load(before)}; after "
+        + (load(after) if after else "(the run is still going)"),
+        f"- Python {before.get('python', '?')}, numpy {pk.get('numpy', '?')}, numba "
+        f"{pk.get('numba', '?')}, lob {before.get('lob_version', '?')} at {sha}",
+        f"- Python's cyclic GC: {'on' if before.get('gc_enabled') else 'off'} at the start "
+        "(each table says when a measurement turned it off)",
+        f"- started {before.get('date_utc', '?')}"
+        + (f", finished {after.get('date_utc', '?')}" if after else ""),
+    ]
+    return "\n".join(lines)
+
+
+class RunConditions:
+    """Shows the run conditions at the top of a notebook and fills in the "after" at the end.
+
+    ``start()`` in the first cell displays them (an updatable display); ``finish()`` in the
+    last cell updates that display with the load after the run and returns the dict a notebook
+    stores as ``summary["conditions"]`` (the conditions at the end plus ``load_avg_before``).
+    """
+
+    def __init__(self):
+        from lob.measure.conditions import run_conditions
+
+        self._now = run_conditions
+        self.before = run_conditions()
+        self.after: dict | None = None
+        self._handle = None
+
+    @classmethod
+    def start(cls) -> RunConditions:
+        self = cls()
+        try:
+            from IPython.display import Markdown, display
+
+            self._handle = display(Markdown(conditions_markdown(self.before)), display_id=True)
+        except ImportError:  # pragma: no cover - outside IPython
+            print(conditions_markdown(self.before))
+        return self
+
+    def finish(self) -> dict:
+        self.after = self._now()
+        md = conditions_markdown(self.before, self.after)
+        if self._handle is not None:
+            from IPython.display import Markdown
+
+            self._handle.update(Markdown(md))
+        return {**self.after, "load_avg_before": self.before.get("load_avg"),
+                "load_avg_after": self.after.get("load_avg"),
+                "gc_enabled_at_start": self.before.get("gc_enabled"),
+                "date_utc_start": self.before.get("date_utc")}
+
+
+# --- one latency capture, with its clock --------------------------------------------------------
+
+def capture(engine: str, wl, *, gc_enabled: bool = True) -> dict:
+    """Closed-loop per-op latency of ``engine`` on workload ``wl`` (a fresh engine), the replay
+    it came from and the clock that timed it: ``durations`` (ns, one per timed command),
+    ``replay`` (outcomes, fills), ``method``, ``clock`` (the engine's own clock for a compiled
+    engine, else the harness clock's calibration), ``gc_enabled``, ``untimed`` (pre-load and
+    warm-up commands, run but not timed)."""
+    import gc
+
+    from lob.engines.registry import get_engine
+    from lob.measure.clock import calibrate
+    from lob.measure.latency import capture_latency
+
+    eng = get_engine(engine, wl.config)
+    was = gc.isenabled()
+    if not gc_enabled:
+        gc.collect()
+        gc.disable()
+    try:
+        cap = capture_latency(eng, wl.commands)
+    finally:
+        (gc.enable if was else gc.disable)()
+    cal = cap.calibration
+    if cal is None:
+        clock = calibrate().to_dict()
+    else:
+        clock = cal.to_dict() if hasattr(cal, "to_dict") else dict(cal)
+    n_timed = int(np.count_nonzero(wl.commands["timed"]))
+    return {"durations": np.asarray(cap.durations_ns, dtype=np.int64), "replay": cap.replay,
+            "method": cap.method, "clock": clock, "gc_enabled": gc_enabled,
+            "untimed": int(len(wl.commands) - n_timed)}
+
+
+def save_hgrm(durations, path) -> str:
+    """Write the samples as an .hgrm percentile file (HDR, 1 ns .. 1 s, 3 figures)."""
+    from pathlib import Path
+
+    from lob.measure.hgrm import write_hgrm
+    from lob.measure.latency import histogram_from
+
+    h, _ = histogram_from(durations)
+    write_hgrm(h, Path(path))
+    return Path(path).name
