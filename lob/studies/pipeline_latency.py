@@ -1,0 +1,861 @@
+"""Seed 003's pipeline study (``notebooks/pipeline_latency.ipynb``) as functions over plain data.
+
+A paced sender process publishes batches of commands through a shared-memory SPSC ring to an
+engine process (:mod:`lob.pipeline.session`); latency runs from each command's due time to
+its published outcome. The notebook is a view over this module, section by section:
+
+* **service**: :func:`measure_service` (the engine's closed-loop per-op latency and the python
+  transport's executor cost per command) -> :func:`service_table`;
+* **sweep**: :func:`measure_sweep` (capacity per transport and batch size, then runs at
+  fractions of it, one .hgrm per row) -> :func:`sweep_table`, :func:`plot_latency_by_rate`,
+  :func:`capacity_table`, :func:`plot_capacity`, :func:`at_fraction_table`,
+  :func:`at_fraction_pivot`;
+* **scenarios**: :func:`measure_scenarios` (the eight orderbook-rs scenarios open loop at
+  fractions of their own capacity) -> :func:`scenarios_table`;
+* **pauses**: :func:`measure_pauses` (a bare clock-reading loop on every CPU) ->
+  :func:`pauses_raw`, :func:`pauses_table`;
+* **tail**: :func:`measure_tail` (repeated batch-1 runs of a lineage of compiled variants,
+  pauses recorded between the rounds) -> :func:`floor_and_model` (the floor and the model on
+  those pauses) -> :func:`tail_table`, :func:`tail_runs_table`, :func:`plot_tail_vs_floor`,
+  :func:`stalls_table`, :func:`steps_table`;
+* **claims**: :func:`claims` (``s003_*`` from the tables by
+  :func:`lob.studies.claims.pipeline_claims`).
+
+Every table is a :class:`~lob.studies.conclude.Conclusion` whose sentences quote its own
+cells; the thresholds the sentences turn on are the constants below.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lob.measure.stats import change_of_ratios, marker
+from lob.studies import plots as lp
+from lob.studies.conclude import (
+    Conclusion,
+    capacity_bound,
+    conclude_suppressed,
+    fmt,
+    percentile_row,
+)
+
+__all__ = [
+    "PCTS", "AT_FRACTIONS", "TAIL_FRACTIONS", "BASE_VARIANT", "TICK_LOCKED_PCT", "TICK_PERIODS",
+    "MIN_SPAN_MS_NO_HZ", "MODEL_FACTOR", "SAME_BAND", "STALL_COVERAGE",
+    "Plan", "Service", "Sweep", "Tail", "FloorModel",
+    "resolve_engine", "plan", "measure_service", "service_table", "measure_sweep",
+    "sweep_table", "plot_latency_by_rate", "capacity_table", "plot_capacity",
+    "at_fraction_table", "at_fraction_pivot", "measure_scenarios", "scenarios_table",
+    "measure_pauses", "pauses_raw", "pauses_table", "measure_tail", "floor_and_model",
+    "tail_table", "tail_runs_table", "plot_tail_vs_floor", "poisson_upper", "stall_rates",
+    "stalls_table", "steps_table", "claims",
+]
+
+PCTS = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99.9": 0.999, "p99.99": 0.9999}
+AT_FRACTIONS = (0.5, 0.9)  # the sweep's rows the key comparison reads (fractions of capacity)
+TAIL_FRACTIONS = (0.5, 0.9)  # the tail section's offered rates (fractions of capacity)
+BASE_VARIANT = "command/line"  # seed 003's capacity: every command published on its own
+TICK_LOCKED_PCT = 50.0  # pauses at one tick phase above this share come with the tick (~12% if not)
+TICK_PERIODS = 10  # a run shorter than this many tick periods may meet no pause: not compared
+MIN_SPAN_MS_NO_HZ = 40.0  # that span when the kernel's tick rate is unknown (250 Hz's)
+MODEL_FACTOR = 2.0  # every run beyond this factor of the model's p99: a finding, not noise
+SAME_BAND = 0.05  # a step whose whole interval lies within this of no change changes nothing
+STALL_COVERAGE = 0.99  # stalled runs up to this quantile of the expected count: the machine's
+SERVICE_REPEAT = 2  # fresh-engine passes of the executor's cost per command (the best kept)
+ENGINE_REPEAT = 3  # closed-loop replays for the engine's own time per command (the best kept)
+
+
+def _pct_cells(lat, qs=("p50", "p99", "p99.9")) -> dict:
+    """count + each percentile the sample count supports (else its marker n<...)."""
+    row = percentile_row(lat, [100 * PCTS[k] for k in qs])
+    return {"count": row["count"], **{k: row[k] for k in qs}}
+
+
+def _num(v) -> bool:
+    """A measured number (not None, NaN or a marker)."""
+    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool) \
+        and v == v
+
+
+# --- the plan -------------------------------------------------------------------------------
+
+def resolve_engine(engine: str) -> str:
+    """``engine``, or (empty) ``v2@numba`` when registered, else the pure-Python ``v2``."""
+    from lob.pipeline.sweep import default_engine
+
+    return engine or default_engine()
+
+
+@dataclass
+class Plan:
+    """What the notebook runs: the engine, the transports it runs on, workload, pinnings."""
+
+    engine: str
+    workload: str
+    scale: float
+    transports: list[str]
+    skipped: list[str]
+    wl: object
+    pins: list
+
+    def describe(self) -> str:
+        skip = "".join(f"transport {t!r} skipped: {self.engine} is not a compiled engine\n"
+                       for t in self.skipped)
+        load = os.getloadavg()[0]
+        return (f"{skip}{self.engine} on {self.workload} x {self.scale}: "
+                f"{len(self.wl.commands):,} commands; transports {self.transports}; pinnings "
+                f"{self.pins}; load average {load:.2f} on {os.cpu_count()} CPUs")
+
+    @property
+    def tail_transport(self) -> str:
+        """The transport of the scenario and tail sections: compiled when it runs."""
+        return "compiled" if "compiled" in self.transports else "python"
+
+
+def plan(engine: str, workload: str, scale: float, transports, pin_compare: bool) -> Plan:
+    """The transports ``engine`` runs on, the workload, and the pinnings (unpinned, then
+    sender on the first CPU and engine on the second when ``pin_compare`` and 2+ CPUs)."""
+    import lob
+    from lob.pipeline.session import runs_on
+
+    runs = [t for t in transports if runs_on(engine, t)]
+    pins: list = [None]
+    cpus = sorted(os.sched_getaffinity(0))
+    if pin_compare and len(cpus) >= 2:
+        pins.append((cpus[0], cpus[1]))
+    return Plan(engine, workload, scale, runs, [t for t in transports if t not in runs],
+                lob.workload(workload, scale=scale), pins)
+
+
+# --- closed-loop service time ----------------------------------------------------------------
+
+@dataclass
+class Service:
+    """The engine's closed-loop per-op latency and the executor's cost per command."""
+
+    closed: object  # lob.measure.latency.LatencyStats
+    method: str  # how the closed-loop samples were timed
+    rows: list[dict]  # service_time rows: engine, mode, batch, ns_per_op, rate_bound
+
+
+def measure_service(p: Plan, batches) -> Service:
+    """Closed-loop per-op latency (:func:`lob.measure.latency.capture_latency`) and the cost
+    per command of the python transport's executor fed chunks of B, both modes."""
+    import lob
+    from lob.measure.latency import LatencyStats, capture_latency, histogram_from
+    from lob.pipeline.sweep import service_time
+
+    cap = capture_latency(lob.get_engine(p.engine, p.wl.config), p.wl.commands)
+    closed = LatencyStats.of(*histogram_from(cap.durations_ns))
+    rows = [service_time(p.engine, p.wl.commands, config=p.wl.config, batch=b, mode=m,
+                         repeat=SERVICE_REPEAT) for b in batches for m in ("chunk", "command")]
+    return Service(closed, cap.method, rows)
+
+
+def service_table(svc: Service) -> Conclusion:
+    """The executor's cost per command per batch and mode; the closed-loop figures in the
+    note (their sample count with them)."""
+    c = svc.closed
+    return Conclusion("service", svc.rows, key=["batch", "mode"],
+                      kinds={"batch": "label", "mode": "label", "engine": "label"},
+                      note=f"Closed-loop per op ({c.count:,} samples, {svc.method}): p50 "
+                           f"{fmt(c.p50)} ns, p99 {fmt(c.p99)} ns, p99.9 {fmt(c.p99_9)} ns. "
+                           "rate_bound = 1e9 / ns_per_op bounds the python transport's "
+                           "capacity.")
+
+
+# --- the sweep ------------------------------------------------------------------------------
+
+SWEEP_COLUMNS = ["transport", "batch", "pinning", "fraction", "offered_rate", "achieved_rate",
+                 "saturated", "keeps_up", "count", "lat_p50", "lat_p99", "lat_p99_9",
+                 "lat_max", "backlog_end"]
+
+
+@dataclass
+class Sweep:
+    """The sweep's rows (one per transport, batch, pinning and rate), capacities, result file."""
+
+    rows: pd.DataFrame
+    caps: pd.DataFrame  # transport, batch, capacity, unpaced_rate, bracket, found
+    result_path: Path | None = None
+
+
+def measure_sweep(p: Plan, *, batches, fractions, steps: int, mode: str, gc_enabled: bool,
+                  out) -> Sweep:
+    """One sender/engine pair per transport: capacity per batch, then the rows at
+    ``fractions`` of it per pinning (:func:`lob.pipeline.sweep.sweep`); one .hgrm per row and
+    the result JSON written to ``out``."""
+    from lob.pipeline.sweep import save_rows, sweep
+
+    rows, caps = [], []
+    for tr in p.transports:
+        r, c = sweep(p.engine, p.wl.commands, batches=batches, fractions=fractions, steps=steps,
+                     pins=p.pins, config=p.wl.config, mode=mode if tr == "python" else None,
+                     gc_enabled=gc_enabled, transport=tr)
+        rows += r
+        caps += c
+    path = save_rows(rows, out, params={"engine": p.engine, "workload": p.workload,
+                                        "scale": p.scale, "mode": mode,
+                                        "transports": p.transports})
+    return Sweep(_sweep_frame(rows), pd.DataFrame(caps), path)
+
+
+def _sweep_frame(rows: list[dict]) -> pd.DataFrame:
+    res = pd.DataFrame(rows).drop(columns=["encoded"], errors="ignore")
+    res["pinning"] = np.where(res.pinned, "pinned", "unpinned")
+    return res
+
+
+def sweep_table(sw: Sweep) -> Conclusion:
+    """Every row of the sweep (percentiles the sample count cannot support as markers)."""
+    t = sw.rows.rename(columns={"lat_count": "count"})[SWEEP_COLUMNS]
+    return Conclusion("sweep", t, kinds={"transport": "label", "batch": "label",
+                                         "pinning": "label", "fraction": "ratio"})
+
+
+def plot_latency_by_rate(sw: Sweep, closed_p50: float):
+    """Per batch size: p50/p99/p99.9 against the offered rate (solid: the first transport,
+    dashed: the second; hollow markers: saturated rows; verticals: capacity)."""
+    res, caps = sw.rows, sw.caps
+    batches = list(dict.fromkeys(res.batch))
+    fig, axes = lp.subplots(1, len(batches), panel=(4.6, 3.8), squeeze=False)
+    for ax, b in zip(axes.flat, batches, strict=True):
+        for tr, ls in zip(dict.fromkeys(res.transport), ("-", "--"), strict=False):
+            d = res[(res.batch == b) & ~res.pinned & (res.transport == tr)].sort_values(
+                "offered_rate")
+            for q, c in (("lat_p50", "C0"), ("lat_p99", "C1"), ("lat_p99_9", "C3")):
+                y = pd.to_numeric(d[q], errors="coerce")
+                ax.plot(d.offered_rate, y, ls, color=c,
+                        label=f"{tr} {q.removeprefix('lat_').replace('_', '.')}")
+                ok = ~d.saturated
+                ax.plot(d.offered_rate[ok], y[ok], "o", color=c, ms=4)
+                ax.plot(d.offered_rate[~ok], y[~ok], "o", mfc="none", color=c, ms=4)
+            cap = caps[(caps.transport == tr) & (caps.batch == b)].capacity
+            if len(cap):
+                ax.axvline(cap.iloc[0], color="k", lw=0.8, ls=ls)
+        lp.reference(ax, closed_p50, "closed-loop p50")
+        ax.set(title=f"batch {b} (verticals: capacity)", xlabel="offered rate (commands/s)",
+               ylabel="latency (ns)")
+        lp.value_axis(ax, axis="x")
+        lp.value_axis(ax, axis="y")
+    lp.legend_outside(fig)
+    return fig
+
+
+def capacity_table(caps: pd.DataFrame, service_rows: list[dict], mode: str) -> Conclusion:
+    """Capacity per batch and transport; beside it the python transport's closed-loop bound
+    (never below its capacity: :func:`lob.studies.conclude.capacity_bound`) and the
+    compiled/python ratio when both transports ran. ``all_found`` False: no rate kept up."""
+    svc = pd.DataFrame(service_rows)
+    bound = svc[svc["mode"] == mode].set_index("batch").ns_per_op if len(svc) else {}
+    capt = caps.pivot_table(index="batch", columns="transport", values="capacity")
+    capt.columns = [f"capacity_{c}" for c in capt.columns]
+    capt["all_found"] = caps.groupby("batch").found.all()
+    if "capacity_python" in capt.columns:
+        # the executor's closed-loop cost bounds the PYTHON transport only
+        cb = {b: capacity_bound(capt.capacity_python[b], bound[b]) for b in capt.index}
+        capt["python_bound"] = [cb[b]["bound"] for b in capt.index]
+        capt["python_bound_source"] = [cb[b]["source"] for b in capt.index]
+    if {"capacity_python", "capacity_compiled"} <= set(capt.columns):
+        capt["compiled_over_python"] = capt.capacity_compiled / capt.capacity_python
+    c = Conclusion("capacity", capt.reset_index(), key="batch",
+                   kinds={"batch": "label", "all_found": "label",
+                          "compiled_over_python": "ratio"})
+    for r in c.rows:
+        k = r["batch"]
+        parts = [f"{col.removeprefix('capacity_')} {c.cell(k, col)}/s" for col in c.columns
+                 if col.startswith("capacity_")]
+        ratio = (f" (compiled/python {c.cell(k, 'compiled_over_python')}x)"
+                 if "compiled_over_python" in c.columns else "")
+        pb = (f"; the python transport's closed-loop bound is {c.cell(k, 'python_bound')}/s "
+              f"({c.cell(k, 'python_bound_source')})" if "python_bound" in c.columns else "")
+        c.say(f"Capacity at B={c.cell(k, 'batch')}: {', '.join(parts)}{ratio}{pb}.")
+    return c
+
+
+def plot_capacity(cap: Conclusion, engine: str):
+    """Bars per batch: each transport's capacity and the python transport's bound."""
+    t = pd.DataFrame(cap.rows).set_index("batch")
+    bars = [c for c in t.columns if c.startswith("capacity_")] + \
+        (["python_bound"] if "python_bound" in t.columns else [])
+    fig, ax = lp.subplots()
+    x = np.arange(len(t))
+    w = 0.8 / len(bars)
+    for i, c in enumerate(bars):
+        ax.bar(x + (i - (len(bars) - 1) / 2) * w, t[c], w, label=c.replace("_", " "))
+    ax.set(xticks=x, xticklabels=[f"B={b}" for b in t.index], ylabel="commands/s",
+           title=engine)
+    lp.value_axis(ax, t[bars].to_numpy(dtype=float).ravel())
+    lp.legend_outside(ax)
+    return fig
+
+
+def _at(res: pd.DataFrame) -> pd.DataFrame:
+    return res[res.fraction.isin(AT_FRACTIONS)]
+
+
+def at_fraction_table(res: pd.DataFrame) -> Conclusion:
+    """p50/p99/p99.9 at :data:`AT_FRACTIONS` of capacity per transport, batch and pinning;
+    a sentence for each unpinned row of the smallest batch, then the hidden percentiles."""
+    at = _at(res)
+    rows = [{"transport": r.transport, "B": r.batch, "fraction": r.fraction,
+             "pinning": r.pinning, "count": r.lat_count, "p50": r.lat_p50, "p99": r.lat_p99,
+             "p99.9": r.lat_p99_9, "keeps_up": r.keeps_up} for r in at.itertuples()]
+    name = " and ".join(f"{f:.0%}" for f in AT_FRACTIONS)
+    c = Conclusion(f"at {name} of capacity", rows, key=["transport", "B", "fraction", "pinning"],
+                   kinds={"B": "label", "fraction": "ratio"})
+    smallest = min((r["B"] for r in c.rows), default=None)
+    for r in c.rows:
+        if r["pinning"] == "unpinned" and r["B"] == smallest:
+            k = (r["transport"], r["B"], r["fraction"], r["pinning"])
+            c.say(f"{r['transport']} B={c.cell(k, 'B')} at {c.cell(k, 'fraction')} of "
+                  f"capacity: p50 {c.cell(k, 'p50')} ns, p99 {c.cell(k, 'p99')} ns.")
+    return conclude_suppressed(c)
+
+
+def at_fraction_pivot(res: pd.DataFrame) -> Conclusion:
+    """The same rows flat: one per transport, batch and fraction, a column per percentile
+    and pinning (``lat_p99_pinned``, ...); summary.json's ``at_fraction``."""
+    key = _at(res).pivot_table(index=["transport", "batch", "fraction"], columns="pinning",
+                               values=["lat_p50", "lat_p99", "lat_p99_9"])
+    key.columns = [f"{a}_{b}" for a, b in key.columns]
+    return Conclusion("at_fraction", key.reset_index(),
+                      kinds={"transport": "label", "batch": "label", "fraction": "ratio"})
+
+
+# --- the orderbook-rs scenarios open loop ----------------------------------------------------
+
+def measure_scenarios(p: Plan, *, scale: float, fractions, steps: int,
+                      gc_enabled: bool) -> pd.DataFrame:
+    """Each orderbook-rs scenario at ``fractions`` of its own capacity (B=1), beside its
+    closed-loop figures (:func:`lob.pipeline.sweep.open_loop_scenarios`)."""
+    from lob.pipeline.sweep import SCENARIOS, open_loop_scenarios
+
+    sc = pd.DataFrame(open_loop_scenarios(p.engine, SCENARIOS, scale=scale, fractions=fractions,
+                                          steps=steps, transport=p.tail_transport,
+                                          gc_enabled=gc_enabled))
+    sc["transport"] = p.tail_transport
+    return sc
+
+
+def scenarios_table(sc: pd.DataFrame) -> Conclusion:
+    """Closed- and open-loop p50/p99/p99.9 per scenario and fraction; a percentile the
+    samples do not support (NaN from the procedure) shows its marker ``n<...``."""
+    rows = []
+    for r in sc.to_dict("records"):
+        row = {k: r[k] for k in ("scenario", "transport", "fraction", "capacity",
+                                 "capacity_found", "achieved_rate", "keeps_up", "samples")}
+        for k, q in (("p50", 0.5), ("p99", 0.99), ("p99_9", 0.999)):
+            for side in ("closed", "open"):
+                v = r[f"{side}_{k}"]
+                row[f"{side}_{k}"] = marker(100 * q) if not _num(v) else float(v)
+        rows.append(row)
+    return Conclusion("scenarios", rows, key=["scenario", "fraction"],
+                      kinds={"scenario": "label", "transport": "label", "fraction": "ratio"})
+
+
+# --- the machine's pauses --------------------------------------------------------------------
+
+def measure_pauses(seconds: float) -> list:
+    """A bare clock-reading loop on every CPU at once
+    (:func:`lob.measure.hiccup.record_hiccups`)."""
+    from lob.measure.hiccup import record_hiccups
+
+    return record_hiccups(seconds)
+
+
+def pauses_raw(hic) -> Conclusion:
+    """Each recording's summary (:meth:`lob.measure.hiccup.Hiccups.summary`): ``pauses``."""
+    return Conclusion("pauses", [h.summary() for h in hic], key="cpu",
+                      kinds={"cpu": "label", "kernel_hz": "label"})
+
+
+def pauses_table(summaries: list[dict]) -> Conclusion:
+    """Per CPU: pauses over 10 µs per second, median and longest, time lost; when most of them
+    begin at one phase of the tick (>= :data:`TICK_LOCKED_PCT`), that they come with it."""
+    def pct(v):
+        return None if v is None else 100 * v
+
+    pz = [{"cpu": str(h["cpu"]), "seconds": h["seconds"],
+           "pauses > 10 µs per s": h["pauses_gt_10us_per_s"],
+           "pauses > 100 µs per s": h["pauses_gt_100us_per_s"],
+           "median pause > 10 µs (µs)": h["median_pause_gt_10us_us"],
+           "longest (µs)": h["longest_us"],
+           "time lost in pauses > 10 µs %": pct(h["lost_share_gt_10us"]),
+           "timer interrupts per s": h["timer_irqs_per_s"], "kernel HZ": h["kernel_hz"],
+           "pauses at one tick phase %": pct(h["tick_locked_share"])} for h in summaries]
+    c = Conclusion("pauses of a bare clock-reading loop", pz, key="cpu",
+                   kinds={k: "ratio" for r in pz for k in r if k != "cpu"},
+                   note=f"Pauses at one tick phase: within 1/8 of the tick period; at least "
+                        f"{fmt(TICK_LOCKED_PCT)}% of them there means they come with the "
+                        "scheduler tick.")
+    for r in c.rows:
+        k = r["cpu"]
+        c.say(f"CPU {k}: the loop was paused for more than 10 µs "
+              f"{c.cell(k, 'pauses > 10 µs per s')} times a second (median "
+              f"{c.cell(k, 'median pause > 10 µs (µs)')} µs, longest "
+              f"{c.cell(k, 'longest (µs)')} µs), {c.cell(k, 'time lost in pauses > 10 µs %')}% "
+              "of its time.")
+        lock, irq = r["pauses at one tick phase %"], r["timer interrupts per s"]
+        if _num(lock) and _num(irq) and lock >= TICK_LOCKED_PCT:
+            c.say(f"{c.cell(k, 'pauses at one tick phase %')}% of those pauses began at one "
+                  f"phase of the {c.cell(k, 'kernel HZ')} Hz tick, and the CPU took "
+                  f"{c.cell(k, 'timer interrupts per s')} timer interrupts a second: the "
+                  "pauses come with the scheduler tick.")
+    return c
+
+
+# --- the tail against the machine's pauses ---------------------------------------------------
+
+@dataclass
+class Tail:
+    """The tail section's runs: a lineage of variants at :data:`TAIL_FRACTIONS` of the base
+    variant's capacity at B=1, ``repeat`` rounds per pinning, pauses recorded between rounds."""
+
+    transport: str
+    variants: list[str]
+    realtime_of: dict[str, bool]  # variant -> ran under SCHED_FIFO
+    base: str  # the variant whose capacity sets the rates
+    capacity: float
+    unpaced: dict[str, float]  # variant -> its unpaced (flat out) rate, commands/s
+    n: int  # commands per run
+    engine_ns: float  # the engine's own closed-loop time per command (best of a few)
+    runs: pd.DataFrame  # one row per run (variant, fraction, pinning, run, percentiles, ...)
+    latencies: dict = field(default_factory=dict)  # (variant, fraction, pinning) -> [arrays]
+    recordings: dict = field(default_factory=dict)  # realtime -> [[Hiccups per CPU], ...]
+
+    @property
+    def policies(self) -> list[bool]:
+        """The scheduling policies the variants ran under (False: ordinary, True: FIFO)."""
+        return sorted(set(self.realtime_of.values()))
+
+
+def _tail_variants(transport: str, variants, mode: str) -> list[str]:
+    vs = list(dict.fromkeys(variants)) if transport == "compiled" else [f"{mode}/fields"]
+    if any(v.endswith("/realtime") for v in vs):
+        from lob.pipeline.session import check_realtime
+
+        try:
+            check_realtime()
+        except PermissionError as e:
+            print(f"skipped the realtime variants: {e}")
+            vs = [v for v in vs if not v.endswith("/realtime")]
+    return vs
+
+
+def measure_tail(p: Plan, *, variants, mode: str, scale: float, repeat: int, steps: int,
+                 hiccup_s: float, stall_us: float, gc_enabled: bool) -> Tail:
+    """The compiled transport's ``variants`` (the python one in ``mode`` only), one session
+    each, at :data:`TAIL_FRACTIONS` of the capacity at B=1 of :data:`BASE_VARIANT`; each round
+    records the pauses under each policy the variants use (``hiccup_s / repeat`` seconds in
+    all), then runs every pinning and rate, the variants' order reversed every other round
+    (so each step's two variants run back to back in every round). A run whose longest
+    publish gap exceeds ``stall_us`` is marked ``stalled``."""
+    import lob
+    from lob.measure.hiccup import record_hiccups
+    from lob.pipeline.session import PipelineSession, variant_options
+    from lob.pipeline.sweep import find_capacity
+
+    tr = p.tail_transport
+    vs = _tail_variants(tr, variants, mode)
+    wl = lob.workload(p.workload, scale=scale)
+    rt_of = {v: variant_options(v)["realtime"] for v in vs}
+    policies = sorted(set(rt_of.values()))
+    recs: dict = {rt: [] for rt in policies}
+    rows, lats = [], {}
+    with contextlib.ExitStack() as stack:
+        sess = {v: stack.enter_context(PipelineSession(p.engine, transport=tr, config=wl.config,
+                                                       gc_enabled=gc_enabled,
+                                                       **variant_options(v))) for v in vs}
+        base = BASE_VARIANT if BASE_VARIANT in vs else vs[0]
+        tcap = find_capacity(p.engine, wl.commands, batch=1, steps=steps, session=sess[base])
+        unpaced = {v: tcap["unpaced_rate"] if v == base else
+                   sess[v].run(wl.commands, rate=math.inf).achieved_rate for v in vs}
+        for rep in range(repeat):
+            for rt in policies:  # the pauses come in bursts: recorded between the rounds
+                recs[rt].append(record_hiccups(hiccup_s / repeat / len(policies), realtime=rt))
+            for pin in p.pins:
+                for f in TAIL_FRACTIONS:
+                    for v in (vs if rep % 2 == 0 else vs[::-1]):
+                        r = sess[v].run(wl.commands, rate=f * tcap["capacity"], batch=1, pin=pin)
+                        pinning = "pinned" if pin else "unpinned"
+                        lat = r.latency_ns
+                        lats.setdefault((v, f, pinning), []).append(lat)
+                        gap_us = r.longest_gap_ns() / 1e3
+                        rows.append({"variant": v, "fraction": f, "pinning": pinning,
+                                     "run": rep + 1,
+                                     "span_ms": (r.done_ns.max() - r.due_ns[0]) / 1e6,
+                                     "keeps_up": r.keeps_up(), "drain_ns": r.drain_ns(),
+                                     "longest gap (µs)": gap_us, "stalled": gap_us > stall_us,
+                                     **_pct_cells(lat, ("p50", "p90", "p99", "p99.9"))})
+    # the engine alone: its best closed-loop time per command over the same stream
+    eng_ns = min(lob.get_engine(p.engine, wl.config).replay(wl.commands).elapsed_ns
+                 for _ in range(ENGINE_REPEAT)) / len(wl.commands)
+    return Tail(tr, vs, rt_of, base, tcap["capacity"], unpaced, len(wl.commands), eng_ns,
+                pd.DataFrame(rows), lats, recs)
+
+
+@dataclass
+class FloorModel:
+    """The floor and the model on the recorded pauses, and the tail table's rows."""
+
+    floor: dict  # (fraction, realtime) -> [latency arrays, one per window]
+    model: dict  # (variant, fraction) -> [latency arrays]
+    rows: list[dict]
+    min_span_ms: float  # shorter runs are not compared (ten tick periods)
+
+
+def _windows(tail: Tail, f: float, service_ns: float, send_ns: float, rt: bool) -> list:
+    """Latencies of runs as long as the measured ones on the pauses recorded under policy
+    ``rt``: the traces cut into windows of as many commands, each from an empty queue,
+    the sender on either CPU."""
+    from lob.measure.hiccup import floor_runs
+
+    pairs = [pr for h in tail.recordings.get(rt, [])
+             for pr in ([(h[0], h[1]), (h[1], h[0])] if len(h) > 1 else [(h[0], h[0])])]
+    return [w for a, b in pairs for w in floor_runs(a, b, rate=f * tail.capacity,
+                                                    service_ns=service_ns, send_ns=send_ns,
+                                                    n=tail.n)]
+
+
+def _p99_spread(ws) -> tuple:
+    p = [x for x in (_pct_cells(w, ("p99",))["p99"] for w in ws) if _num(x)]
+    return (float(np.median(p)), min(p), max(p)) if p else (None, None, None)
+
+
+def floor_and_model(tail: Tail, hic) -> FloorModel:
+    """Per rate and variant (unpinned runs): the measured p99 (median, lowest, highest run)
+    beside the floor (a transport costing nothing beyond the engine's own time per command)
+    and the model (the engine working off queues at the runs' drain speed, behind a sender
+    that catches up at the variant's unpaced rate), both on the pauses recorded under the
+    variant's policy. ``hic``: the pauses section's recording (its tick rate sets the
+    shortest run compared)."""
+    hz = next((h.hz for h in hic if h.hz), None)
+    min_span = TICK_PERIODS * 1e3 / hz if hz else MIN_SPAN_MS_NO_HZ
+    floor, model, rows = {}, {}, []
+    rt = tail.runs
+    for f in TAIL_FRACTIONS:
+        for pol in tail.policies:
+            floor[f, pol] = _windows(tail, f, tail.engine_ns, 0.0, pol)
+        for v in tail.variants:
+            pol = tail.realtime_of[v]
+            fl, fl_lo, fl_hi = _p99_spread(floor[f, pol])
+            sel = rt[(rt["variant"] == v) & (rt.fraction == f) & (rt.pinning == "unpinned")]
+            p99s = [x for x in sel.p99 if _num(x)]
+            dr = [x for x in sel.drain_ns if _num(x)]
+            drain = float(np.median(dr)) if dr else None
+            send_ns = 1e9 / tail.unpaced[v]  # the pipeline's time per command flat out
+            model[v, f] = _windows(tail, f, drain, send_ns, pol) if drain else []
+            mo = _p99_spread(model[v, f])[0]
+            med99 = float(np.median(p99s)) if p99s else marker(99)
+            p50s = [x for x in sel.p50 if _num(x)]
+            rows.append({"variant": v, "fraction": f, "runs": len(sel),
+                         "count": int(sel["count"].min()) if len(sel) else 0,
+                         "shortest run (ms)": float(sel.span_ms.min()) if len(sel) else None,
+                         "p50": float(np.median(p50s)) if p50s else marker(50), "p99": med99,
+                         "p99 lowest run": min(p99s) if p99s else None,
+                         "p99 highest run": max(p99s) if p99s else None,
+                         "engine ns/command": tail.engine_ns, "drain ns/command": drain,
+                         "send ns/command": send_ns, "unpaced /s": tail.unpaced[v],
+                         "pauses under": "SCHED_FIFO" if pol else "ordinary",
+                         "windows": len(floor[f, pol]), "floor p99": fl,
+                         "floor p99 lowest window": fl_lo, "floor p99 highest window": fl_hi,
+                         "model p99": mo,
+                         "p99 over floor": med99 / fl if p99s and fl else None,
+                         "p99 over model": med99 / mo if p99s and mo else None})
+    return FloorModel(floor, model, rows, min_span)
+
+
+def tail_table(fm: FloorModel, tail: Tail) -> Conclusion:
+    """The tail against the floor and the model, per variant and rate. Sentences: each
+    variant's unpaced rate (at the first rate); no p99 to compare, or a run too short to
+    meet the pauses; the floor (once per policy); the measured p99 over the floor; and the
+    model against the runs' range: within it, every run beyond :data:`MODEL_FACTOR` of it,
+    every run below 1 / :data:`MODEL_FACTOR` of it, or outside by less than that factor."""
+    c = Conclusion(f"tail against the machine's pauses ({tail.transport}, B=1, "
+                   f"{tail.n:,} commands, unpinned, medians over runs and windows)",
+                   fm.rows, key=["variant", "fraction"],
+                   kinds={"variant": "label", "fraction": "ratio", "runs": "count",
+                          "pauses under": "label", "windows": "count",
+                          "p99 over floor": "ratio", "p99 over model": "ratio"},
+                   note=f"Offered rates: fractions of {fmt(tail.capacity)}/s, the capacity at "
+                        f"B=1 of variant {tail.base}, for every variant. Floor: a transport "
+                        "costing nothing beyond the engine's own time per command, on the "
+                        "pauses recorded under the variant's scheduling policy; model: an "
+                        "engine working off a queue at the drain speed measured in the runs, "
+                        "behind a sender that catches up no faster than the pipeline runs "
+                        "flat out (send ns/command, from the variant's unpaced rate). A run is "
+                        f"compared only if it spans at least {fmt(fm.min_span_ms)} ms "
+                        f"({TICK_PERIODS} periods of the kernel's tick).")
+    first_f = c.rows[0]["fraction"] if c.rows else None
+    first_of: dict = {}  # the floor is the same for every variant under one policy: said once
+    for r in c.rows:
+        first_of.setdefault((r["fraction"], r["pauses under"]), r["variant"])
+    for r in c.rows:
+        k = (r["variant"], r["fraction"])
+        at_f = f"{r['variant']} at {c.cell(k, 'fraction')} of capacity:"
+        if r["fraction"] == first_f:
+            c.say(f"Flat out (unpaced), {r['variant']} ran {c.cell(k, 'unpaced /s')} "
+                  "commands/s.")
+        if not _num(r["p99 over floor"]):
+            c.say(f"{at_f} no p99 to compare: too few samples, or a recording of the pauses "
+                  "shorter than one run (raise hiccup_s).")
+            continue
+        if r["shortest run (ms)"] < fm.min_span_ms:
+            c.say(f"{at_f} the shortest run spans {c.cell(k, 'shortest run (ms)')} ms, too "
+                  "short to meet the machine's pauses: its p99 is not compared (raise "
+                  "tail_scale).")
+            continue
+        if first_of[r["fraction"], r["pauses under"]] == r["variant"]:
+            c.say(f"At {c.cell(k, 'fraction')} of capacity, on this machine's pauses under the "
+                  f"{r['pauses under']} policy ({c.cell(k, 'windows')} windows as long as a "
+                  f"run), a transport costing nothing beyond the engine's "
+                  f"{c.cell(k, 'engine ns/command')} ns per command sees a p99 of "
+                  f"{c.cell(k, 'floor p99')} ns (windows {c.cell(k, 'floor p99 lowest window')} "
+                  f"to {c.cell(k, 'floor p99 highest window')} ns).")
+        c.say(f"{at_f} measured p99 {c.cell(k, 'p99')} ns (runs {c.cell(k, 'p99 lowest run')} "
+              f"to {c.cell(k, 'p99 highest run')} ns), {c.cell(k, 'p99 over floor')}x that "
+              "floor.")
+        if not _num(r["p99 over model"]):
+            continue
+        # judged against the spread of the runs: the model inside the runs' range is
+        # consistent; every run beyond MODEL_FACTOR of it is a finding
+        lo, hi, mo = r["p99 lowest run"], r["p99 highest run"], r["model p99"]
+        head = f"The model's p99 ({c.cell(k, 'model p99')} ns)"
+        if lo <= mo <= hi:
+            c.say(f"{head} lies within the runs' range: the tail is the machine's pauses worked "
+                  "off at this variant's speeds (its engine's drain and its sender's catch-up).")
+        elif lo > MODEL_FACTOR * mo:
+            c.say(f"Every run's p99 is more than {_times(MODEL_FACTOR)} the model's "
+                  f"({c.cell(k, 'model p99')} ns): the transport adds to the tail beyond the "
+                  "pauses and its speeds.")
+        elif hi < mo / MODEL_FACTOR:
+            c.say(f"Every run's p99 is below {_part(MODEL_FACTOR)} the model's "
+                  f"({c.cell(k, 'model p99')} ns): the runs met fewer pauses than the "
+                  "recordings did, and the model is not compared.")
+        else:
+            c.say(f"{head} lies outside the runs' range, by less than a factor of "
+                  f"{_word(MODEL_FACTOR)}: it gives the tail's size, not its exact value.")
+    return c
+
+
+_WORDS = {2.0: ("twice", "half", "two"), 3.0: ("three times", "a third of", "three")}
+
+
+def _times(x: float) -> str:
+    return _WORDS[x][0] if x in _WORDS else f"{fmt(x)} times"
+
+
+def _part(x: float) -> str:
+    return _WORDS[x][1] if x in _WORDS else f"1/{fmt(x)} of"
+
+
+def _word(x: float) -> str:
+    return _WORDS[x][2] if x in _WORDS else fmt(x)
+
+
+def tail_runs_table(tail: Tail) -> Conclusion:
+    """Every run of the tail section: summary.json's ``tail_runs`` (the pinning claim)."""
+    return Conclusion("tail_runs", tail.runs,
+                      kinds={"variant": "label", "fraction": "ratio", "pinning": "label",
+                             "run": "label"})
+
+
+def plot_tail_vs_floor(tail: Tail, fm: FloorModel, engine: str):
+    """Per rate: each variant's percentiles (thin: each run; thick: the median run) and the
+    floor under each policy (dashed: ordinary, dotted: SCHED_FIFO; shaded: the ordinary
+    floor's range over windows), on a log scale."""
+    from lob.measure.stats import supported
+
+    fig, axes = lp.subplots(1, len(TAIL_FRACTIONS), panel=(4.6, 3.6), squeeze=False)
+    names = list(PCTS)
+    xs = np.arange(len(names))
+    colors = {v: f"C{i}" for i, v in enumerate(tail.variants)}
+    for ax, f in zip(axes.flat, TAIL_FRACTIONS, strict=True):
+        for v in tail.variants:
+            lats = [x for (vv, ff, _), ls in tail.latencies.items() if (vv, ff) == (v, f)
+                    for x in ls]
+            if not lats:
+                continue
+            ok = [j for j, k in enumerate(names)
+                  if supported(100 * PCTS[k], min(len(x) for x in lats))]
+            if not ok:
+                continue
+            qs = np.array([[np.quantile(x, PCTS[names[j]]) for j in ok] for x in lats])
+            for row in qs:
+                ax.plot(xs[ok], row, "-", color=colors[v], lw=0.6, alpha=0.35)
+            ax.plot(xs[ok], np.median(qs, axis=0), "-", color=colors[v], lw=2.2, marker="o",
+                    ms=3, label=f"{v}, median run")
+        for rt in tail.policies:
+            ws = fm.floor.get((f, rt)) or []
+            ok = [j for j, k in enumerate(names)
+                  if ws and supported(100 * PCTS[k], len(ws[0]))]
+            if not ok:
+                continue
+            fq = np.array([[np.quantile(w, PCTS[names[j]]) for j in ok] for w in ws])
+            if not rt:
+                ax.fill_between(xs[ok], fq.min(axis=0), fq.max(axis=0), color="0.88", zorder=0,
+                                label="floor, ordinary pauses: range over windows")
+            ax.plot(xs[ok], np.median(fq, axis=0), "k:" if rt else "k--", lw=1.5,
+                    label=f"floor (engine alone), {'SCHED_FIFO' if rt else 'ordinary'} "
+                          "pauses, median window")
+        ax.set(xticks=xs, xticklabels=[n.removeprefix("p") for n in names],
+               xlabel="percentile", ylabel="latency (ns)", title=f"{f:.0%} of capacity")
+        ax.set_yscale("log")
+        lp.value_axis(ax, axis="y")
+    fig.suptitle(f"{engine}, {tail.transport} transport, B=1: the variants against this "
+                 "machine's pauses")
+    lp.legend_outside(axes.flat[-1])
+    return fig
+
+
+# --- stalls and the lineage's steps ----------------------------------------------------------
+
+def poisson_upper(mu: float, q: float = STALL_COVERAGE) -> int:
+    """The smallest k with P(Poisson(mu) <= k) >= q."""
+    if mu < 0 or not math.isfinite(mu):
+        raise ValueError(f"mu must be a finite number >= 0, got {mu!r}")
+    k, p = 0, math.exp(-mu)
+    c = p
+    while c < q:
+        k += 1
+        p *= mu / k
+        c += p
+    return k
+
+
+def stall_rates(tail: Tail, stall_us: float) -> dict[bool, float]:
+    """Per policy: pauses over ``stall_us`` per second, on either CPU, in the recordings
+    between the rounds."""
+    over = int(stall_us * 1e3)
+    out = {}
+    for rt, rs in tail.recordings.items():
+        secs = sum(h[0].seconds for h in rs)
+        out[rt] = sum(x.count(over) for h in rs for x in h) / secs if secs else 0.0
+    return out
+
+
+def stalls_table(tail: Tail, stall_us: float) -> Conclusion:
+    """Per variant: runs with a publish gap over ``stall_us`` against what the machine's
+    recorded pauses predict for runs of that length (expected, and the most at
+    :data:`STALL_COVERAGE`). Sentences: none stalled; the pauses explain them; more than
+    the pauses explain (the variant stalls)."""
+    rates = stall_rates(tail, stall_us)
+    rows = []
+    for v in tail.variants:
+        sel = tail.runs[tail.runs["variant"] == v]
+        rate = rates.get(tail.realtime_of[v], 0.0)
+        exp = float(sum(1 - math.exp(-rate * s / 1e3) for s in sel.span_ms))
+        rows.append({"variant": v, "runs": len(sel), "stalled runs": int(sel.stalled.sum()),
+                     "pauses over it per s": rate, "expected": exp,
+                     "at most (99%)": poisson_upper(exp)})
+    c = Conclusion(f"runs with a publish gap over {fmt(stall_us)} µs ({tail.transport}, every "
+                   "rate and pinning)", rows, key="variant",
+                   kinds={"variant": "label", "runs": "count", "stalled runs": "count",
+                          "at most (99%)": "count"},
+                   note=f"A stall: a publish gap over {fmt(stall_us)} µs. Pauses over it per "
+                        "s: on either CPU, in the recordings between the rounds under the "
+                        "variant's scheduling policy; expected = the sum over runs of "
+                        "1 - exp(-rate x span).")
+    for r in c.rows:
+        v = r["variant"]
+        if r["stalled runs"] == 0:
+            c.say(f"{v}: none of {c.cell(v, 'runs')} runs had a publish gap over "
+                  f"{fmt(stall_us)} µs.")
+            continue
+        s = (f"{v}: {c.cell(v, 'stalled runs')} of {c.cell(v, 'runs')} runs had a publish gap "
+             f"over {fmt(stall_us)} µs, against {c.cell(v, 'expected')} expected from the "
+             "machine's pauses")
+        if r["stalled runs"] <= r["at most (99%)"]:
+            c.say(s + ": the machine's pauses explain them.")
+        else:
+            c.say(s + f" (at most {c.cell(v, 'at most (99%)')} at 99%): more than the "
+                  "machine's pauses explain, so the variant itself stalls.")
+    return c
+
+
+_STEP_WORDS = {
+    "within noise": "within {band}% either way, so the step changes the {q} by nothing that "
+                    "matters at these rates",
+    "faster": "the step lowers the {q} at these rates, by more than {band}%",
+    "slower": "the step raises the {q} at these rates, by more than {band}%",
+    "inconclusive": "no difference beyond the runs' spread that this interval can tell",
+}
+
+
+def steps_table(tail: Tail, same_band: float = SAME_BAND) -> Conclusion:
+    """Each step of the lineage, run against run (same round, rate and pinning): the median
+    of the per-pair ratios after / before of p50 and p99 with its interval
+    (:func:`lob.measure.stats.change_of_ratios`, threshold ``same_band``), over all pairs and
+    over the pairs in which neither run stalled. Sentences: too few pairs for an interval,
+    or the call (within noise / faster / slower / inconclusive)."""
+    idx = ["run", "fraction", "pinning"]
+    runs = tail.runs
+    rows = []
+    for before, after in zip(tail.variants, tail.variants[1:], strict=False):
+        two = runs[runs["variant"].isin([before, after])]
+        calm = two[~two.groupby(idx).stalled.transform("any")] if len(two) else two
+        for which, sel in (("all pairs", two), ("pairs without a stall", calm)):
+            sel = sel.assign(**{q: pd.to_numeric(sel[q], errors="coerce")
+                                for q in ("p50", "p99")})
+            paired = sel.pivot_table(index=idx, columns="variant", values=["p50", "p99"],
+                                     aggfunc="first") if len(sel) else None
+            for q in ("p50", "p99"):
+                if paired is None or q not in paired.columns.get_level_values(0):
+                    continue  # too few samples for this percentile in every run
+                x = paired[q].reindex(columns=[before, after]).dropna()
+                ratios = list(x[after] / x[before])
+                ch = change_of_ratios(ratios, threshold=same_band) if ratios else None
+                ci = ch["ci"] if ch else None
+                rows.append({"step": f"{before} -> {after}", "pairs": which, "percentile": q,
+                             "count": len(ratios),
+                             "median before": float(np.median(x[before])) if ratios else None,
+                             "median after": float(np.median(x[after])) if ratios else None,
+                             "after over before": ch["median"] if ch else None,
+                             "interval low": ci[0] if ci else None,
+                             "interval high": ci[1] if ci else None,
+                             "call": ch["change"] if ch else "inconclusive"})
+    band = fmt(round(100 * same_band))
+    c = Conclusion(f"each step of the lineage, run against run ({tail.transport}, B=1, "
+                   f"{tail.n:,} commands, every rate and pinning)", rows,
+                   key=["step", "pairs", "percentile"],
+                   kinds={"step": "label", "pairs": "label", "percentile": "label",
+                          "count": "count", "after over before": "ratio",
+                          "interval low": "ratio", "interval high": "ratio", "call": "label"},
+                   note="count: paired runs. Interval: the sign test's interval for the median "
+                        "ratio, at 90% coverage or more (none below 5 pairs). Call "
+                        "(lob.measure.stats.change): a step whose whole interval lies within "
+                        f"{band}% of 1 changes nothing that matters; faster / slower: the whole "
+                        f"interval beyond {band}% below / above 1.")
+    for r in c.rows:
+        k = (r["step"], r["pairs"], r["percentile"])
+        q = r["percentile"]
+        n = f"{c.cell(k, 'count')} pair" + ("s" if r["count"] != 1 else "")
+        head = (f"{r['step']}, {q} ({r['pairs']}): median ratio "
+                f"{c.cell(k, 'after over before')} over {n}")
+        if not _num(r["interval low"]):
+            c.say(f"{head}; too few pairs for an interval, so no statement on the difference.")
+            continue
+        iv = f" (interval {c.cell(k, 'interval low')} to {c.cell(k, 'interval high')})"
+        c.say(f"{head}{iv}: {_STEP_WORDS[r['call']].format(band=band, q=q)}.")
+    return c
+
+
+# --- the seed's claims -----------------------------------------------------------------------
+
+def claims(tables, cpu_count: int | None = None) -> dict[str, dict]:
+    """``s003_pipeline_capacity``, ``s003_pipeline_saturation`` and ``s003_pinning`` from the
+    study's tables (Conclusions, or name -> records as in summary.json), by
+    :func:`lob.studies.claims.pipeline_claims`."""
+    from lob.studies.claims import pipeline_claims
+
+    if not isinstance(tables, dict):
+        tables = {c.name: c.plain_rows() for c in tables}
+    return pipeline_claims(tables, os.cpu_count() if cpu_count is None else cpu_count)

@@ -1,0 +1,399 @@
+"""lob.studies.pipeline_latency: every table builder's sentence branches, the floor and model,
+the stall count, the lineage's step calls, the plots and the claims, on synthetic data (no
+pipeline process is started)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lob.measure.hiccup import Hiccups
+from lob.studies import pipeline_latency as pl
+
+
+def _clean(c):
+    assert c.check() == [], c.check()
+    return c
+
+
+def _sweep_rows(transports=("python", "compiled"), batches=(1, 8), pins=(False,),
+                fractions=(0.5, 0.9, 1.2), count=5_000):
+    rows = []
+    for tr in transports:
+        for b in batches:
+            cap = 1e6 * b * (3 if tr == "compiled" else 1)
+            for pinned in pins:
+                for f in fractions:
+                    base = 1_000 * f * (2 if pinned else 1)
+                    rows.append({"engine": "v2@numba", "transport": tr, "batch": b,
+                                 "pinned": pinned, "fraction": f, "offered_rate": f * cap,
+                                 "achieved_rate": min(f, 1) * cap, "saturated": f > 1,
+                                 "keeps_up": f <= 1, "lat_count": count, "lat_p50": base,
+                                 "lat_p99": 4 * base, "lat_p99_9": 9 * base,
+                                 "lat_max": 20 * base, "backlog_end": 0 if f <= 1 else 500,
+                                 "capacity": cap, "encoded": "x"})
+    return pl._sweep_frame(rows)
+
+
+def _caps(transports=("python", "compiled"), batches=(1, 8), found=True):
+    return pd.DataFrame([{"transport": tr, "batch": b,
+                          "capacity": 1e6 * b * (3 if tr == "compiled" else 1),
+                          "unpaced_rate": 2e6 * b, "bracket": (1, 2), "found": found}
+                         for tr in transports for b in batches])
+
+
+SERVICE = [{"engine": "v2", "mode": m, "batch": b, "ns_per_op": ns, "rate_bound": 1e9 / ns}
+           for b, ns in ((1, 400.0), (8, 5_000.0)) for m in ("chunk", "command")]
+
+
+# --- service and sweep ----------------------------------------------------------------------
+
+def test_service_table_keeps_the_rows_and_puts_the_closed_loop_figures_in_the_note():
+    closed = SimpleNamespace(count=2_000, p50=250, p99=1_200, p99_9=9_000)
+    c = _clean(pl.service_table(pl.Service(closed, "c-loop", SERVICE)))
+    assert c.name == "service" and len(c.rows) == 4 and not c.sentences
+    assert "p50 250 ns" in c.note and "p99 1,200 ns" in c.note and "2,000 samples" in c.note
+
+
+def test_sweep_table_hides_percentiles_the_count_cannot_support():
+    sw = pl.Sweep(_sweep_rows(count=500), _caps())
+    c = _clean(pl.sweep_table(sw))
+    assert c.name == "sweep" and c.columns == pl.SWEEP_COLUMNS
+    assert c.rows[0]["lat_p50"] == 500.0 and c.rows[0]["lat_p99"] == "n<1000"
+    assert c.rows[0]["pinning"] == "unpinned"
+
+
+def test_plot_latency_by_rate_has_a_panel_per_batch_and_the_capacity_verticals():
+    sw = pl.Sweep(_sweep_rows(), _caps())
+    fig = pl.plot_latency_by_rate(sw, 250.0)
+    assert len(fig.axes) == 2
+    ax = fig.axes[0]
+    assert ax.get_title().startswith("batch 1")
+    # two transports x three percentiles x (line + kept-up + saturated markers), two verticals,
+    # the closed-loop reference
+    assert len(ax.lines) == 2 * 3 * 3 + 2 + 1
+    assert sorted(ln.get_xdata()[0] for ln in ax.lines if ln.get_linestyle() in ("-", "--")
+                  and len(ln.get_xdata()) == 2 and ln.get_xdata()[0] == ln.get_xdata()[1]) \
+        == [1e6, 3e6]
+
+
+# --- capacity ---------------------------------------------------------------------------------
+
+def test_capacity_with_both_transports_names_the_ratio_and_the_bound():
+    c = _clean(pl.capacity_table(_caps(), SERVICE, "chunk"))
+    assert c.name == "capacity" and c.key == "batch"
+    assert {"capacity_python", "capacity_compiled", "python_bound", "compiled_over_python",
+            "all_found"} <= set(c.columns)
+    s1, s8 = c.sentences
+    assert s1 == ("Capacity at B=1: compiled 3,000,000/s, python 1,000,000/s (compiled/python "
+                  "3.00x); the python transport's closed-loop bound is 2,500,000/s "
+                  "(closed-loop).")
+    # at B=8 the executor's estimate (1.6 M/s) sits below the capacity: no bound, the capacity
+    assert "bound is 8,000,000/s (measured capacity)" in s8
+
+
+def test_capacity_python_only_has_the_bound_but_no_ratio():
+    c = _clean(pl.capacity_table(_caps(("python",)), SERVICE, "command"))
+    assert "compiled_over_python" not in c.columns
+    assert all("compiled/python" not in s and "closed-loop bound" in s for s in c.sentences)
+
+
+def test_capacity_compiled_only_has_neither_and_all_found_records_a_failed_search():
+    c = _clean(pl.capacity_table(_caps(("compiled",), found=False), SERVICE, "chunk"))
+    assert "python_bound" not in c.columns and c.rows[0]["all_found"] is False
+    assert c.sentences[0] == "Capacity at B=1: compiled 3,000,000/s."
+
+
+def test_plot_capacity_draws_a_bar_per_transport_and_the_bound():
+    c = pl.capacity_table(_caps(), SERVICE, "chunk")
+    fig = pl.plot_capacity(c, "v2@numba")
+    ax = fig.axes[0]
+    assert len(ax.patches) == 3 * 2 and ax.get_title() == "v2@numba"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["B=1", "B=8"]
+
+
+# --- at 50% and 90% ---------------------------------------------------------------------------
+
+def test_at_fraction_speaks_for_the_unpinned_smallest_batch_only():
+    res = _sweep_rows(pins=(False, True), count=20_000)
+    c = _clean(pl.at_fraction_table(res))
+    assert c.name == "at 50% and 90% of capacity"
+    assert {r["fraction"] for r in c.rows} == set(pl.AT_FRACTIONS)
+    assert len(c.rows) == 2 * 2 * 2 * 2
+    assert c.sentences == [
+        "python B=1 at 0.50 of capacity: p50 500 ns, p99 2,000 ns.",
+        "python B=1 at 0.90 of capacity: p50 900 ns, p99 3,600 ns.",
+        "compiled B=1 at 0.50 of capacity: p50 500 ns, p99 2,000 ns.",
+        "compiled B=1 at 0.90 of capacity: p50 900 ns, p99 3,600 ns."]
+
+
+def test_at_fraction_names_the_rows_whose_tail_is_hidden():
+    c = _clean(pl.at_fraction_table(_sweep_rows(transports=("python",), count=500)))
+    assert c.sentences[-1].startswith("Percentiles hidden for want of samples: python / 1 / "
+                                      "0.50 / unpinned (p99, p99.9)")
+
+
+def test_at_fraction_pivot_is_flat_per_pinning():
+    c = _clean(pl.at_fraction_pivot(_sweep_rows(pins=(False, True))))
+    assert c.name == "at_fraction"
+    assert {"transport", "batch", "fraction", "lat_p99_pinned", "lat_p99_unpinned"} \
+        <= set(c.columns)
+    assert len(c.rows) == 2 * 2 * 2
+
+
+# --- scenarios --------------------------------------------------------------------------------
+
+def test_scenarios_show_a_marker_where_the_samples_do_not_support_a_percentile():
+    sc = pd.DataFrame([{"scenario": "add_only", "fraction": 0.5, "capacity": 1e6,
+                        "capacity_found": True, "n": 2_000, "samples": 2_000, "keeps_up": True,
+                        "achieved_rate": 5e5, "closed_p50": 100.0, "open_p50": 300.0,
+                        "closed_p99": 500.0, "open_p99": 2_000.0, "closed_p99_9": math.nan,
+                        "open_p99_9": math.nan, "p50_ok": True, "p99_ok": True,
+                        "p99_9_ok": False, "transport": "compiled"}])
+    c = _clean(pl.scenarios_table(sc))
+    assert c.rows[0]["open_p99"] == 2_000.0 and c.rows[0]["open_p99_9"] == "n<10000"
+    assert c.rows[0]["closed_p99_9"] == "n<10000" and "p99_9_ok" not in c.columns
+
+
+# --- pauses -----------------------------------------------------------------------------------
+
+def _summary(cpu, lock, irq=250.0):
+    return {"cpu": cpu, "seconds": 0.2, "pauses_gt_10us_per_s": 30.0,
+            "pauses_gt_100us_per_s": 2.0, "median_pause_gt_10us_us": 14.5, "longest_us": 480.0,
+            "lost_share_gt_10us": 0.0012, "timer_irqs_per_s": irq, "kernel_hz": 250,
+            "tick_locked_share": lock}
+
+
+def test_pauses_say_the_tick_only_when_most_pauses_sit_at_one_phase():
+    c = _clean(pl.pauses_table([_summary(0, 0.8), _summary(1, 0.1), _summary(2, None),
+                                _summary(3, 0.9, None)]))
+    assert c.sentences[0] == ("CPU 0: the loop was paused for more than 10 µs 30 times a "
+                              "second (median 14.5 µs, longest 480 µs), 0.12% of its time.")
+    assert c.sentences[1] == ("80% of those pauses began at one phase of the 250 Hz tick, and "
+                              "the CPU took 250 timer interrupts a second: the pauses come with "
+                              "the scheduler tick.")
+    assert len(c.sentences) == 5  # CPUs 1 (unlocked), 2 (no share) and 3 (no irqs): one each
+    assert not any("tick" in s for s in c.sentences[2:])
+
+
+def test_pauses_raw_keeps_each_recording_summary():
+    h = _hic(0, [1_000_000], [50_000])
+    c = pl.pauses_raw([h])
+    assert c.name == "pauses" and c.rows[0]["longest_us"] == 50.0
+
+
+# --- the tail ---------------------------------------------------------------------------------
+
+def _hic(cpu, at, gap, seconds=1.0, realtime=False):
+    return Hiccups(cpu, int(seconds * 1e9), 2_000, 10**8, 0, np.array(at, np.int64),
+                   np.array(gap, np.int64), None, 250, False, realtime)
+
+
+def _tail(variants=("command/fields", "command/line", "chunk/line/realtime"), runs=None,
+          recordings=None, repeat=5, stalled=(), n=30_000):
+    rt_of = {v: v.endswith("/realtime") for v in variants}
+    if runs is None:
+        rows = []
+        for rep in range(repeat):
+            for pin in ("unpinned", "pinned"):
+                for f in pl.TAIL_FRACTIONS:
+                    for i, v in enumerate(variants):
+                        p99 = 10_000.0 * (1 + i) * (1 + 0.01 * rep)
+                        rows.append({"variant": v, "fraction": f, "pinning": pin,
+                                     "run": rep + 1, "span_ms": 60.0, "keeps_up": True,
+                                     "drain_ns": 300.0, "longest gap (µs)": 100.0,
+                                     "stalled": (v, rep + 1) in stalled, "count": 20_000,
+                                     "p50": 800.0, "p90": 2_000.0, "p99": p99,
+                                     "p99.9": "n<10000"})
+        runs = pd.DataFrame(rows)
+    if recordings is None:
+        recordings = {rt: [[_hic(0, [100_000_000, 600_000_000], [30_000, 900_000], 0.5, rt),
+                            _hic(1, [300_000_000], [20_000], 0.5, rt)]]
+                      for rt in set(rt_of.values())}
+    return pl.Tail("compiled", list(variants), rt_of, "command/line", 1e6,
+                   {v: 2e6 for v in variants}, n, 250.0, runs,
+                   {(v, f, "unpinned"): [np.arange(1, 20_001, dtype=np.int64) * (i + 1)]
+                    for i, v in enumerate(variants) for f in pl.TAIL_FRACTIONS},
+                   recordings)
+
+
+def test_floor_and_model_on_recorded_pauses():
+    short = {rt: [[_hic(0, [10_000_000, 30_000_000], [30_000, 900_000], 0.05, rt),
+                   _hic(1, [20_000_000], [20_000], 0.05, rt)]] for rt in (False, True)}
+    tail = _tail(recordings=short, n=3_000)
+    fm = pl.floor_and_model(tail, [_hic(0, [], [])])
+    assert fm.min_span_ms == pytest.approx(pl.TICK_PERIODS * 1e3 / 250)
+    assert [(r["variant"], r["fraction"]) for r in fm.rows] == \
+        [(v, f) for f in pl.TAIL_FRACTIONS for v in tail.variants]
+    r = fm.rows[0]
+    # 3,000 commands at half of 1 M/s span 6 ms: eight windows per 50 ms trace, both ways
+    assert r["windows"] == 2 * 8 and r["pauses under"] == "ordinary"
+    assert r["floor p99"] >= tail.engine_ns and r["model p99"] >= r["floor p99"]
+    assert r["p99"] == pytest.approx(np.median([10_000 * (1 + 0.01 * k) for k in range(5)]))
+    assert r["p99 over floor"] == pytest.approx(r["p99"] / r["floor p99"])
+    assert fm.rows[2]["pauses under"] == "SCHED_FIFO"
+    no_hz = pl.floor_and_model(tail, [SimpleNamespace(hz=None)])
+    assert no_hz.min_span_ms == pl.MIN_SPAN_MS_NO_HZ
+
+
+def _tail_row(variant, fraction, *, lo=9_000.0, hi=11_000.0, model=10_000.0, span=60.0,
+              p99=10_000.0, floor=2_000.0, pauses="ordinary"):
+    return {"variant": variant, "fraction": fraction, "runs": 5, "count": 20_000,
+            "shortest run (ms)": span, "p50": 800.0, "p99": p99, "p99 lowest run": lo,
+            "p99 highest run": hi, "engine ns/command": 250.0, "drain ns/command": 300.0,
+            "send ns/command": 500.0, "unpaced /s": 2e6, "pauses under": pauses,
+            "windows": 16, "floor p99": floor, "floor p99 lowest window": 1_500.0,
+            "floor p99 highest window": 3_000.0, "model p99": model,
+            "p99 over floor": None if floor is None else p99 / floor,
+            "p99 over model": None if model is None else p99 / model}
+
+
+def test_tail_table_reaches_every_branch():
+    rows = [_tail_row("a", 0.5),  # unpaced, floor, measured, model within the runs' range
+            _tail_row("b", 0.5, model=4_000.0),  # every run beyond twice the model
+            _tail_row("c", 0.5, model=30_000.0),  # every run below half the model
+            _tail_row("d", 0.5, model=15_000.0),  # outside the range by less than twice
+            _tail_row("e", 0.5, model=None),  # no model: the measured sentence ends it
+            _tail_row("f", 0.5, floor=None),  # no p99 to compare
+            _tail_row("g", 0.5, span=12.5),  # too short to meet the pauses
+            _tail_row("h", 0.5, pauses="SCHED_FIFO"),  # the other policy's floor, said once
+            _tail_row("a", 0.9)]  # not the first rate: no unpaced sentence
+    fm = pl.FloorModel({}, {}, rows, 40.0)
+    c = _clean(pl.tail_table(fm, _tail()))
+    t = c.sentences
+    assert sum("Flat out (unpaced)" in s for s in t) == 8
+    assert sum("a transport costing nothing beyond" in s for s in t) == 3  # a@0.5, h, a@0.9
+    assert "lies within the runs' range" in " ".join(t)
+    assert "Every run's p99 is more than twice the model's (4,000 ns)" in " ".join(t)
+    assert "Every run's p99 is below half the model's (30,000 ns)" in " ".join(t)
+    assert "by less than a factor of two" in " ".join(t)
+    assert "f at 0.50 of capacity: no p99 to compare" in " ".join(t)
+    assert "g at 0.50 of capacity: the shortest run spans 12.5 ms" in " ".join(t)
+    e = [s for s in t if s.startswith("e at")]
+    assert e == ["e at 0.50 of capacity: measured p99 10,000 ns (runs 9,000 to 11,000 ns), "
+                 "5.00x that floor."]
+    assert "40 ms (10 periods" in c.note
+
+
+def test_tail_runs_table_and_its_plot():
+    tail = _tail()
+    c = _clean(pl.tail_runs_table(tail))
+    assert c.name == "tail_runs" and len(c.rows) == len(tail.runs)
+    fm = pl.FloorModel({(f, rt): [np.full(20_000, 300, np.int64)] * 3
+                        for f in pl.TAIL_FRACTIONS for rt in (False, True)}, {}, [], 40.0)
+    fig = pl.plot_tail_vs_floor(tail, fm, "v2@numba")
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log" and ax.get_title() == "50% of capacity"
+    labels = [ln.get_label() for ln in ax.lines]
+    assert [lb for lb in labels if lb.endswith("median run")] == \
+        [f"{v}, median run" for v in tail.variants]
+    assert sum("floor (engine alone)" in lb for lb in labels) == 2
+    assert len(ax.collections) == 1  # the ordinary floor's range
+
+
+# --- stalls and steps -------------------------------------------------------------------------
+
+def test_poisson_upper():
+    assert pl.poisson_upper(0.0) == 0
+    assert pl.poisson_upper(1.0) == 4  # P(<=3) = 0.981, P(<=4) = 0.996
+    assert pl.poisson_upper(1.0, 0.5) == 1
+    with pytest.raises(ValueError, match="mu"):
+        pl.poisson_upper(-1.0)
+
+
+def test_stall_rates_count_pauses_over_the_threshold_on_either_cpu():
+    tail = _tail()
+    # one pause over 500 µs in 0.5 s of recording under each policy
+    assert pl.stall_rates(tail, 500.0) == {False: 2.0, True: 2.0}
+    assert pl.stall_rates(tail, 10.0) == {False: 6.0, True: 6.0}
+
+
+def test_stalls_table_none_explained_and_more_than_explained():
+    stalled = {("command/line", 1)} | {("chunk/line/realtime", k) for k in range(1, 6)}
+    c = _clean(pl.stalls_table(_tail(stalled=stalled), 500.0))
+    none, explained, more = c.sentences
+    assert none == "command/fields: none of 20 runs had a publish gap over 500 µs."
+    assert explained.startswith("command/line: 4 of 20 runs had a publish gap over 500 µs, "
+                                "against 2.26 expected") and explained.endswith("explain them.")
+    assert "at most 6 at 99%" in more and more.endswith("so the variant itself stalls.")
+
+
+def _step_runs(ratios: dict, stalled=()):
+    """Runs of variants v0..vk whose p99 in round r is the previous variant's x ratios[step][r]."""
+    rows = []
+    n = len(next(iter(ratios.values())))
+    for r in range(n):
+        p99 = 10_000.0
+        for i in range(len(ratios) + 1):
+            if i:
+                p99 *= ratios[i - 1][r]
+            rows.append({"variant": f"v{i}", "fraction": 0.5, "pinning": "unpinned",
+                         "run": r + 1, "span_ms": 60.0, "stalled": (i, r + 1) in stalled,
+                         "count": 20_000, "p50": 1_000.0, "p99": p99})
+    return pd.DataFrame(rows)
+
+
+def test_steps_table_calls_each_step_with_the_one_change_rule():
+    ratios = {0: [1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01],  # within noise
+              1: [0.5, 0.52, 0.48, 0.51, 0.49, 0.5, 0.5],  # faster
+              2: [2.0, 2.1, 1.9, 2.2, 1.8, 2.0, 2.05],  # slower
+              3: [0.7, 1.3, 0.8, 1.2, 0.9, 1.25, 0.75]}  # inconclusive
+    runs = _step_runs(ratios, stalled={(1, 1)})
+    variants = [f"v{i}" for i in range(5)]
+    tail = _tail(variants=variants, runs=runs)
+    c = _clean(pl.steps_table(tail))
+    p99 = {(r["step"], r["pairs"]): r for r in c.rows if r["percentile"] == "p99"}
+    assert [p99[f"v{i} -> v{i + 1}", "all pairs"]["call"] for i in range(4)] == \
+        ["within noise", "faster", "slower", "inconclusive"]
+    assert p99["v0 -> v1", "pairs without a stall"]["count"] == 6  # round 1 of v1 stalled
+    assert p99["v2 -> v3", "pairs without a stall"]["count"] == 7
+    text = " ".join(c.sentences)
+    assert "within 5% either way, so the step changes the p99 by nothing that matters" in text
+    assert "the step lowers the p99 at these rates, by more than 5%" in text
+    assert "the step raises the p99 at these rates, by more than 5%" in text
+    assert "no difference beyond the runs' spread" in text
+    # p50 is the same in every run: within noise everywhere
+    assert {r["call"] for r in c.rows if r["percentile"] == "p50"} == {"within noise"}
+
+
+def test_steps_table_says_nothing_from_too_few_pairs():
+    runs = _step_runs({0: [1.0, 2.0, 3.0]})
+    c = _clean(pl.steps_table(_tail(variants=["v0", "v1"], runs=runs)))
+    assert all(s.endswith("too few pairs for an interval, so no statement on the difference.")
+               for s in c.sentences)
+    assert c.sentences[0].startswith("v0 -> v1, p50 (all pairs): median ratio 1.00 over "
+                                     "3 pairs")
+
+
+def test_steps_table_skips_a_percentile_no_run_supports():
+    runs = _step_runs({0: [1.0] * 6}).assign(p99="n<1000")
+    c = pl.steps_table(_tail(variants=["v0", "v1"], runs=runs))
+    assert {r["percentile"] for r in c.rows} == {"p50"}
+
+
+# --- claims and the plan ----------------------------------------------------------------------
+
+def test_claims_from_the_study_tables():
+    cap = pl.capacity_table(_caps(), SERVICE, "chunk")
+    sweep = pl.sweep_table(pl.Sweep(_sweep_rows(), _caps()))
+    runs = pl.tail_runs_table(_tail())
+    m = pl.claims([cap, sweep, runs], cpu_count=2)
+    assert set(m) == {"s003_pipeline_capacity", "s003_pipeline_saturation", "s003_pinning"}
+    assert m["s003_pipeline_capacity"]["value"] == 3e6  # the compiled transport's
+    assert m["s003_pipeline_saturation"]["value"] == 1.0
+    assert m["s003_pinning"]["value"] == pytest.approx(1.0)  # same p99 pinned and unpinned
+    assert pl.claims({"capacity": []}) == {}
+
+
+def test_plan_skips_the_compiled_transport_for_a_python_engine():
+    p = pl.plan("v2", "cpp_comprehensive", 0.001, ["python", "compiled"], False)
+    assert p.transports == ["python"] and p.skipped == ["compiled"] and p.pins == [None]
+    assert p.tail_transport == "python"
+    d = p.describe()
+    assert d.startswith("transport 'compiled' skipped: v2 is not a compiled engine\nv2 on "
+                        "cpp_comprehensive x 0.001:")
+    assert pl.resolve_engine("v1") == "v1" and pl.resolve_engine("")
