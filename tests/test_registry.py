@@ -10,7 +10,8 @@ import pytest
 
 import lob
 from lob.engines import toggles as tg
-from lob.engines.base import EXEC_FIELDS, Engine, EngineSpec, PyEngine
+from lob.engines.base import EXEC_FIELDS, Engine, EngineSpec
+from lob.engines.driver import PyEngine
 from lob.engines.reference import ReferenceEngine
 from lob.engines.registry import engine_names, engine_spec, get_engine, register_engine
 from lob.semantics import COMMAND_DTYPE, FILL_DTYPE, OUTCOME_DTYPE, BookConfig

@@ -24,7 +24,8 @@ from lob.engines import toggles as tg
 from lob.engines._best import FINDERS
 from lob.engines._levels import STORES
 from lob.engines.bands import check_band, max_width
-from lob.engines.base import EngineSpec, PyEngine
+from lob.engines.base import EngineSpec
+from lob.engines.driver import PyEngine
 from lob.semantics import BookConfig, OrderType, Reason, Status, StpMode
 
 ACCEPTED, CANCELLED = int(Status.ACCEPTED), int(Status.CANCELLED)

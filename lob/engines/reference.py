@@ -10,7 +10,8 @@ from collections import deque
 
 from sortedcontainers import SortedDict
 
-from lob.engines.base import EngineSpec, PyEngine
+from lob.engines.base import EngineSpec
+from lob.engines.driver import PyEngine
 from lob.semantics import BookConfig, OrderType, Reason, Status, StpMode
 
 ACCEPTED, CANCELLED = int(Status.ACCEPTED), int(Status.CANCELLED)

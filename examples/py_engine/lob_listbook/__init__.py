@@ -3,14 +3,14 @@ outside through the ``lob.engines`` entry point (see ``pyproject.toml``).
 
 Only lob's public API is used: :class:`lob.engines.PyEngine` (validation, ids, the
 interactive API, replay loops; a subclass implements the book hooks), the rule that turns a
-finished match into an outcome (:func:`lob.engines.base.match_outcome`) and the enums of
+finished match into an outcome (:func:`lob.engines.driver.match_outcome`) and the enums of
 :mod:`lob.semantics`.
 """
 
 from __future__ import annotations
 
 from lob.engines import EngineSpec, PyEngine
-from lob.engines.base import match_outcome
+from lob.engines.driver import match_outcome
 from lob.semantics import BookConfig, OrderType, Reason, Status, StpMode
 
 ACCEPTED, CANCELLED, NOT_FOUND = int(Status.ACCEPTED), int(Status.CANCELLED), \
