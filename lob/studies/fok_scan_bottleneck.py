@@ -1,0 +1,484 @@
+"""The FOK scan bottleneck (seed 001): the study behind ``notebooks/fok_scan_bottleneck.ipynb``.
+
+The C++ binary-market engine's notes found that its pool + bitmask refactor (v1) ran much
+faster than v0 on a limit-only stream but hardly at all on the comprehensive stream, because
+a quarter of its submits are FOK and the FOK availability check scanned every crossing order;
+a one-line early exit (v2) then bought an order of magnitude. This module measures each of
+those claims (procedures ``measure_...``), turns the figures into tables whose sentences
+quote their own cells (``..._table``), draws the plots (``plot_...``) and builds the claim
+measurements (:func:`claims`). The notebook is a view over these functions.
+
+Every procedure takes the notebook's parameters and returns plain data (dicts and lists of
+records), so the table builders and the claims are unit-tested on synthetic data
+(``tests/test_study_fok_scan_bottleneck.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+
+from lob.measure.stats import median_interval, rotations
+from lob.studies import conclude as K
+from lob.studies.study import interleaved_throughput
+
+__all__ = ["SEED_COMMANDS", "COMPREHENSIVE", "LIMIT_ONLY", "TAIL_PIVOT", "SWEEP_MIN_REPEAT",
+           "check_parameters", "toggles_of", "fok_of", "step", "measure_comprehensive",
+           "comprehensive_table", "regime", "measure_limit_pairs", "limit_interval",
+           "limit_table", "counters_table", "measure_latency", "latency_table",
+           "measure_depth_sweep", "seed_sweep_row", "depth_sweep_table",
+           "plot_v1_v2_vs_depth", "measure_fok_depth", "fok_depth_table", "plot_fok_vs_depth",
+           "claims"]
+
+SEED_COMMANDS = 2_000_000  # the seed's stream length (scale 1.0 of both streams)
+COMPREHENSIVE = "cpp_comprehensive"  # all four order types, a quarter of the submits FOK
+LIMIT_ONLY = "cpp_limit_only"
+FOK_DEPTH = "fok_depth"  # worst-case FOK probes over a book of `depth` resting asks
+FOK_DEPTH_UNIT = 100_000  # fok_depth's resting orders at scale 1.0
+TAIL_PIVOT = 10  # a p99 more than this many times the p50 is "a wide tail"
+SWEEP_MIN_REPEAT = 3  # the depth sweep's shorter streams take at least this many rounds
+REGIME_KEYS = ("commands", "resting_mean", "resting_max", "fok_pct", "cancel_hit_pct")
+DEPTH_QS = (50, 90)  # percentiles of the worst-case FOK probes
+
+
+# --- parameters and the lineage's vocabulary ---------------------------------------------------
+
+def check_parameters(lineage: Sequence[str], limit_pair: Sequence[str]) -> None:
+    """One clear ValueError when the lineage lacks the seed's three versions or the limit-only
+    pair is not a pair (engine names are checked by ``Study.start``)."""
+    if len(lineage) < 3:
+        raise ValueError(f"lineage needs the seed's v0, v1, v2 (and optionally more), got "
+                         f"{list(lineage)!r}")
+    if len(limit_pair) != 2:
+        raise ValueError(f"limit_pair needs two engines (v0, v1), got {list(limit_pair)!r}")
+
+
+def toggles_of(engine: str) -> dict:
+    """An engine's toggles; empty for an engine outside lob's lineage (a plugin, a C one)."""
+    from lob.engines.registry import engine_spec
+
+    return dict(engine_spec(engine).toggles)
+
+
+def fok_of(engine: str) -> str:
+    """How an engine checks a FOK order: its ``fok`` toggle, or ``"own"`` for other engines."""
+    return toggles_of(engine).get("fok", "own")
+
+
+def step(a: str, b: str) -> str:
+    """The toggles that differ between two versions (``"levels, best"``), or
+    ``"another engine"`` when either is outside lob's lineage."""
+    from lob.engines.toggles import NAMES
+
+    ta, tb = toggles_of(a), toggles_of(b)
+    if not ta or not tb:
+        return "another engine"
+    return ", ".join(k for k in NAMES if ta.get(k) != tb.get(k))
+
+
+def _check_agree(runs: dict, what: str) -> None:
+    sums = {r.checksum for r in runs.values()}
+    if len(sums) != 1:
+        raise RuntimeError(f"engines disagree on {what}: checksums "
+                           + ", ".join(f"{e}={r.checksum}" for e, r in runs.items()))
+
+
+# --- the comprehensive stream ------------------------------------------------------------------
+
+def measure_comprehensive(lineage: Sequence[str], wl, repeat: int, counters_engine: str, *,
+                          replay=None) -> dict:
+    """Throughput of ``lineage`` on ``wl`` (:func:`~lob.studies.study.interleaved_throughput`,
+    the minimum ns/op over ``repeat`` rounds), the regime diagnostics of the last replay and
+    the outcome counters of ``counters_engine`` (replayed once more if not in the lineage).
+
+    Returns ``{"commands", "ns_op": {engine: ns}, "diag", "counters", "counters_engine"}``.
+    """
+    from lob.engines.registry import replay as lob_replay
+    from lob.studies.claims import stream_diagnostics
+
+    replay = replay or lob_replay
+    t = interleaved_throughput(list(lineage), wl, repeat, replay=replay)
+    last = {e: t[e]["last"] for e in lineage}
+    _check_agree(last, "the comprehensive stream")
+    rr = last[lineage[-1]]
+    counters = (last[counters_engine] if counters_engine in last
+                else replay(counters_engine, wl)).counters
+    return {"commands": len(wl.commands), "ns_op": {e: min(t[e]["ns_per_op"]) for e in lineage},
+            "diag": stream_diagnostics(wl.commands, rr.outcomes, rr.fills),
+            "counters": dict(counters), "counters_engine": counters_engine}
+
+
+def comprehensive_table(comp: dict, lineage: Sequence[str]) -> K.Conclusion:
+    """ns/op per version, each over the previous one, and the toggles of each step."""
+    rows, prev = [], None
+    for e in lineage:
+        ns = comp["ns_op"][e]
+        rows.append({"engine": e, "commands": comp["commands"], "ns_op": ns,
+                     "vs_previous": None if prev is None else comp["ns_op"][prev] / ns,
+                     "step": "" if prev is None else step(prev, e)})
+        prev = e
+    t = K.Conclusion("comprehensive", rows, key="engine",
+                     kinds={"commands": "count", "vs_previous": "ratio", "step": "label"})
+    v0, s01, s12 = lineage[0], lineage[1], lineage[2]
+    return t.say(f"On {t.cell(s01, 'commands')} commands, {s01} over {v0} is "
+                 f"{t.cell(s01, 'vs_previous')}x (step: {t.cell(s01, 'step')}), and "
+                 f"{s12} over {s01} is {t.cell(s12, 'vs_previous')}x (step: "
+                 f"{t.cell(s12, 'step')}).")
+
+
+def regime(diag: dict):
+    """The stream's regime (reference-equal diagnostics) as a pandas Series, for display."""
+    import pandas as pd
+
+    return pd.Series({k: diag.get(k) for k in REGIME_KEYS},
+                     name="regime (reference-equal diagnostics)")
+
+
+# --- the limit-only stream: interleaved pairs --------------------------------------------------
+
+def _collected_replay(engine: str, wl):
+    """A replay from a collected heap, keeping only what the pairs need: a live 2M-order
+    pure-Python book (or its garbage) would slow the next replay's GC."""
+    from lob.engines.registry import replay
+
+    gc.collect()
+    rr = replay(engine, wl)
+    return SimpleNamespace(elapsed_ns=rr.elapsed_ns, checksum=rr.checksum,
+                           counters=dict(rr.counters))
+
+
+def measure_limit_pairs(limit_pair: Sequence[str], limit_scale: float, limit_repeat: int, *,
+                        replay=None) -> dict:
+    """``limit_repeat`` interleaved rounds of the pair on the limit-only stream, each replay
+    from a collected heap. Returns ``{"commands", "orders": [[engine, ...] per round],
+    "ns_op": {engine: [ns per round]}, "counters": {engine: counters}, "load"}`` (``load``:
+    the higher 1-minute load average of before and after: other work shifts v0 more than v1).
+    """
+    from lob.workloads import build
+
+    lim = build(LIMIT_ONLY, scale=limit_scale)
+    load = os.getloadavg()[0]
+    t = interleaved_throughput(list(limit_pair), lim, limit_repeat,
+                               replay=replay or _collected_replay)
+    load = max(load, os.getloadavg()[0])
+    last = {e: t[e]["last"] for e in limit_pair}
+    _check_agree(last, "the limit-only stream")
+    return {"commands": len(lim.commands), "orders": rotations(list(limit_pair), limit_repeat),
+            "ns_op": {e: list(t[e]["ns_per_op"]) for e in limit_pair},
+            "counters": {e: dict(r.counters) for e, r in last.items()}, "load": load}
+
+
+def limit_interval(lim: dict, limit_pair: Sequence[str]) -> tuple[list[float], dict]:
+    """The per-round ratios (first / second engine's ns/op) and their median's interval
+    (:func:`lob.measure.stats.median_interval`)."""
+    l0, l1 = limit_pair
+    ratios = [a / b for a, b in zip(lim["ns_op"][l0], lim["ns_op"][l1], strict=True)]
+    return ratios, median_interval(ratios, of="interleaved pairs")
+
+
+def limit_table(lim: dict, limit_pair: Sequence[str]) -> K.Conclusion:
+    """One row per interleaved pair and the median row with its interval (when the pairs are
+    enough for one)."""
+    l0, l1 = limit_pair
+    ratios, mi = limit_interval(lim, limit_pair)
+    rows = [{"pair": str(i + 1), "order": ", ".join(order), "commands": lim["commands"],
+             f"{l0} ns_op": a, f"{l1} ns_op": b, "ratio": x}
+            for i, (order, a, b, x) in enumerate(zip(lim["orders"], lim["ns_op"][l0],
+                                                     lim["ns_op"][l1], ratios, strict=True))]
+    rows.append({"pair": "median", "order": "", "commands": lim["commands"],
+                 "ratio": mi["median"], "interval_low": mi["ci"][0] if mi["ci"] else None,
+                 "interval_high": mi["ci"][1] if mi["ci"] else None, "step": step(l0, l1)})
+    t = K.Conclusion("limit_only", rows, key="pair",
+                     kinds={"pair": "label", "order": "label", "commands": "count",
+                            "ratio": "ratio", "interval_low": "ratio", "interval_high": "ratio",
+                            "step": "label"},
+                     note=f"ratio: {l0} ns/op / {l1} ns/op within a pair; interval: "
+                          f"{mi['what']} (order statistics, no assumption on the noise's "
+                          "shape).")
+    head = (f"On the limit-only stream ({t.cell('median', 'commands')} commands), {l1} is "
+            f"{t.cell('median', 'ratio')}x as fast as {l0}, the median of {len(ratios)} "
+            f"interleaved pairs (step: {t.cell('median', 'step')})")
+    if mi["ci"]:
+        return t.say(f"{head}; its interval is {t.cell('median', 'interval_low')}-"
+                     f"{t.cell('median', 'interval_high')}.")
+    return t.say(f"{head}; too few pairs for an interval.")
+
+
+# --- the published counters --------------------------------------------------------------------
+
+def _lob_counters(comp: dict, lim: dict, limit_pair: Sequence[str]) -> dict:
+    return {**comp["counters"],
+            "limit_only_remaining_sum": lim["counters"][limit_pair[-1]]["remaining_sum"]}
+
+
+def counters_table(comp: dict, lim: dict, limit_pair: Sequence[str], *,
+                   published: dict | None = None) -> K.Conclusion:
+    """lob's outcome counters beside the seed's published ones (claim ``s001_counters``);
+    they can match only on the seed-sized streams."""
+    if published is None:
+        from lob.studies.claims import get
+
+        published = get("s001_counters").value
+    ours = _lob_counters(comp, lim, limit_pair)
+    col = "published (seed 001, any machine)"
+    rows = [{"counter": k, "lob": ours.get(k), col: v, "equal": ours.get(k) == v}
+            for k, v in published.items()]
+    t = K.Conclusion("counters", rows, key="counter",
+                     kinds={"lob": "count", col: "count", "equal": "label"})
+    if not (comp["commands"] == SEED_COMMANDS and lim["commands"] == SEED_COMMANDS):
+        return t.say("These streams are shorter than the seed's, so the counters cannot match; "
+                     "the full-size run compares them exactly.")
+    differ = [r["counter"] for r in rows if not r["equal"]]
+    if not differ:
+        return t.say("Every published counter is reproduced exactly.")
+    return t.say("Counters that differ: " + ", ".join(differ) + ".")
+
+
+# --- latency on the comprehensive stream -------------------------------------------------------
+
+def measure_latency(engines: Sequence[str], wl, out: str | Path, *, capture=None) -> dict:
+    """Closed-loop per-op latency of each engine on ``wl`` (``.hgrm`` saved into ``out`` as
+    ``<engine>__cpp_comprehensive.hgrm``). Returns ``{"rows": [percentile row per engine],
+    "clock"}``."""
+    capture = capture or K.capture
+    rows, clock = [], None
+    for e in engines:
+        cp = capture(e, wl)
+        K.save_hgrm(cp["durations"], Path(out) / f"{e}__{COMPREHENSIVE}.hgrm")
+        clock = cp["clock"]
+        r = K.percentile_row(cp["durations"])
+        rows.append({"engine": e, **r, "mean": float(cp["durations"].mean()),
+                     "p99/p50": r["p99"] / r["p50"] if isinstance(r["p99"], float) else None})
+    return {"rows": rows, "clock": clock}
+
+
+def latency_table(lat: dict) -> K.Conclusion:
+    """Percentiles per engine; each engine's p99 over its p50 in words (a wide tail above
+    :data:`TAIL_PIVOT`); the percentiles hidden for want of samples named."""
+    t = K.Conclusion("latency", lat["rows"], key="engine",
+                     kinds={"warmup_dropped": "count", "p99/p50": "ratio"},
+                     note=K.clock_line(lat["clock"]))
+    for r in lat["rows"]:
+        e = r["engine"]
+        K.conclude_ratio(t, e, "p99/p50", what=f"{e}'s p99 over its p50", pivot=TAIL_PIVOT,
+                         above="a wide tail", below="a narrow tail")
+    return K.conclude_suppressed(t)
+
+
+# --- why the early exit pays: v1/v2 against book depth -----------------------------------------
+
+def measure_depth_sweep(lineage: Sequence[str], comp: dict, wl_scale: float,
+                        sweep_scales: Sequence[float], repeat: int, *, replay=None) -> list[dict]:
+    """v1/v2 ns/op on the comprehensive stream cut to each of ``sweep_scales`` (and the main
+    stream, ``wl_scale``, whose figures come from ``comp``): shorter streams, shallower
+    books. One record per stream, shortest first."""
+    from lob.studies.claims import stream_diagnostics
+    from lob.workloads import build
+
+    s01, s12 = lineage[1], lineage[2]
+    rows = []
+    for sc in sorted({*sweep_scales, wl_scale}):
+        if sc == wl_scale:
+            a, b, n, d = comp["ns_op"][s01], comp["ns_op"][s12], comp["commands"], comp["diag"]
+        else:
+            w = build(COMPREHENSIVE, scale=sc)
+            t = interleaved_throughput([s01, s12], w, max(repeat, SWEEP_MIN_REPEAT),
+                                       replay=replay)
+            a, b, n = min(t[s01]["ns_per_op"]), min(t[s12]["ns_per_op"]), len(w.commands)
+            ra = t[s01]["last"]
+            d = stream_diagnostics(w.commands, ra.outcomes, ra.fills)
+        rows.append({"stream": f"lob, {n:,} commands", "commands": n,
+                     "resting_mean": d["resting_mean"], "resting_max": d["resting_max"],
+                     "v1/v2": a / b, "scan_over_rest": (a - b) / b})
+    return rows
+
+
+def seed_sweep_row() -> dict:
+    """The seed's own v1/v2 (its machine), as ratios only: the sweep table's last row."""
+    from lob.studies.claims import get
+    from lob.studies.published import SEED001_NS_PER_OP
+
+    sv = get("s001_v1_v2_comprehensive")
+    ns = SEED001_NS_PER_OP[COMPREHENSIVE]
+    return {"stream": f"seed 001 ({sv.machine}), {SEED_COMMANDS:,} commands",
+            "commands": SEED_COMMANDS, "resting_mean": None, "resting_max": None,
+            "v1/v2": sv.value, "scan_over_rest": (ns["v1"] - ns["v2"]) / ns["v2"],
+            "machine": sv.machine}
+
+
+def depth_sweep_table(sweep: list[dict], lineage: Sequence[str], seed: dict) -> K.Conclusion:
+    """The sweep's rows and the seed's; sentences on how v1/v2 moves with the book's depth
+    and what the ratio means (one plus v1's scan cost in units of v2's whole cost)."""
+    s01, s12 = lineage[1], lineage[2]
+    rows = [dict(r) for r in sweep] + [{k: v for k, v in seed.items() if k != "machine"}]
+    t = K.Conclusion("depth_sweep", rows, key="stream",
+                     kinds={"commands": "count", "resting_mean": "count",
+                            "resting_max": "count", "v1/v2": "ratio",
+                            "scan_over_rest": "ratio"})
+    shallow, deep, sr = t.rows[0], t.rows[len(sweep) - 1], t.rows[-1]
+    sh, dp = shallow["stream"], deep["stream"]
+    if len(sweep) == 1:
+        t.say(f"One stream only: {s01}/{s12} is {t.cell(dp, 'v1/v2')}x at a mean depth of "
+              f"{t.cell(dp, 'resting_mean')} resting orders.")
+    elif deep["v1/v2"] > shallow["v1/v2"]:
+        t.say(f"{s01}/{s12} grows with the book: {t.cell(sh, 'v1/v2')}x at a mean depth of "
+              f"{t.cell(sh, 'resting_mean')} resting orders, {t.cell(dp, 'v1/v2')}x at "
+              f"{t.cell(dp, 'resting_mean')}.")
+    else:
+        t.say(f"{s01}/{s12} does not grow with the book here: {t.cell(sh, 'v1/v2')}x at a "
+              f"mean depth of {t.cell(sh, 'resting_mean')} resting orders, "
+              f"{t.cell(dp, 'v1/v2')}x at {t.cell(dp, 'resting_mean')}.")
+    return t.say(f"v1/v2 is one plus v1's extra cost over v2 in units of v2's cost: on the "
+                 f"deepest stream here v1 spends {t.cell(dp, 'scan_over_rest')}x v2's whole "
+                 f"per-op cost on FOK scanning; in the seed's figures that factor is "
+                 f"{t.cell(sr['stream'], 'scan_over_rest')}, hence its "
+                 f"{t.cell(sr['stream'], 'v1/v2')}x.")
+
+
+def plot_v1_v2_vs_depth(sweep: list[dict], lineage: Sequence[str], seed: dict):
+    """v1/v2 against the mean resting orders of each stream, the seed's ratio as a line."""
+    from lob.studies import plots as lp
+
+    s01, s12 = lineage[1], lineage[2]
+    xs = [float(r["resting_mean"]) for r in sweep]
+    ys = [float(r["v1/v2"]) for r in sweep]
+    fig, ax = lp.subplots(panel=(7.5, 3.8))
+    ax.plot(xs, ys, "o-", label=f"lob {s01} / {s12}")
+    ax.update_datalim([(xs[0], seed["v1/v2"])])  # the y range takes in the seed's line
+    ax.autoscale_view()
+    lp.value_axis(ax, xs, axis="x")
+    lp.value_axis(ax, [*ys, seed["v1/v2"]])
+    lp.reference(ax, seed["v1/v2"],
+                 f"seed 001 v1/v2 at {SEED_COMMANDS // 1_000_000}M commands\n({seed['machine']})")
+    ax.set(xlabel="mean resting orders over the stream", ylabel="v1 ns/op / v2 ns/op",
+           title="FOK early exit: payoff against book depth")
+    lp.legend_outside(ax)
+    return fig
+
+
+# --- the worst-case FOK check against depth ----------------------------------------------------
+
+def measure_fok_depth(engines: Sequence[str], depths: Sequence[int], probes: int, *,
+                      capture=None) -> dict:
+    """Per-op latency of ``probes`` worst-case FOK checks over books of each depth (every
+    check walks the whole crossing side). Returns ``{"rows": [{"engine", "depth", "count",
+    "p50", "p90"}], "clock"}``."""
+    from lob.workloads import build
+
+    capture = capture or K.capture
+    rows, clock = [], None
+    for dep in depths:
+        w = build(FOK_DEPTH, scale=dep / FOK_DEPTH_UNIT, n=probes)
+        for e in engines:
+            cp = capture(e, w)
+            clock = cp["clock"]
+            r = K.percentile_row(cp["durations"], qs=DEPTH_QS)
+            rows.append({"engine": e, "depth": dep, "count": r["count"],
+                         **{f"p{q}": r[f"p{q}"] for q in DEPTH_QS}})
+    return {"rows": rows, "clock": clock}
+
+
+def _sorted_depth_rows(rows: list[dict]) -> list[dict]:
+    """Rows by engine (first appearance), then depth; with p50 over the engine's shallowest."""
+    engines = list(dict.fromkeys(r["engine"] for r in rows))
+    out = []
+    for e in engines:
+        mine = sorted((dict(r) for r in rows if r["engine"] == e), key=lambda r: r["depth"])
+        base = mine[0]["p50"]
+        for r in mine:
+            num = isinstance(r["p50"], float | int) and isinstance(base, float | int)
+            r["p50_vs_shallowest"] = r["p50"] / base if num and base else None
+            out.append(r)
+    return out
+
+
+def fok_depth_table(fd: dict) -> K.Conclusion:
+    """p50 / p90 of the worst-case FOK check per engine and depth; per engine, its p50 at the
+    shallowest and the deepest book."""
+    rows = _sorted_depth_rows(fd["rows"])
+    t = K.Conclusion("fok_depth", rows, key=["engine", "depth"],
+                     kinds={"depth": "count", "p50_vs_shallowest": "ratio"},
+                     note=K.clock_line(fd["clock"]))
+    lo_d, hi_d = min(r["depth"] for r in rows), max(r["depth"] for r in rows)
+    for e in dict.fromkeys(r["engine"] for r in rows):
+        lo, hi = (e, lo_d), (e, hi_d)
+        if not isinstance(t.value(lo, "p50"), float | int) or \
+                not isinstance(t.value(hi, "p50"), float | int):
+            t.say(f"{e} ({fok_of(e)}): too few probes for a p50 at depth "
+                  f"{t.cell(lo, 'depth')} or {t.cell(hi, 'depth')}.")
+            continue
+        t.say(f"{e} ({fok_of(e)}): p50 {t.cell(lo, 'p50')} ns at depth {t.cell(lo, 'depth')}, "
+              f"{t.cell(hi, 'p50')} ns at {t.cell(hi, 'depth')} "
+              f"({t.cell(hi, 'p50_vs_shallowest')}x).")
+    return t
+
+
+def plot_fok_vs_depth(fd: dict):
+    """p50 per FOK check against the book's depth, one line per engine (its FOK rule)."""
+    from lob.studies import plots as lp
+
+    rows = _sorted_depth_rows(fd["rows"])
+    fig, ax = lp.subplots(panel=(7.0, 3.8))
+    for e in dict.fromkeys(r["engine"] for r in rows):
+        mine = [r for r in rows if r["engine"] == e and isinstance(r["p50"], float | int)]
+        ax.plot([r["depth"] for r in mine], [r["p50"] for r in mine], "o-",
+                label=f"{e} ({fok_of(e)})")
+    shown = [r for r in rows if isinstance(r["p50"], float | int)]
+    lp.value_axis(ax, [r["depth"] for r in rows], axis="x")
+    lp.value_axis(ax, [r["p50"] for r in shown])
+    ax.set(xlabel="resting orders (all crossing)", ylabel="p50 ns per FOK check",
+           title="worst-case FOK check against depth")
+    lp.legend_outside(ax, title="engine (FOK check)")
+    return fig
+
+
+# --- the claims ---------------------------------------------------------------------------------
+
+def claims(lineage: Sequence[str], limit_pair: Sequence[str], comp: dict, lim: dict,
+           sweep: list[dict], seed: dict, lat: dict) -> dict[str, dict]:
+    """claim id -> :func:`lob.studies.claims.measurement` of every claim this run measured
+    (the tail claims only when the latency engines include v2, and v1 for the p99 ratio)."""
+    from lob.studies.claims import measurement
+
+    v0, s01, s12 = lineage[0], lineage[1], lineage[2]
+    l0, l1 = limit_pair
+    _, mi = limit_interval(lim, limit_pair)
+    cd = {"commands": comp["commands"]}
+    ns = comp["ns_op"]
+    shallow, deep = sweep[0], sweep[-1]
+    out = {
+        "s001_counters": measurement(
+            _lob_counters(comp, lim, limit_pair), diagnostics=cd,
+            detail=f"{comp['counters_engine']} and {limit_pair[-1]}"),
+        "s001_v0_v1_limit_only": measurement(
+            mi["median"], diagnostics={"commands": lim["commands"], "step": step(l0, l1),
+                                       "load_avg": round(lim["load"], 2)},
+            ci=mi["ci"], ci_what=mi["what"], detail=f"{l0} / {l1} ns/op, median pair ratio"),
+        "s001_v0_v1_comprehensive": measurement(
+            ns[v0] / ns[s01], diagnostics={**cd, "step": step(v0, s01)},
+            explain={"FOK share of timed submits %": comp["diag"]["fok_pct"]},
+            detail=f"{v0} / {s01} ns/op"),
+        "s001_v1_v2_comprehensive": measurement(
+            ns[s01] / ns[s12], diagnostics=cd,
+            explain={f"v1 scan cost / v2 op cost here ({comp['commands']:,} commands)":
+                     deep["scan_over_rest"],
+                     "the same in the seed's figures": seed["scan_over_rest"],
+                     f"v1/v2 at mean depth {shallow['resting_mean']:,.0f}": shallow["v1/v2"]},
+            detail=f"{s01} / {s12} ns/op"),
+    }
+    by = {r["engine"]: r for r in lat["rows"]}
+    if s12 in by:
+        r = by[s12]
+        out["s001_v2_tail"] = measurement(
+            r["p99/p50"], diagnostics={**cd, "count": int(r["count"])},
+            explain={"clock read, median ns": (lat["clock"] or {}).get("overhead_median_ns")},
+            detail=f"{s12} p99 / p50")
+    if s01 in by and s12 in by and isinstance(by[s12]["p99"], float) \
+            and isinstance(by[s01]["p99"], float):
+        out["s001_v1_v2_p99"] = measurement(
+            by[s01]["p99"] / by[s12]["p99"],
+            diagnostics={**cd, "count": int(by[s12]["count"])}, detail=f"p99 {s01} / {s12}")
+    return out

@@ -1,0 +1,330 @@
+"""lob.studies.fok_scan_bottleneck on synthetic data: every sentence branch of every table
+builder, the plots' axes and lines, the claims, and the procedures with injected replays and
+captures (one small real run checks the comprehensive stream's procedure end to end)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import matplotlib
+import numpy as np
+import pytest
+
+from lob.measure.stats import rotations
+from lob.studies import conclude as K
+from lob.studies import fok_scan_bottleneck as fok
+
+matplotlib.use("Agg")
+
+LINEAGE = ["v0", "v1", "v2", "v3"]
+PAIR = ["v0", "v1"]
+SEED = {"stream": "seed 001 (M), 2,000,000 commands", "commands": fok.SEED_COMMANDS,
+        "resting_mean": None, "resting_max": None, "v1/v2": 13.1,
+        "scan_over_rest": 12.06, "machine": "M"}
+
+
+def comp(commands=4000, ns=None, counters=None):
+    return {"commands": commands, "ns_op": ns or {"v0": 100.0, "v1": 50.0, "v2": 10.0, "v3": 8.0},
+            "diag": {"commands": commands, "resting_mean": 68.6, "resting_max": 120,
+                     "fok_pct": 25.0, "cancel_hit_pct": 9.5},
+            "counters": counters or {"filled": 3, "trades": 4, "remaining_sum": 11},
+            "counters_engine": "v3"}
+
+
+def lim(rounds=5, commands=4000, remaining=12):
+    a = [200.0, 210.0, 190.0, 205.0, 220.0, 180.0][:rounds]
+    b = [100.0, 100.0, 100.0, 100.0, 100.0, 100.0][:rounds]
+    return {"commands": commands, "orders": rotations(PAIR, rounds),
+            "ns_op": {"v0": a, "v1": b},
+            "counters": {"v0": {"remaining_sum": remaining}, "v1": {"remaining_sum": remaining}},
+            "load": 1.234}
+
+
+def sweep(ratios=(1.5, 3.0)):
+    return [{"stream": f"lob, {n:,} commands", "commands": n, "resting_mean": 10.0 * (i + 1),
+             "resting_max": 20 * (i + 1), "v1/v2": r, "scan_over_rest": r - 1}
+            for i, (n, r) in enumerate(zip((1000, 4000), ratios, strict=False))]
+
+
+def durations(p50=100, tail=500, n=2000):
+    """n samples: 98% at p50, the rest at tail (p99 lands on the tail)."""
+    k = int(n * 0.98)
+    return np.array([p50] * k + [tail] * (n - k), dtype=np.int64)
+
+
+def fake_capture(by_engine):
+    def capture(engine, wl):
+        return {"durations": by_engine[engine], "clock": {"source": "fake",
+                                                         "overhead_median_ns": 20.0}}
+    return capture
+
+
+def checked(t: K.Conclusion) -> K.Conclusion:
+    assert t.check() == [], t.check()
+    return t
+
+
+# --- parameters and vocabulary ------------------------------------------------------------------
+
+def test_check_parameters():
+    fok.check_parameters(LINEAGE, PAIR)
+    with pytest.raises(ValueError, match="lineage needs"):
+        fok.check_parameters(["v0", "v1"], PAIR)
+    with pytest.raises(ValueError, match="limit_pair needs two"):
+        fok.check_parameters(LINEAGE, ["v0"])
+
+
+def test_step_and_fok_rule(monkeypatch):
+    assert fok.step("v0", "v1") == "levels, best"
+    assert fok.step("v1", "v2") == "fok"
+    assert fok.fok_of("v2") == "early_exit" and fok.fok_of("v3@numba") == "level_sums"
+    real = fok.toggles_of
+    monkeypatch.setattr(fok, "toggles_of", lambda e: {} if e == "c" else real(e))
+    assert fok.step("v2", "c") == "another engine"
+    assert fok.fok_of("c") == "own"
+
+
+# --- the comprehensive stream -------------------------------------------------------------------
+
+def test_comprehensive_table():
+    t = checked(fok.comprehensive_table(comp(), LINEAGE))
+    assert [r["vs_previous"] for r in t.rows] == [None, 2.0, 5.0, 1.25]
+    assert [r["step"] for r in t.rows] == ["", "levels, best", "fok", "fok"]
+    assert t.text == ("On 4,000 commands, v1 over v0 is 2.00x (step: levels, best), and v2 over "
+                      "v1 is 5.00x (step: fok).")
+
+
+def test_regime():
+    s = fok.regime(comp()["diag"])
+    assert list(s.index) == list(fok.REGIME_KEYS) and s["fok_pct"] == 25.0
+
+
+def test_measure_comprehensive_runs_the_lineage():
+    from lob.workloads import build
+
+    wl = build(fok.COMPREHENSIVE, scale=0.0005)
+    c = fok.measure_comprehensive(["v0", "v1", "v2"], wl, 1, "v3")
+    assert c["commands"] == len(wl.commands) and set(c["ns_op"]) == {"v0", "v1", "v2"}
+    assert all(x > 0 for x in c["ns_op"].values())
+    assert c["diag"]["commands"] == len(wl.commands) and c["diag"]["fok_pct"] > 0
+    assert c["counters_engine"] == "v3" and c["counters"]["trades"] > 0
+    sw = fok.measure_depth_sweep(["v0", "v1", "v2"], c, 0.0005, [0.00025], 1)
+    assert [r["commands"] for r in sw] == sorted(r["commands"] for r in sw)
+    assert sw[-1]["v1/v2"] == c["ns_op"]["v1"] / c["ns_op"]["v2"]
+    assert sw[0]["commands"] < sw[-1]["commands"] and sw[0]["resting_mean"] > 0
+
+
+def test_measure_comprehensive_refuses_disagreeing_engines():
+    wl = SimpleNamespace(commands=[0] * 10)
+
+    def replay(e, w):
+        return SimpleNamespace(elapsed_ns=100, checksum=hash(e))
+    with pytest.raises(RuntimeError, match="engines disagree on the comprehensive stream"):
+        fok.measure_comprehensive(["v0", "v1", "v2"], wl, 1, "v2", replay=replay)
+
+
+# --- the limit-only pairs -----------------------------------------------------------------------
+
+def test_measure_limit_pairs_interleaves():
+    calls = []
+
+    def replay(e, wl):
+        calls.append(e)
+        return SimpleNamespace(elapsed_ns={"v0": 2, "v1": 1}[e] * len(wl.commands), checksum=7,
+                               counters={"remaining_sum": 5})
+    m = fok.measure_limit_pairs(PAIR, 0.0005, 3, replay=replay)
+    assert calls == ["v0", "v1", "v1", "v0", "v0", "v1"]
+    assert m["orders"] == [["v0", "v1"], ["v1", "v0"], ["v0", "v1"]]
+    assert m["ns_op"] == {"v0": [2.0] * 3, "v1": [1.0] * 3}
+    assert m["counters"]["v1"] == {"remaining_sum": 5} and m["load"] >= 0
+
+
+def test_limit_table_with_an_interval():
+    t = checked(fok.limit_table(lim(5), PAIR))
+    med = t.rows[-1]
+    assert med["pair"] == "median" and med["ratio"] == 2.05
+    assert (med["interval_low"], med["interval_high"]) == (1.9, 2.2)
+    assert [r["order"] for r in t.rows[:2]] == ["v0, v1", "v1, v0"]
+    assert t.text == ("On the limit-only stream (4,000 commands), v1 is 2.05x as fast as v0, the "
+                      "median of 5 interleaved pairs (step: levels, best); its interval is "
+                      "1.90-2.20.")
+    assert "interval of the median of 5 interleaved pairs" in t.note
+
+
+def test_limit_table_without_an_interval():
+    t = checked(fok.limit_table(lim(2), PAIR))
+    assert t.rows[-1]["interval_low"] is None
+    assert t.text.endswith("the median of 2 interleaved pairs (step: levels, best); too few "
+                           "pairs for an interval.")
+
+
+# --- the counters -------------------------------------------------------------------------------
+
+PUBLISHED = {"trades": 4, "remaining_sum": 11, "limit_only_remaining_sum": 12}
+
+
+def test_counters_table_short_streams():
+    t = checked(fok.counters_table(comp(), lim(), PAIR, published=PUBLISHED))
+    assert t.text.startswith("These streams are shorter than the seed's")
+    assert [r["counter"] for r in t.rows] == list(PUBLISHED)
+
+
+def test_counters_table_full_and_equal():
+    n = fok.SEED_COMMANDS
+    t = checked(fok.counters_table(comp(n), lim(commands=n), PAIR, published=PUBLISHED))
+    assert all(r["equal"] for r in t.rows)
+    assert t.text == "Every published counter is reproduced exactly."
+
+
+def test_counters_table_full_and_different():
+    n = fok.SEED_COMMANDS
+    t = checked(fok.counters_table(comp(n), lim(commands=n, remaining=13), PAIR,
+                                   published={**PUBLISHED, "missing": 1}))
+    assert t.text == "Counters that differ: limit_only_remaining_sum, missing."
+
+
+def test_counters_table_reads_the_published_claim():
+    t = fok.counters_table(comp(), lim(), PAIR)
+    assert "matched_volume" in [r["counter"] for r in t.rows]
+
+
+# --- latency ------------------------------------------------------------------------------------
+
+def test_measure_latency_and_its_table(tmp_path):
+    cap = fake_capture({"v1": durations(100, 2000), "v2": durations(100, 300),
+                        "v3": durations(100, 300, n=500)})
+    lat = fok.measure_latency(["v1", "v2", "v3"], None, tmp_path, capture=cap)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"{e}__cpp_comprehensive.hgrm" for e in ("v1", "v2", "v3")]
+    assert [r["p99/p50"] for r in lat["rows"]] == [20.0, 3.0, None]
+    t = checked(fok.latency_table(lat))
+    assert t.text == ("v1's p99 over its p50 is 20, a wide tail. v2's p99 over its p50 is "
+                      "3.00, a narrow tail. v3's p99 over its p50: not measured. Percentiles "
+                      "hidden for want of samples: v1 (p99.9, p99.99); v2 (p99.9, p99.99); "
+                      "v3 (p99, p99.9, p99.99).")
+    assert "Clock fake" in t.note
+
+
+# --- the depth sweep ----------------------------------------------------------------------------
+
+def test_depth_sweep_grows():
+    t = checked(fok.depth_sweep_table(sweep(), LINEAGE, SEED))
+    assert t.rows[-1]["stream"] == SEED["stream"] and "machine" not in t.columns
+    assert t.text == ("v1/v2 grows with the book: 1.50x at a mean depth of 10 resting orders, "
+                      "3.00x at 20. v1/v2 is one plus v1's extra cost over v2 in units of v2's "
+                      "cost: on the deepest stream here v1 spends 2.00x v2's whole per-op cost "
+                      "on FOK scanning; in the seed's figures that factor is 12.1, hence its "
+                      "13.1x.")
+
+
+def test_depth_sweep_does_not_grow():
+    t = checked(fok.depth_sweep_table(sweep((3.0, 1.5)), LINEAGE, SEED))
+    assert t.text.startswith("v1/v2 does not grow with the book here: 3.00x at a mean depth of "
+                             "10 resting orders, 1.50x at 20.")
+
+
+def test_depth_sweep_one_stream():
+    t = checked(fok.depth_sweep_table(sweep((2.5,)), LINEAGE, SEED))
+    assert t.text.startswith("One stream only: v1/v2 is 2.50x at a mean depth of 10 resting "
+                             "orders.")
+    assert "v1 spends 1.50x" in t.text
+
+
+def test_seed_sweep_row_is_the_published_claim():
+    r = fok.seed_sweep_row()
+    assert r["commands"] == fok.SEED_COMMANDS and r["v1/v2"] > 10
+    assert r["scan_over_rest"] == pytest.approx((765.1 - 58.6) / 58.6)
+    assert r["machine"] in r["stream"]
+
+
+def test_plot_v1_v2_vs_depth():
+    fig = fok.plot_v1_v2_vs_depth(sweep(), LINEAGE, SEED)
+    (ax,) = fig.axes
+    line = ax.get_lines()[0]
+    assert list(line.get_xdata()) == [10.0, 20.0] and list(line.get_ydata()) == [1.5, 3.0]
+    assert any(list(ln.get_ydata()) == [13.1, 13.1] for ln in ax.get_lines()[1:])
+    assert ax.get_ylim()[1] > 13.1 and ax.get_xlabel().startswith("mean resting orders")
+
+
+# --- the worst-case FOK check -------------------------------------------------------------------
+
+def fd(few=False):
+    rows = []
+    for e, slope in (("v1", 10.0), ("v3", 0.0)):
+        for dep in (1000, 100):  # out of order: the table sorts
+            rows.append({"engine": e, "depth": dep, "count": 5 if few and e == "v3" else 400,
+                         "p50": "n<20" if few and e == "v3" else 100.0 + slope * dep,
+                         "p90": 200.0})
+    return {"rows": rows, "clock": {"source": "fake", "overhead_median_ns": 20.0}}
+
+
+def test_measure_fok_depth():
+    cap = fake_capture({"v1": durations(300, 400, n=400), "v2": durations(100, 200, n=400)})
+    m = fok.measure_fok_depth(["v1", "v2"], [100, 200], 50, capture=cap)
+    assert [(r["engine"], r["depth"]) for r in m["rows"]] == [
+        ("v1", 100), ("v2", 100), ("v1", 200), ("v2", 200)]
+    assert m["rows"][0]["p50"] == 300.0 and set(m["rows"][0]) == {"engine", "depth", "count",
+                                                                  "p50", "p90"}
+
+
+def test_fok_depth_table():
+    t = checked(fok.fok_depth_table(fd()))
+    assert [(r["engine"], r["depth"]) for r in t.rows] == [
+        ("v1", 100), ("v1", 1000), ("v3", 100), ("v3", 1000)]
+    assert t.text == ("v1 (full): p50 1,100 ns at depth 100, 10,100 ns at 1,000 (9.18x). "
+                      "v3 (level_sums): p50 100 ns at depth 100, 100 ns at 1,000 (1.00x).")
+
+
+def test_fok_depth_table_too_few_probes():
+    t = checked(fok.fok_depth_table(fd(few=True)))
+    assert t.value(("v3", 1000), "p50_vs_shallowest") is None
+    assert t.text.endswith("v3 (level_sums): too few probes for a p50 at depth 100 or 1,000.")
+
+
+def test_plot_fok_vs_depth():
+    fig = fok.plot_fok_vs_depth(fd())
+    (ax,) = fig.axes
+    lines = ax.get_lines()
+    assert [ln.get_label() for ln in lines] == ["v1 (full)", "v3 (level_sums)"]
+    assert list(lines[0].get_xdata()) == [100, 1000]
+    assert list(lines[0].get_ydata()) == [1100.0, 10100.0]
+    fig = fok.plot_fok_vs_depth(fd(few=True))
+    assert len(fig.axes[0].get_lines()[1].get_xdata()) == 0
+
+
+# --- the claims ---------------------------------------------------------------------------------
+
+def lat_rows(engines, p99=True):
+    rows = []
+    for i, e in enumerate(engines):
+        p = 1000.0 * (i + 1)
+        rows.append({"engine": e, "count": 2000, "p50": 100.0, "p99": p if p99 else "n<1000",
+                     "p99/p50": p / 100 if p99 else None})
+    return {"rows": rows, "clock": {"overhead_median_ns": 20.0}}
+
+
+def test_claims_all_measured():
+    m = fok.claims(LINEAGE, PAIR, comp(), lim(), sweep(), SEED, lat_rows(["v1", "v2"]))
+    assert list(m) == ["s001_counters", "s001_v0_v1_limit_only", "s001_v0_v1_comprehensive",
+                       "s001_v1_v2_comprehensive", "s001_v2_tail", "s001_v1_v2_p99"]
+    assert m["s001_counters"]["value"]["limit_only_remaining_sum"] == 12
+    lo = m["s001_v0_v1_limit_only"]
+    assert lo["value"] == 2.05 and lo["ci"] == [1.9, 2.2] and lo["diagnostics"]["load_avg"] == 1.23
+    assert m["s001_v0_v1_comprehensive"]["value"] == 2.0
+    assert m["s001_v0_v1_comprehensive"]["explain"] == {"FOK share of timed submits %": 25.0}
+    v12 = m["s001_v1_v2_comprehensive"]
+    assert v12["value"] == 5.0 and v12["explain"]["v1/v2 at mean depth 10"] == 1.5
+    assert v12["explain"]["v1 scan cost / v2 op cost here (4,000 commands)"] == 2.0
+    assert m["s001_v2_tail"]["value"] == 20.0
+    assert m["s001_v2_tail"]["explain"] == {"clock read, median ns": 20.0}
+    assert m["s001_v1_v2_p99"]["value"] == 0.5
+
+
+def test_claims_without_latency_or_tail():
+    m = fok.claims(LINEAGE, PAIR, comp(), lim(2), sweep(), SEED, lat_rows(["v3"]))
+    assert "s001_v2_tail" not in m and "s001_v1_v2_p99" not in m
+    assert "ci" not in m["s001_v0_v1_limit_only"]
+    assert m["s001_v0_v1_limit_only"]["ci_what"].startswith("no interval")
+    m = fok.claims(LINEAGE, PAIR, comp(), lim(), sweep(), SEED,
+                   lat_rows(["v1", "v2"], p99=False))
+    assert m["s001_v2_tail"]["value"] is None and "s001_v1_v2_p99" not in m
