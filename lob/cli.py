@@ -24,11 +24,18 @@ def engines_table() -> list[str]:
         tog = ",".join(s.toggles.get(k, "-") for k in ("levels", "best", "fok")) \
             if s.toggles else "-"
         src = "" if s.source == "lob" else f" [from {s.source}]"
-        try:  # a one-tick book allocates nothing of note
-            w = getattr(get_engine(name, BookConfig(1, 1)), "max_band_width", None)
+        caps = None
+        try:  # declared capabilities (foreign engines), else a one-tick book's attribute
+            if hasattr(s.factory, "capabilities"):
+                caps = s.factory.capabilities()
+                w = caps.max_band_width
+            else:
+                w = getattr(get_engine(name, BookConfig(1, 1)), "max_band_width", None)
             band = "any" if w is None else f"<={w / 1e6:.1f}M ticks"
         except Exception as e:  # a plugin that cannot build: say so, keep listing
-            band = f"? ({type(e).__name__})"
+            band = "not built" if "not built" in str(e) else f"? ({type(e).__name__})"
+        if caps is not None and not caps.complete:
+            src += f" [{caps.summary()}]"
         lines.append(f"{name:<16} {s.backend:<7} {tog:<28} {s.parent or '-':<14} {band:<14} "
                      f"{s.description}{src}")
     lines.append("band: the widest price band (max - min + 1) an engine accepts; engines whose "
@@ -38,6 +45,10 @@ def engines_table() -> list[str]:
 
 
 def _cmd_engines(args) -> int:
+    if args.action == "build":  # third-party engines behind a shim (lob.engines.foreign.adapters)
+        from lob.engines.foreign.adapters import main
+
+        return main(list(args.names) + (["--force"] if args.force else []))
     print("\n".join(engines_table()))
     from lob.engines.toggles import VALUES
 
@@ -63,7 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lob", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    s = sub.add_parser("engines", help="list registered engines and lineage versions")
+    s = sub.add_parser("engines", help="list registered engines and lineage versions; "
+                       "`lob engines build [NAME ...]` builds third-party engine adapters")
+    s.add_argument("action", nargs="?", choices=["build"], help="build adapters (fetch + compile)")
+    s.add_argument("names", nargs="*", help="adapters to build (default: all)")
+    s.add_argument("--force", action="store_true", help="rebuild even if built")
     s.set_defaults(func=_cmd_engines)
 
     s = sub.add_parser("main", help="the main job: the default experiment batch")

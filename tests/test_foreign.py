@@ -15,10 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import test_fuzz
 from test_cpp_counters import PUBLISHED, REMAINING_COMPREHENSIVE
-from test_fuzz import PROFILES, assert_same, gen_stream
+from test_fuzz import GROUPS, PROFILES, assert_same, gen_stream
 
 import lob
+import lob.engines.foreign.adapters
 from lob.engines import registry
 from lob.engines.capabilities import Unsupported
 from lob.engines.foreign import (
@@ -485,12 +487,12 @@ def test_header_compiles_as_cpp(build_dir):
     assert r.returncode == 0, r.stderr
 
 
-def test_broken_env_toml_warns_and_lists_nothing(tmp_path, monkeypatch):
+def test_broken_env_toml_warns_and_lists_only_the_adapters(tmp_path, monkeypatch):
     from lob.engines import foreign
 
     monkeypatch.setenv(ENV, str(tmp_path / "missing.toml"))
     with pytest.warns(RuntimeWarning, match="LOB_ENGINES_TOML ignored: foreign engine list"):
-        assert foreign.ENGINES == []
+        assert [s.name for s in foreign.ENGINES] == ["orderly_chaos"]
 
 
 def test_header_and_loader_agree():
@@ -510,6 +512,188 @@ def test_header_and_loader_agree():
         for m in enum:  # the header's enums are lob.semantics' values
             assert f"{prefix}{m.name} = {int(m)}" in text, (prefix, m)
     assert ForeignEngine.__doc__
+
+
+# --- a third-party engine: orderly-chaos 0.2.0 behind lob's shim ------------------------------
+
+OC = "orderly_chaos"
+
+
+@pytest.fixture(scope="module")
+def oc() -> str:
+    """The adapter, built from the sdist pip fetches (cached in ~/.cache/lob after the first
+    build); no g++ or no package index: skip, saying which."""
+    from lob.engines.foreign.adapters import BuildUnavailable, build
+
+    try:
+        build(OC)
+    except BuildUnavailable as e:
+        pytest.skip(f"adapter {OC} not built: {e}")
+    return OC
+
+
+NONE_GROUPS = [g for g in GROUPS if all(stp == StpMode.NONE for _, stp, _ in g)]
+
+
+@pytest.mark.parametrize("group", NONE_GROUPS,
+                         ids=[f"{g[0][0]}-s{g[0][2]}" for g in NONE_GROUPS])
+def test_orderly_chaos_takes_the_differential_fuzz(oc, group):
+    """test_fuzz's cases within what the engine declares (STP NONE: every profile, the
+    bound-value share included), through the very test lob's own engines take."""
+    test_fuzz.test_engine_agrees_with_reference(oc, group)
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_orderly_chaos_long_fuzz_streams(oc, profile):
+    """17,000 commands per profile (STP NONE): outcomes, fills, checksum, final book, every
+    resting order with its owner in priority order, orderly-chaos's own invariant check."""
+    lo, hi, window, unit, extreme, _ = PROFILES[profile]
+    cmds = gen_stream(2000, FUZZ_LEN, lo, hi, window, unit, extreme)
+    config = BookConfig(lo, hi)
+    ref = lob.get_engine("reference", config)
+    r = ref.replay(cmds)
+    eng = lob.get_engine(oc, config)
+    got = eng.replay(cmds)  # lob_check runs after the replay
+    assert_same(f"{oc} ({profile})", cmds, (r.outcomes, r.fills, ref.snapshot(10**6)),
+                (got.outcomes, got.fills, eng.snapshot(10**6)))
+    assert eng.resting() == ref.resting()
+    sub = cmds["otype"][(cmds["kind"] == 0) & (r.outcomes["status"] != Status.REJECTED)]
+    assert {int(t) for t in OrderType} <= set(sub.tolist())
+
+
+def _modify_heavy(seed: int, n: int, lo: int, hi: int) -> np.ndarray:
+    """A stream whose cancels and modifies mostly find their order (the fuzz's rarely do
+    under STP NONE, where books trade away): modify down, up, to the same values and to
+    another price, between submits of every type and mass cancels."""
+    rng = np.random.default_rng(seed)
+    rows, issued = [], 0
+    for _ in range(n):
+        u = rng.random()
+        if u < 0.5 or issued == 0:
+            t = int(rng.choice(6, p=[0.6, 0.08, 0.08, 0.12, 0.06, 0.06]))
+            qty = int(rng.integers(1, 9)) if t != 5 else int(rng.integers(1, 8 * hi))
+            rows.append(dict(kind=0, otype=t, side=int(rng.integers(0, 2)),
+                             owner=int(rng.integers(1, 4)), price=int(rng.integers(lo, hi + 1)),
+                             qty=qty))
+            issued += 1
+        elif u < 0.85:
+            rows.append(dict(kind=2, id=issued - int(rng.integers(0, 12)),
+                             qty=int(rng.integers(1, 12)),
+                             price=0 if rng.random() < 0.5 else int(rng.integers(lo, hi + 1))))
+        elif u < 0.97:
+            rows.append(dict(kind=1, id=issued - int(rng.integers(0, 12))))
+        else:
+            scope = int(rng.integers(1, 4))
+            p = int(rng.integers(lo, hi + 1))
+            rows.append(dict(kind=3, otype=scope, side=int(rng.integers(0, 2)),
+                             owner=int(rng.integers(1, 4)), price=p, price_hi=p + 2))
+    return lob.semantics.commands(rows)
+
+
+def test_orderly_chaos_modify_paths(oc):
+    """Modify emulated as reduce (keeps priority), cancel + re-add (to the tail) or cancel +
+    limit at the new price (may trade): same outcomes, fills and queue order as reference."""
+    cmds = _modify_heavy(5, 20_000, 100, 112)
+    config = BookConfig(100, 112)
+    ref = lob.get_engine("reference", config)
+    r = ref.replay(cmds)
+    eng = lob.get_engine(oc, config)
+    got = eng.replay(cmds)
+    assert_same(oc, cmds, (r.outcomes, r.fills, ref.snapshot(100)),
+                (got.outcomes, got.fills, eng.snapshot(100)))
+    assert eng.resting() == ref.resting()
+    mod = r.outcomes[cmds["kind"] == Kind.MODIFY]
+    assert (mod["status"] == Status.ACCEPTED).sum() > 1_000  # found and rested
+    assert (mod["fills"] > 0).sum() > 100  # re-entries that traded
+    assert (r.outcomes["removed"][cmds["kind"] == Kind.MASS_CANCEL] > 0).sum() > 200
+
+
+def test_orderly_chaos_refuses_what_it_cannot_do(oc):
+    """STP modes other than NONE: refused at creation, one line naming why; a workload that
+    needs one (the C++ seed's streams run with CANCEL_MAKER) is refused the same way."""
+    from lob.engines.registry import engine_capabilities
+
+    caps = engine_capabilities(oc)
+    assert caps.stp_modes == {StpMode.NONE} and caps.max_band_width is None
+    assert caps.summary() == "no stp CANCEL_MAKER, stp CANCEL_TAKER, stp CANCEL_BOTH"
+    for m in list(StpMode)[1:]:
+        with pytest.raises(Unsupported) as e:
+            lob.get_engine(oc, BookConfig(1, 99, m))
+        assert str(e.value) == (f"engine 'orderly_chaos' does not support STP mode {m.name} "
+                                "(it declares: NONE); use a config with stp=NONE or another "
+                                "engine")
+    with pytest.raises(Unsupported, match="does not support STP mode CANCEL_MAKER"):
+        lob.replay(oc, lob.workload("cpp_comprehensive", scale=0.001))
+    # lob_create says the same itself when asked directly (past lob's own check)
+    import ctypes
+
+    from lob.engines.foreign.library import Config, load
+
+    lib = load(lob.engines.foreign.adapters.adapter(oc).library)
+    err = ctypes.create_string_buffer(256)
+    assert not lib.create(ctypes.byref(Config(1, 99, 1, 0)), err, len(err))
+    assert err.value.decode() == ("STP mode CANCEL_MAKER is not supported: orderly-chaos keeps "
+                                  "no owners, so it cannot prevent self-trades (only NONE)")
+
+
+def test_orderly_chaos_seed_streams_under_stp_none(oc):
+    """The C++ seed's comprehensive stream (its config's STP set to NONE, which the engine
+    declares) and the lobster replay: same outcomes, fills and checksum as reference;
+    lob.replay and lob.bench take it by name."""
+    import dataclasses
+
+    wl = lob.workload("cpp_comprehensive", scale=0.05)
+    wl = dataclasses.replace(wl, config=BookConfig(wl.config.min_price, wl.config.max_price))
+    ref = lob.replay("reference", wl)
+    run = lob.replay(oc, wl)
+    assert run.checksum == ref.checksum and run.counters == ref.counters
+    lo = lob.workload("lobster_replay", scale=0.01)
+    assert lob.replay(oc, lo).checksum == lob.replay("reference", lo).checksum
+    res = lob.bench(oc, lo, repeat=1)
+    assert res is not None
+
+
+def test_orderly_chaos_build_is_cached_and_keeps_the_licence(oc):
+    from lob.engines.foreign.adapters import adapter, build
+
+    a = adapter(oc)
+    assert build(oc) == a.library and a.library.is_file()
+    lic = (a.build_dir / "licenses" / "LICENSE").read_text()
+    assert "MIT License" in lic and "Meet Mendapara" in lic
+    assert (a.build_dir / "licenses" / "THIRD_PARTY_NOTICES.md").is_file()
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if tracked.returncode == 0:  # nothing of orderly-chaos is in the repository
+        assert not [f for f in tracked.stdout.split() if "limit_order_book" in f or
+                    f.endswith("orderly_chaos.h")]
+
+
+def test_adapter_build_without_compiler_or_index_says_so(tmp_path, monkeypatch, capsys):
+    """One clear line, never a failure deep inside: no compiler, no package index."""
+    from lob.engines.foreign.adapters import BuildUnavailable, build, main
+
+    monkeypatch.setenv("LOB_CACHE", str(tmp_path))
+    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
+    with pytest.raises(BuildUnavailable) as e:
+        build(OC)
+    assert str(e.value) == "no C++ compiler: 'no-such-compiler-xyz' not found (install g++ or " \
+                           "set CXX)"
+    assert main([OC]) == 2
+    assert capsys.readouterr().err == ("orderly_chaos: skipped: no C++ compiler: "
+                                       "'no-such-compiler-xyz' not found (install g++ or set "
+                                       "CXX)\n")
+    if shutil.which("g++") is None:
+        return
+    monkeypatch.delenv("CXX")
+    for k, v in {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_RETRIES": "0",
+                 "PIP_TIMEOUT": "2", "PIP_FIND_LINKS": "", "PIP_NO_CACHE_DIR": "1"}.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(BuildUnavailable) as e:
+        build(OC)
+    assert str(e.value).startswith("cannot fetch orderly-chaos==0.2.0 from the package index: ")
+    assert "\n" not in str(e.value)
+    with pytest.raises(ForeignEngineError, match=r"is not built yet: run `lob engines build "
+                                                 r"orderly_chaos`"):
+        lob.get_engine(OC)
 
 
 # --- the notebooks, by name ------------------------------------------------------------------

@@ -100,15 +100,18 @@ def env_specs() -> list[EngineSpec]:
 
 
 def _env_engines() -> list[EngineSpec]:
-    """``ENGINES`` of this member module: a broken ``$LOB_ENGINES_TOML`` warns, never breaks
-    the listing of every other engine."""
+    """``ENGINES`` of this member module: the adapters of third-party engines (built or
+    not, :mod:`.adapters`), then the TOML engines; a broken ``$LOB_ENGINES_TOML`` warns,
+    never breaks the listing of every other engine."""
     import warnings
 
+    from lob.engines.foreign.adapters import specs
+
     try:
-        return env_specs()
+        return specs() + env_specs()
     except ForeignEngineError as e:
         warnings.warn(f"${ENV} ignored: {e}", RuntimeWarning, stacklevel=3)
-        return []
+        return specs()
 
 
 def __getattr__(name: str):

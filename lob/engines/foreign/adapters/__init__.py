@@ -1,0 +1,235 @@
+"""Engines lob did not write, driven through lob's C ABI by a shim kept here.
+
+An adapter is a shim source file in this folder (``<name>.cpp``, implementing
+``lob_engine.h`` over the engine's own API) plus where the engine comes from. Nothing of
+the third-party engine is in lob's repository: :func:`build` fetches its source
+distribution with pip (``pip download --no-deps --no-binary :all: pkg==version``, checked
+against a pinned SHA-256) into lob's cache folder, compiles the shim against its headers
+and keeps its LICENSE and notices beside the library::
+
+    lob engines build orderly_chaos        # or: python -m lob.engines.foreign.adapters
+
+The engine is registered whether built or not (``lob engines`` lists it); building a book
+before it is built raises a :class:`~lob.engines.foreign.ForeignEngineError` saying the one
+command to run. A missing C++ compiler or an unreachable package index raises
+:class:`BuildUnavailable` (one line; the tests skip on it), a failed compile
+:class:`BuildError` with the compiler's first errors.
+
+The cache folder is ``$LOB_CACHE`` or ``~/.cache/lob``; each build sits in a folder named by
+the engine, its version and a hash of the shim, ``lob_engine.h`` and the flags, so a changed
+shim or ABI is rebuilt, never loaded stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from lob.engines.base import EngineSpec
+from lob.engines.foreign.library import HEADER, ForeignEngineError, load
+
+HERE = Path(__file__).resolve().parent
+CXXFLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared")
+
+
+class BuildUnavailable(ForeignEngineError):
+    """The build cannot run here: no C++ compiler, or the package index is unreachable."""
+
+
+class BuildError(ForeignEngineError):
+    """The build ran and failed (download checksum, extraction or compilation)."""
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A third-party engine behind a shim of this folder."""
+
+    name: str  # the registered engine name
+    package: str  # on PyPI
+    version: str
+    sha256: str  # of the sdist
+    description: str
+    includes: tuple[str, ...]  # include dirs inside the sdist
+    licenses: tuple[str, ...]  # files of the sdist kept beside the library
+
+    @property
+    def shim(self) -> Path:
+        return HERE / f"{self.name}.cpp"
+
+    @property
+    def sdist_name(self) -> str:
+        return f"{self.package.replace('-', '_')}-{self.version}"
+
+    def key(self) -> str:
+        h = hashlib.sha256()
+        for p in (self.shim, HEADER):
+            h.update(p.read_bytes())
+        h.update(" ".join(CXXFLAGS).encode())
+        return h.hexdigest()[:12]
+
+    @property
+    def build_dir(self) -> Path:
+        return cache_dir() / "engines" / f"{self.name}-{self.version}-{self.key()}"
+
+    @property
+    def library(self) -> Path:
+        return self.build_dir / f"liblob_{self.name}.so"
+
+
+ADAPTERS = {
+    "orderly_chaos": Adapter(
+        name="orderly_chaos", package="orderly-chaos", version="0.2.0",
+        sha256="1be36c35cad840ad7fcde7ea21b97a7c319e8af9e9a23d9277c9661b32795ba9",
+        description="orderly-chaos 0.2.0 (PyPI, MIT): a C++ price-time book (std::map levels, "
+                    "unordered_map ids) through its C API; lob's order types emulated in a "
+                    "shim; STP NONE only",
+        includes=("include", "src", "third_party/robin_map/include"),
+        licenses=("LICENSE", "THIRD_PARTY_NOTICES.md", "third_party/robin_map/LICENSE")),
+}
+
+
+def cache_dir() -> Path:
+    """``$LOB_CACHE``, else ``$XDG_CACHE_HOME/lob``, else ``~/.cache/lob``."""
+    v = os.environ.get("LOB_CACHE")
+    if v:
+        return Path(v)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "lob"
+
+
+def adapter(name: str) -> Adapter:
+    try:
+        return ADAPTERS[name]
+    except KeyError:
+        raise ValueError(f"no adapter named {name!r}; adapters: {', '.join(ADAPTERS)}") from None
+
+
+def _compiler() -> str:
+    cxx = os.environ.get("CXX") or "g++"
+    path = shutil.which(cxx)
+    if path is None:
+        raise BuildUnavailable(f"no C++ compiler: {cxx!r} not found (install g++ or set CXX)")
+    return path
+
+
+def _sdist(a: Adapter, log) -> Path:
+    """The verified sdist in the cache, downloaded with pip when missing."""
+    dest = cache_dir() / "sdists"
+    path = dest / f"{a.sdist_name}.tar.gz"
+    if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == a.sha256:
+        return path
+    dest.mkdir(parents=True, exist_ok=True)
+    log(f"fetching {a.package}=={a.version} (sdist) with pip")
+    with tempfile.TemporaryDirectory(dir=dest) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--disable-pip-version-check", "-q", "-d", tmp, f"{a.package}=={a.version}"]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            raise BuildUnavailable(f"cannot fetch {a.package}=={a.version}: pip download took "
+                                   f"over 300 s (package index unreachable?)") from None
+        got = list(Path(tmp).glob(f"{a.sdist_name}.tar.gz"))
+        if r.returncode != 0 or not got:
+            lines = [x for x in (r.stderr or r.stdout).splitlines() if x.strip()]
+            raise BuildUnavailable(f"cannot fetch {a.package}=={a.version} from the package "
+                                   f"index: {lines[-1].strip() if lines else 'pip failed'}")
+        digest = hashlib.sha256(got[0].read_bytes()).hexdigest()
+        if digest != a.sha256:
+            raise BuildError(f"{got[0].name} from the package index has SHA-256 {digest}, "
+                             f"expected {a.sha256}: not the release this adapter was written for")
+        os.replace(got[0], path)
+    return path
+
+
+def build(name: str = "orderly_chaos", *, force: bool = False, log=None) -> Path:
+    """Build adapter ``name`` (fetching its sdist if needed); returns the library path.
+
+    Raises :class:`BuildUnavailable` (no compiler, no package index) or :class:`BuildError`.
+    """
+    a = adapter(name)
+    log = log or (lambda msg: None)
+    lib = a.library
+    if lib.is_file() and not force:
+        return lib
+    cxx = _compiler()
+    sdist = _sdist(a, log)
+    out = a.build_dir
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        try:
+            with tarfile.open(sdist) as tar:
+                tar.extractall(tmp, filter="data")
+        except (tarfile.TarError, OSError) as e:
+            raise BuildError(f"cannot extract {sdist}: {e}") from None
+        src = Path(tmp) / a.sdist_name
+        lic = out / "licenses"
+        lic.mkdir(exist_ok=True)
+        for f in a.licenses:  # the MIT terms travel with the built library
+            shutil.copyfile(src / f, lic / f.replace("/", "_"))
+        tmp_lib = Path(tmp) / lib.name
+        cmd = [cxx, *CXXFLAGS, f"-I{HEADER.parent}", *(f"-I{src / d}" for d in a.includes),
+               str(a.shim), "-o", str(tmp_lib)]
+        log(f"compiling {a.shim.name} against {a.sdist_name}")
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            first = "\n".join(r.stderr.splitlines()[:15])
+            raise BuildError(f"compiling adapter {name!r} failed:\n{' '.join(cmd)}\n{first}")
+        os.replace(tmp_lib, lib)  # atomic: a concurrent build never sees half a file
+    log(f"built {lib}")
+    return lib
+
+
+def _factory(a: Adapter):
+    def make(config=None):
+        from lob.engines.foreign import open_engine
+
+        return open_engine(_built(a), config, a.name)
+
+    make.__qualname__ = f"adapter[{a.name}]"
+    make.capabilities = lambda: load(_built(a), a.name).caps
+    return make
+
+
+def _built(a: Adapter) -> Path:
+    lib = a.library
+    if not lib.is_file():
+        raise ForeignEngineError(
+            f"engine {a.name!r} is not built yet: run `lob engines build {a.name}` (fetches "
+            f"{a.package} {a.version} from PyPI with pip and compiles lob's shim with g++)")
+    return lib
+
+
+def specs() -> list[EngineSpec]:
+    """One registered engine per adapter, built or not."""
+    return [EngineSpec(a.name, _factory(a), a.description, backend="foreign",
+                       source=f"{a.package} {a.version} (adapter)") for a in ADAPTERS.values()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m lob.engines.foreign.adapters [NAME ...] [--force]``: build adapters."""
+    args = sys.argv[1:] if argv is None else argv
+    force = "--force" in args
+    names = [x for x in args if x != "--force"] or list(ADAPTERS)
+    rc = 0
+    for n in names:
+        try:
+            lib = build(n, force=force, log=lambda m, n=n: print(f"{n}: {m}", flush=True))
+            print(f"{n}: ready ({lib})")
+        except BuildUnavailable as e:
+            print(f"{n}: skipped: {e}", file=sys.stderr)
+            rc = rc or 2
+        except (BuildError, ValueError) as e:
+            print(f"{n}: {e}", file=sys.stderr)
+            rc = 1
+    return rc
+
+
+__all__ = ["ADAPTERS", "Adapter", "BuildError", "BuildUnavailable", "adapter", "build",
+           "cache_dir", "main", "specs"]
