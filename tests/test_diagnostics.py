@@ -1,11 +1,22 @@
-"""Diagnostics measured on a hand-built stream, and cross-checked against plain replays."""
+"""Diagnostics measured on a hand-built stream, and cross-checked against plain replays; the
+book followed from a replay's outputs alone matches the reference engine's, command by
+command, on fuzz streams with every command kind and every STP mode."""
 
 import numpy as np
+import pytest
+from test_fuzz import PROFILES, gen_stream
 
 import lob
-from lob.semantics import BookConfig, Kind, OrderType, Scope, commands
+from lob.semantics import BookConfig, Kind, OrderType, Scope, StpMode, commands
 from lob.workloads import Workload, build
-from lob.workloads.diagnostics import diagnose, summary_text
+from lob.workloads.diagnostics import (
+    BookShape,
+    diagnose,
+    follow,
+    levels_walked,
+    stream_diagnostics,
+    summary_text,
+)
 
 MKT, MASS = int(OrderType.MARKET), int(Kind.MASS_CANCEL)
 
@@ -63,3 +74,60 @@ def test_mass_cancel_counts_match_removed():
     mass = wl.commands["kind"] == MASS
     assert d["resting_before_mass_cancel"] == run.outcomes["removed"][mass].tolist()
     assert min(d["resting_before_mass_cancel"]) > 0
+
+
+@pytest.mark.parametrize("stp", list(StpMode), ids=lambda m: m.name)
+@pytest.mark.parametrize("profile", ["narrow", "wide"])
+def test_the_followed_book_is_the_reference_book_after_every_command(profile, stp):
+    lo, hi, window, unit, _, _ = PROFILES[profile]
+    cmds = gen_stream(7 + int(stp), 800, lo, hi, window, unit)
+    assert set(cmds["kind"].tolist()) >= {int(k) for k in Kind}
+    cfg = BookConfig(lo, hi, stp)
+    run = lob.get_engine("reference", cfg).replay(cmds)
+    eng = lob.get_engine("reference", cfg)
+    for _, cmd, _, _, book in follow(cmds, run.outcomes, run.fills):
+        assert book.resting() == eng.resting()
+        eng.step(*cmd)
+    assert book.resting() == eng.resting()
+
+
+def test_outputs_of_another_stream_are_refused():
+    wl = _hand_workload()
+    run = lob.replay("reference", wl)
+    with pytest.raises(ValueError, match="not one replay's outputs"):
+        list(follow(wl.commands, run.outcomes, run.fills[:-1]))
+    book = BookShape()
+    mass = (int(Kind.MASS_CANCEL), int(Scope.ALL), 0, 0, 0, 0, 0, 0)
+    with pytest.raises(RuntimeError, match="mass cancel removed 2 orders"):
+        book.apply(mass, (3, 0, 0, 0, 0, 0, 2))
+
+
+def test_any_engine_gives_the_same_diagnostics():
+    wl = build("stp_sweep", scale=0.01)
+    a = diagnose(wl, sample_every=7)
+    b = diagnose(wl, sample_every=7, run=lob.replay("v2@numba", wl))
+    assert a.pop("series").equals(b.pop("series")) and a == b
+
+
+# --- the vectorised regime diagnostics (the claims' regime checks) agree with diagnose ----
+
+@pytest.mark.parametrize("workload", ["aggressive_walk", "thin_book_sweep", "mass_cancel_burst",
+                                      "stp_sweep", "cancel_only", "cpp_comprehensive"])
+def test_stream_diagnostics_agree_with_the_reference_replay(workload):
+    wl = lob.workload(workload, scale=0.002)
+    r = lob.replay("v3", wl)
+    a = stream_diagnostics(wl.commands, r.outcomes, r.fills)
+    d = diagnose(wl, sample_every=1)
+    for k in ("market_empty_pct", "cancel_hit_pct", "resting_max", "resting_end"):
+        assert a[k] == d[k], k
+    assert a["resting_mean"] == pytest.approx(d["resting_mean"])
+    assert a["count"] == d["timed"] and a["commands"] == d["commands"]
+    mb = d["resting_before_mass_cancel"]
+    assert a["resting_before_mass_cancel_mean"] == (pytest.approx(sum(mb) / len(mb)) if mb
+                                                    else None)
+    lw = levels_walked(wl.commands, r.outcomes, r.fills)
+    c = wl.commands
+    m = c["timed"] & (c["kind"] == lob.Kind.SUBMIT) & (r.outcomes["status"] != lob.Status.REJECTED)
+    if m.any():  # (no timed submit in cancel_only or mass_cancel_burst)
+        assert round(float(lw[m].mean()), 3) == d["levels_walked_mean"]
+        assert int(lw[m].max()) == d["levels_walked_max"]

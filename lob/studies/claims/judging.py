@@ -1,19 +1,19 @@
-"""The seeds' headline findings as claims, and verdicts computed from what lob measured.
+"""Judging: lob's measurement of a claim, the verdict on it, and the tables of verdicts.
 
 ``experiments/claims.yaml`` defines every claim (the seed's figure, metric, workload, size and
 machine, the lob experiment that measures its analog, the regime diagnostics the measurement
 must satisfy, a tolerance). A notebook stores its measurement of a claim in
 ``summary.json`` under ``claims.<id>`` (:func:`measurement` builds the record); the report
-reads them back (:func:`collect`) and judges each (:func:`judge`):
+reads them back (:func:`lob.studies.claims.collecting.collect`) and judges each (:func:`judge`):
 
 * ``reproduced``: the same direction (side of the claim's pivot) and within the stated
   relative tolerance of the seed's figure (exact claims: every counter equal);
 * ``direction only``: the same side, another magnitude; the verdict names both figures and
   the measured explanation the notebook recorded (``explain``);
 * ``inconclusive``: lob's figure comes with a noise interval (``ci``, e.g. over interleaved
-  repeats: :func:`median_interval`) that straddles an edge of the tolerance band, so noise
-  alone could flip ``reproduced`` and ``direction only``; the verdict names the interval and
-  the edge;
+  repeats: :func:`lob.measure.stats.median_interval`) that straddles an edge of the
+  tolerance band, so noise alone could flip ``reproduced`` and ``direction only``; the
+  verdict names the interval and the edge;
 * ``not reproduced``: the other side of the pivot, outside a band or above a ceiling, or a
   direction lob's noise interval cannot tell;
 * ``not comparable``: a regime check failed (the verdict names the diagnostic, its value and
@@ -33,202 +33,15 @@ seed's figure is shown only in a cell that names its machine.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import yaml
-
-from lob.measure.stats import median_interval
+from lob.studies.claims.model import _UNSET, Claim, _equal, _show, for_experiment
 from lob.studies.conclude import fmt
 
 VERDICTS = ("reproduced", "direction only", "inconclusive", "not reproduced", "not comparable",
             "not measured")
-KINDS = ("ratio", "direction", "exact", "ceiling", "band", "absolute")
-FIELDS = {"id", "seed", "finding", "machine", "metric", "workload", "size", "experiment",
-          "engine", "kind", "value", "detail", "pivot", "tolerance", "direction", "regime",
-          "caveat"}
-REQUIRED = ("id", "seed", "finding", "machine", "metric", "workload", "size", "experiment",
-            "kind", "detail")
-_UNSET = object()
 
-
-def claims_path() -> Path:
-    from lob.experiments.registry import experiments_dir
-
-    return experiments_dir() / "claims.yaml"
-
-
-@dataclass(frozen=True)
-class RegimeCheck:
-    """One diagnostic the lob measurement must satisfy for the claim to be comparable."""
-
-    diagnostic: str
-    min: float | None = None
-    max: float | None = None
-    equals: object = _UNSET
-    seed: str = ""  # the seed's regime, in words
-
-    def want(self) -> str:
-        parts = []
-        if self.equals is not _UNSET:
-            parts.append(f"= {_show(self.equals)}")
-        if self.min is not None:
-            parts.append(f">= {fmt(self.min)}")
-        if self.max is not None:
-            parts.append(f"<= {fmt(self.max)}")
-        return " and ".join(parts)
-
-    def failure(self, diagnostics: dict) -> str | None:
-        """None when satisfied, else why not (naming the diagnostic)."""
-        if self.diagnostic not in diagnostics or diagnostics[self.diagnostic] is None:
-            return f"{self.diagnostic} not measured (needs {self.want()})"
-        v = diagnostics[self.diagnostic]
-        ok = True
-        if self.equals is not _UNSET:
-            ok = _equal(v, self.equals)
-        if ok and (self.min is not None or self.max is not None):
-            if not isinstance(v, int | float) or isinstance(v, bool) or math.isnan(v):
-                ok = False
-            else:
-                ok = (self.min is None or v >= self.min) and (self.max is None or v <= self.max)
-        if ok:
-            return None
-        seed = f"; seed: {self.seed}" if self.seed else ""
-        return f"{self.diagnostic} = {_show(v)} (needs {self.want()}{seed})"
-
-    def passed(self, diagnostics: dict) -> str:
-        v = _show(diagnostics.get(self.diagnostic))
-        if self.equals is not _UNSET and self.min is None and self.max is None:
-            return f"{self.diagnostic} = {v}"
-        return f"{self.diagnostic} {v} {self.want().removeprefix(f'= {_show(self.equals)} and ')}"
-
-
-def _equal(a, b) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b or (isinstance(a, bool) and isinstance(b, bool) and a == b)
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return float(a) == float(b)
-    return str(a) == str(b)
-
-
-def _show(v) -> str:
-    return fmt(v) if not isinstance(v, str) else v
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One headline finding of a seed (see ``experiments/claims.yaml`` for the fields)."""
-
-    id: str
-    seed: str
-    finding: str
-    machine: str  # the seed's machine, by name
-    metric: str
-    workload: str
-    size: str
-    experiment: str
-    kind: str
-    detail: str
-    engine: str = ""
-    value: object = None
-    pivot: float | None = 1.0
-    tolerance: float | None = None
-    direction: str | None = None
-    regime: tuple[RegimeCheck, ...] = ()
-    caveat: str = ""
-
-    @property
-    def seed_figure(self) -> str:
-        """The seed's figure, in a cell that names its machine."""
-        if self.kind == "exact":
-            return f"{len(self.value)} counters ({self.detail}) [{self.machine}]"
-        if self.kind == "direction":
-            return f"{self.direction} ({self.detail}) [{self.machine}]"
-        if self.kind == "band":
-            lo, hi = self.value
-            return f"{fmt(lo)}-{fmt(hi)} ({self.detail}) [{self.machine}]"
-        if self.kind == "ceiling":
-            return f"< {fmt(self.value)} ({self.detail}) [{self.machine}]"
-        return f"{fmt(self.value)} ({self.detail}) [{self.machine}]"
-
-
-def _claim(d: dict, machines: dict, where: str) -> Claim:
-    unknown = set(d) - FIELDS
-    if unknown:
-        raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
-    missing = [k for k in REQUIRED if k not in d]
-    if missing:
-        raise ValueError(f"{where}: missing keys {missing}")
-    if d["machine"] not in machines:
-        raise ValueError(f"{where}: machine {d['machine']!r} is not one of {sorted(machines)}")
-    kind = d["kind"]
-    if kind not in KINDS:
-        raise ValueError(f"{where}: kind {kind!r} is not one of {KINDS}")
-    value, pivot, tol = d.get("value"), d.get("pivot", 1.0), d.get("tolerance")
-    if kind == "ratio":
-        if not isinstance(value, int | float) or value <= 0:
-            raise ValueError(f"{where}: a ratio claim needs a positive value, got {value!r}")
-        if tol is None or tol < 0:
-            raise ValueError(f"{where}: a ratio claim needs a tolerance >= 0")
-        if pivot is not None and value == pivot:
-            raise ValueError(f"{where}: the value sits on the pivot: no direction; use "
-                             "pivot: null for a magnitude-only claim")
-    elif kind == "direction":
-        if d.get("direction") not in ("up", "down") or pivot is None:
-            raise ValueError(f"{where}: a direction claim needs direction: up|down and a pivot")
-    elif kind == "exact":
-        if not isinstance(value, dict) or not value:
-            raise ValueError(f"{where}: an exact claim needs a dict of counters")
-    elif kind == "ceiling":
-        if not isinstance(value, int | float):
-            raise ValueError(f"{where}: a ceiling claim needs a number")
-    elif kind == "band":
-        if not (isinstance(value, list) and len(value) == 2 and value[0] <= value[1]):
-            raise ValueError(f"{where}: a band claim needs [low, high]")
-    regime = []
-    for r in d.get("regime") or []:
-        bad = set(r) - {"diagnostic", "min", "max", "equals", "seed"}
-        if bad or "diagnostic" not in r or not ({"min", "max", "equals"} & set(r)):
-            raise ValueError(f"{where}: a regime check needs a diagnostic and min/max/equals, "
-                             f"got {r!r}")
-        regime.append(RegimeCheck(r["diagnostic"], r.get("min"), r.get("max"),
-                                  r.get("equals", _UNSET), str(r.get("seed", ""))))
-    return Claim(id=str(d["id"]), seed=str(d["seed"]), finding=str(d["finding"]),
-                 machine=machines[d["machine"]], metric=str(d["metric"]),
-                 workload=str(d["workload"]), size=str(d["size"]),
-                 experiment=str(d["experiment"]), kind=kind, detail=str(d["detail"]),
-                 engine=str(d.get("engine", "")), value=value, pivot=pivot, tolerance=tol,
-                 direction=d.get("direction"), regime=tuple(regime),
-                 caveat=str(d.get("caveat", "")))
-
-
-def load(path: Path | str | None = None) -> list[Claim]:
-    """Every claim of ``claims.yaml``, validated (bad definitions: ``ValueError``)."""
-    path = Path(path or claims_path())
-    data = yaml.safe_load(path.read_text()) or {}
-    machines = data.get("machines") or {}
-    out, seen = [], set()
-    for i, d in enumerate(data.get("claims") or []):
-        c = _claim(d, machines, f"{path.name}: claim {d.get('id', i)!r}")
-        if c.id in seen:
-            raise ValueError(f"{path.name}: claim id {c.id!r} defined twice")
-        seen.add(c.id)
-        out.append(c)
-    if not out:
-        raise ValueError(f"{path}: no claims")
-    return out
-
-
-def get(claim_id: str, path: Path | str | None = None) -> Claim:
-    for c in load(path):
-        if c.id == claim_id:
-            return c
-    raise KeyError(f"no claim {claim_id!r}")
-
-
-# --- measurements -----------------------------------------------------------------------
 
 def measurement(value, *, diagnostics: dict | None = None, explain: dict | None = None,
                 detail: str = "", ci: tuple[float, float] | None = None,
@@ -429,128 +242,6 @@ def _compare_interval(c: Claim, v: float, ci: tuple[float, float], m: dict) -> t
                             "verdict; more repeats or a quieter machine would settle it")
 
 
-# --- the reproduction table ---------------------------------------------------------------
-
-def collect(artifacts: Path | str) -> dict[str, tuple[dict, Path, dict]]:
-    """Claim id -> (measurement, run dir, conditions) from the latest complete runs.
-
-    For each experiment the newest complete run sets the preset; every complete run of that
-    preset (a grid has several) contributes its claims, newer runs winning.
-    """
-    root = Path(artifacts)
-    by_exp: dict[str, list[tuple[float, Path]]] = {}
-    for marker in root.glob("*/*/COMPLETE"):
-        by_exp.setdefault(marker.parent.parent.name, []).append(
-            (marker.stat().st_mtime, marker.parent))
-    out: dict[str, tuple[dict, Path, dict]] = {}
-    for runs in by_exp.values():
-        runs.sort()
-        preset = runs[-1][1].name.split("-")[0]
-        for _, run in runs:
-            if run.name.split("-")[0] != preset:
-                continue
-            try:
-                s = json.loads((run / "summary.json").read_text())
-            except (OSError, ValueError):
-                continue
-            found = dict(s.get("claims") or {})
-            if run.parent.name == "pipeline_latency":  # derive what its notebook did not record
-                cond = s.get("conditions") or {}
-                for cid, m in pipeline_claims(s.get("tables") or {},
-                                              cond.get("cpu_count")).items():
-                    found.setdefault(cid, m)
-            for cid, m in found.items():
-                out[cid] = (m, run, s.get("conditions") or {})
-    return out
-
-
-def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dict]:
-    """Seed 003's pipeline claims measured from the pipeline notebook's tables.
-
-    ``tables["capacity"]``: rows with ``batch`` and ``capacity`` (or ``capacity_compiled``);
-    ``tables["sweep"]``: rows with ``batch``, ``pinning`` (pinned | unpinned), ``fraction``
-    (offered rate over capacity), ``saturated``, ``lat_p99`` and optionally ``transport``
-    (only the compiled transport's rows are used when there are any); ``tables["tail_runs"]``
-    (optional): the notebook's repeated batch-1 runs (``fraction``, ``pinning``, ``run``,
-    ``p99``, and ``variant`` (or ``mode``) when it compares transport variants: a round is
-    then one variant's), used for the pinning claim instead of the sweep's rows when present.
-    Gives
-    ``s003_pipeline_capacity`` (batch 1), ``s003_pipeline_saturation`` (share of unpinned
-    rows offered above capacity that saturate) and ``s003_pinning`` (the median over rounds
-    and rates below capacity of p99 pinned / p99 unpinned, with its interval from 5 ratios
-    on); a claim whose rows are missing is left out.
-    """
-
-    out: dict[str, dict] = {}
-    cap = [r for r in tables.get("capacity") or [] if r.get("batch") == 1]
-    key = next((k for k in ("capacity", "capacity_compiled") if cap and cap[0].get(k)), None)
-    if key:
-        out["s003_pipeline_capacity"] = measurement(cap[0][key],
-                                                    detail=f"{key}, commands/s at batch 1")
-    sweep = tables.get("sweep") or []
-    if any(r.get("transport") == "compiled" for r in sweep):  # the seed's is compiled code
-        sweep = [r for r in sweep if r.get("transport") == "compiled"]
-    above = [r for r in sweep if r.get("pinning", "unpinned") == "unpinned"
-             and (r.get("fraction") or 0) > 1]
-    if above:
-        share = sum(bool(r.get("saturated")) for r in above) / len(above)
-        out["s003_pipeline_saturation"] = measurement(
-            share, diagnostics={"count": len(above)},
-            detail=f"{sum(bool(r.get('saturated')) for r in above)} of {len(above)} rows "
-                   "above capacity saturated")
-    # p99 pinned / unpinned within each round (a round runs both pinnings at one rate): the
-    # tail section's repeated batch-1 runs when recorded, else the sweep's batch-1 rows (the
-    # k-th row of a rate and pinning in round k); the median of the per-round ratios, with
-    # its interval once there are 5 or more
-    def p99_of(v):
-        return isinstance(v, int | float) and v == v and v > 0
-
-    runs = [(r.get("fraction"), r.get("pinning") or "unpinned",
-             (r.get("variant", r.get("mode")), r.get("run")), r["p99"])
-            for r in tables.get("tail_runs") or [] if p99_of(r.get("p99"))]
-    if not runs:
-        seen: dict = {}
-        for r in sweep:
-            if r.get("batch") == 1 and p99_of(r.get("lat_p99")):
-                key = (r.get("fraction"), r.get("pinning") or "unpinned")
-                seen[key] = seen.get(key, 0) + 1
-                runs.append((*key, seen[key], r["lat_p99"]))
-    rounds: dict = {}
-    counts: dict = {}
-    for f, pin, k, p99 in runs:
-        if (f or 0) < 1:
-            rounds.setdefault((f, k), {})[pin] = p99
-            counts[(f, pin)] = counts.get((f, pin), 0) + 1
-    per_round = [x["pinned"] / x["unpinned"] for x in rounds.values()
-                 if "pinned" in x and "unpinned" in x]
-    if per_round:
-        rates = {f for f, _ in counts if (f, "pinned") in counts and (f, "unpinned") in counts}
-        repeats = min(counts[(f, p)] for f in rates for p in ("pinned", "unpinned"))
-        mi = median_interval(per_round, of="per-round ratios")
-        out["s003_pinning"] = measurement(
-            mi["median"], diagnostics={"cpu_count": cpu_count, "repeats": repeats},
-            explain={"rate points": len(rates)}, ci=mi["ci"], ci_what=mi["what"],
-            detail=f"median of {len(per_round)} per-round ratios of p99 pinned / unpinned, "
-                   f"batch 1, {repeats} run(s) each")
-    return out
-
-
-def verdicts(artifacts: Path | str, claims: list[Claim] | None = None) -> list[Verdict]:
-    """One verdict per claim, from what the runs in ``artifacts`` recorded."""
-    root = Path(artifacts)
-    found = collect(root)
-    out = []
-    for c in claims or load():
-        if c.id in found:
-            m, run, cond = found[c.id]
-            rel = run.relative_to(root)
-            out.append(judge(c, m, link=f"{rel}/{c.experiment}.ipynb",
-                             machine=cond.get("cpu_model", "")))
-        else:
-            out.append(judge(c, None))
-    return out
-
-
 def reproduction_markdown(vs: list[Verdict]) -> str:
     """The reproduction table (Markdown) with a tally line above it."""
     from lob.studies.conclude import markdown
@@ -560,118 +251,6 @@ def reproduction_markdown(vs: list[Verdict]) -> str:
     head = (f"{len(vs)} claims: " + ", ".join(f"{n} {k}" for k, n in tally.items() if n)
             + (f". lob figures measured on {', '.join(machines)}." if machines else "."))
     return head + "\n\n" + markdown([v.row() for v in vs])
-
-
-# --- regime diagnostics from any engine's outcomes ------------------------------------------
-
-def resting_series(commands, outcomes, fills):
-    """Orders resting just before and just after each command (numpy int64 arrays).
-
-    A limit or post-only that rested adds one; a maker filled to zero, a self-trade cancel, a
-    cancel or a mass cancel takes its orders away; modifies are not followed.
-    """
-    import numpy as np
-
-    from lob.semantics import Kind, OrderType, Status
-
-    k, ot, st = commands["kind"], commands["otype"], outcomes["status"]
-    sub = k == int(Kind.SUBMIT)
-    rests = (sub & np.isin(ot, (int(OrderType.LIMIT), int(OrderType.POST_ONLY)))
-             & np.isin(st, (int(Status.ACCEPTED), int(Status.PARTIALLY_FILLED))))
-    delta = rests.astype(np.int64) - outcomes["removed"].astype(np.int64)
-    n = len(commands)
-    if len(fills):
-        ids = outcomes["id"]
-        top = int(max(ids.max(), fills["maker"].max(), fills["taker"].max())) + 1
-        idx_of = np.full(top, -1, dtype=np.int64)
-        idx_of[ids[sub & (ids > 0)]] = np.flatnonzero(sub & (ids > 0))
-        rest_qty = np.zeros(top, dtype=np.int64)
-        rest_qty[ids[rests]] = outcomes["remaining"][rests]
-        order = np.argsort(fills["maker"], kind="stable")  # each maker's fills in time order
-        mk, q = fills["maker"][order], fills["qty"][order].astype(np.int64)
-        starts = np.r_[0, np.flatnonzero(np.diff(mk)) + 1]
-        cs = np.cumsum(q)
-        base = np.r_[0, cs[starts[1:] - 1]]
-        cum = cs - np.repeat(base, np.diff(np.r_[starts, len(mk)]))
-        gone = cum == rest_qty[mk]
-        delta -= np.bincount(idx_of[fills["taker"][order][gone]], minlength=n)
-    after = np.cumsum(delta)
-    return after - delta, after
-
-
-def levels_walked(commands, outcomes, fills):
-    """Distinct price levels each command traded at (numpy int64, one per command)."""
-    import numpy as np
-
-    from lob.semantics import Kind
-
-    n = len(commands)
-    out = np.zeros(n, dtype=np.int64)
-    if not len(fills):
-        return out
-    sub = commands["kind"] == int(Kind.SUBMIT)
-    ids = outcomes["id"]
-    top = int(max(ids.max(), fills["taker"].max())) + 1
-    idx_of = np.full(top, -1, dtype=np.int64)
-    idx_of[ids[sub & (ids > 0)]] = np.flatnonzero(sub & (ids > 0))
-    pairs = np.unique(np.stack([fills["taker"], fills["price"]], axis=1), axis=0)
-    np.add.at(out, idx_of[pairs[:, 0]], 1)
-    return out
-
-
-def stream_diagnostics(commands, outcomes, fills) -> dict:
-    """Regime diagnostics of a replay, from its commands, outcomes and fills (any engine, so
-    a compiled replay of a seed-sized stream gives them in seconds).
-
-    * ``commands`` / ``count``: stream length and timed ops;
-    * ``resting_mean`` / ``resting_max`` / ``resting_end``: orders resting after each
-      command (a limit or post-only that rested adds one; a maker filled to zero, a
-      self-trade cancel, a cancel or a mass cancel takes its orders away; modifies are not
-      followed);
-    * ``market_empty_pct``: timed market / notional orders that traded nothing, removed
-      nothing and were cancelled for want of liquidity, i.e. met an empty side (a notional
-      amount below the best price counts too);
-    * ``cancel_hit_pct``: timed cancels that found their order;
-    * ``resting_before_mass_cancel_mean``; ``fok_pct``: FOK share of timed submits.
-
-    Same definitions as :func:`lob.workloads.diagnostics.diagnose`, which replays on the
-    reference engine one op at a time (a test checks they agree).
-    """
-    import numpy as np
-
-    from lob.semantics import Kind, OrderType, Reason, Status
-
-    k, t, ot = commands["kind"], commands["timed"].astype(bool), commands["otype"]
-    st, nf = outcomes["status"], outcomes["fills"]
-    rm = outcomes["removed"]
-    sub = k == int(Kind.SUBMIT)
-    before, after = resting_series(commands, outcomes, fills)
-    n = len(commands)
-    mkt = sub & t & np.isin(ot, (int(OrderType.MARKET), int(OrderType.NOTIONAL)))
-    empty = mkt & (nf == 0) & (rm == 0) & (outcomes["reason"] == int(Reason.NO_LIQUIDITY))
-    can = t & (k == int(Kind.CANCEL))
-    hit = can & (st == int(Status.CANCELLED))
-    mass = k == int(Kind.MASS_CANCEL)
-    tsub = sub & t
-
-    def pct(a, b):
-        return round(100.0 * int(a.sum()) / int(b.sum()), 2) if b.any() else None
-
-    return {"commands": int(n), "count": int(t.sum()),
-            "resting_mean": float(after.mean()) if n else 0.0,
-            "resting_max": int(after.max()) if n else 0,
-            "resting_end": int(after[-1]) if n else 0,
-            "market_empty_pct": pct(empty, mkt), "cancel_hit_pct": pct(hit, can),
-            "resting_before_mass_cancel_mean": (float(before[mass].mean()) if mass.any()
-                                                else None),
-            "fok_pct": pct(tsub & (ot == int(OrderType.FOK)), tsub)}
-
-
-# --- in a notebook ----------------------------------------------------------------------------
-
-def for_experiment(experiment: str) -> list[Claim]:
-    """The claims an experiment measures."""
-    return [c for c in load() if c.experiment == experiment]
 
 
 def verdict_table(measured: dict[str, dict], experiment: str, machine: str = "", *,

@@ -1,0 +1,135 @@
+"""Collecting: lob's claim measurements from the runs in an artifacts folder, and the verdict
+on every claim from them (the report's reproduction table).
+
+A notebook records its measurements in ``summary.json`` (``claims.<id>``); the pipeline
+notebook's tables also yield seed 003's pipeline claims (:func:`pipeline_claims`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lob.measure.stats import median_interval
+from lob.studies.claims.judging import Verdict, judge, measurement
+from lob.studies.claims.model import Claim, load
+
+
+def collect(artifacts: Path | str) -> dict[str, tuple[dict, Path, dict]]:
+    """Claim id -> (measurement, run dir, conditions) from the latest complete runs.
+
+    For each experiment the newest complete run sets the preset; every complete run of that
+    preset (a grid has several) contributes its claims, newer runs winning.
+    """
+    root = Path(artifacts)
+    by_exp: dict[str, list[tuple[float, Path]]] = {}
+    for marker in root.glob("*/*/COMPLETE"):
+        by_exp.setdefault(marker.parent.parent.name, []).append(
+            (marker.stat().st_mtime, marker.parent))
+    out: dict[str, tuple[dict, Path, dict]] = {}
+    for runs in by_exp.values():
+        runs.sort()
+        preset = runs[-1][1].name.split("-")[0]
+        for _, run in runs:
+            if run.name.split("-")[0] != preset:
+                continue
+            try:
+                s = json.loads((run / "summary.json").read_text())
+            except (OSError, ValueError):
+                continue
+            found = dict(s.get("claims") or {})
+            if run.parent.name == "pipeline_latency":  # derive what its notebook did not record
+                cond = s.get("conditions") or {}
+                for cid, m in pipeline_claims(s.get("tables") or {},
+                                              cond.get("cpu_count")).items():
+                    found.setdefault(cid, m)
+            for cid, m in found.items():
+                out[cid] = (m, run, s.get("conditions") or {})
+    return out
+
+
+def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dict]:
+    """Seed 003's pipeline claims measured from the pipeline notebook's tables.
+
+    ``tables["capacity"]``: rows with ``batch`` and ``capacity`` (or ``capacity_compiled``);
+    ``tables["sweep"]``: rows with ``batch``, ``pinning`` (pinned | unpinned), ``fraction``
+    (offered rate over capacity), ``saturated``, ``lat_p99`` and optionally ``transport``
+    (only the compiled transport's rows are used when there are any); ``tables["tail_runs"]``
+    (optional): the notebook's repeated batch-1 runs (``fraction``, ``pinning``, ``run``,
+    ``p99``, and ``variant`` (or ``mode``) when it compares transport variants: a round is
+    then one variant's), used for the pinning claim instead of the sweep's rows when present.
+    Gives
+    ``s003_pipeline_capacity`` (batch 1), ``s003_pipeline_saturation`` (share of unpinned
+    rows offered above capacity that saturate) and ``s003_pinning`` (the median over rounds
+    and rates below capacity of p99 pinned / p99 unpinned, with its interval from 5 ratios
+    on); a claim whose rows are missing is left out.
+    """
+
+    out: dict[str, dict] = {}
+    cap = [r for r in tables.get("capacity") or [] if r.get("batch") == 1]
+    key = next((k for k in ("capacity", "capacity_compiled") if cap and cap[0].get(k)), None)
+    if key:
+        out["s003_pipeline_capacity"] = measurement(cap[0][key],
+                                                    detail=f"{key}, commands/s at batch 1")
+    sweep = tables.get("sweep") or []
+    if any(r.get("transport") == "compiled" for r in sweep):  # the seed's is compiled code
+        sweep = [r for r in sweep if r.get("transport") == "compiled"]
+    above = [r for r in sweep if r.get("pinning", "unpinned") == "unpinned"
+             and (r.get("fraction") or 0) > 1]
+    if above:
+        share = sum(bool(r.get("saturated")) for r in above) / len(above)
+        out["s003_pipeline_saturation"] = measurement(
+            share, diagnostics={"count": len(above)},
+            detail=f"{sum(bool(r.get('saturated')) for r in above)} of {len(above)} rows "
+                   "above capacity saturated")
+    # p99 pinned / unpinned within each round (a round runs both pinnings at one rate): the
+    # tail section's repeated batch-1 runs when recorded, else the sweep's batch-1 rows (the
+    # k-th row of a rate and pinning in round k); the median of the per-round ratios, with
+    # its interval once there are 5 or more
+    def p99_of(v):
+        return isinstance(v, int | float) and v == v and v > 0
+
+    runs = [(r.get("fraction"), r.get("pinning") or "unpinned",
+             (r.get("variant", r.get("mode")), r.get("run")), r["p99"])
+            for r in tables.get("tail_runs") or [] if p99_of(r.get("p99"))]
+    if not runs:
+        seen: dict = {}
+        for r in sweep:
+            if r.get("batch") == 1 and p99_of(r.get("lat_p99")):
+                key = (r.get("fraction"), r.get("pinning") or "unpinned")
+                seen[key] = seen.get(key, 0) + 1
+                runs.append((*key, seen[key], r["lat_p99"]))
+    rounds: dict = {}
+    counts: dict = {}
+    for f, pin, k, p99 in runs:
+        if (f or 0) < 1:
+            rounds.setdefault((f, k), {})[pin] = p99
+            counts[(f, pin)] = counts.get((f, pin), 0) + 1
+    per_round = [x["pinned"] / x["unpinned"] for x in rounds.values()
+                 if "pinned" in x and "unpinned" in x]
+    if per_round:
+        rates = {f for f, _ in counts if (f, "pinned") in counts and (f, "unpinned") in counts}
+        repeats = min(counts[(f, p)] for f in rates for p in ("pinned", "unpinned"))
+        mi = median_interval(per_round, of="per-round ratios")
+        out["s003_pinning"] = measurement(
+            mi["median"], diagnostics={"cpu_count": cpu_count, "repeats": repeats},
+            explain={"rate points": len(rates)}, ci=mi["ci"], ci_what=mi["what"],
+            detail=f"median of {len(per_round)} per-round ratios of p99 pinned / unpinned, "
+                   f"batch 1, {repeats} run(s) each")
+    return out
+
+
+def verdicts(artifacts: Path | str, claims: list[Claim] | None = None) -> list[Verdict]:
+    """One verdict per claim, from what the runs in ``artifacts`` recorded."""
+    root = Path(artifacts)
+    found = collect(root)
+    out = []
+    for c in claims or load():
+        if c.id in found:
+            m, run, cond = found[c.id]
+            rel = run.relative_to(root)
+            out.append(judge(c, m, link=f"{rel}/{c.experiment}.ipynb",
+                             machine=cond.get("cpu_model", "")))
+        else:
+            out.append(judge(c, None))
+    return out
