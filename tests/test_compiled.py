@@ -102,21 +102,23 @@ def assert_same(name: str, cfg: BookConfig, cmds: np.ndarray, **engine_kw) -> ob
 
 def _engine(name, cfg, **kw):
     from lob.engines.compiled.engine import CompiledEngine
+    from lob.engines.compiled.engine_v4 import SoaEngine
 
-    eng = CompiledEngine(cfg, **{**version_toggles(name), **kw})
+    t = {**version_toggles(name), **kw}
+    eng = (SoaEngine if t["levels"] == "soa" else CompiledEngine)(cfg, **t)
     eng.name = name
     return eng
 
 
 def test_numba_registers_only_the_versions_it_implements():
-    assert NUMBA_VERSIONS == ["v0+pool@numba", "v1@numba", "v2@numba", "v3@numba"]
+    assert NUMBA_VERSIONS == ["v0+pool@numba", "v1@numba", "v2@numba", "v3@numba", "v4@numba"]
     for name in NUMBA_VERSIONS:
         info = engine_spec(name)
         assert info.backend == "numba"
         assert info.toggles == version_toggles(name)
     assert set(NUMBA_VERSIONS) <= set(engine_names())
     assert {"v0@numba", "v0+bitmap@numba"}.isdisjoint(engine_names())
-    with pytest.raises(ValueError, match="levels = pool, not 'deque'"):
+    with pytest.raises(ValueError, match=r"levels = pool \| soa, not 'deque'"):
         _engine("v0@numba", BookConfig(1, 10))
 
 
@@ -165,8 +167,10 @@ def test_book_arrays_are_materialised_at_creation_not_in_the_timed_kernel(name):
     (evolution_stress: v3@numba 0.02x v2@numba). The G array of a 1M-tick band is
     larger than glibc's mmap threshold, so it always comes from a fresh mapping."""
     eng = _engine(name, BookConfig(1, 1_000_000, StpMode.NONE))
-    for what, a in (("G", eng._G), ("B", eng._B), ("N", eng._N), ("IDX", eng._IDX),
-                    ("LV", eng._LV), ("F", eng._F)):
+    arrays = ("G", "B", "N", "IDX", "LV", "F") if hasattr(eng, "_G") else \
+        ("L", "OS", "B", "ND", "IDX", "LV", "F", "S")
+    for what in arrays:
+        a = getattr(eng, f"_{what}")
         resident, total = _resident_pages(a)
         assert resident == total, f"{name}: {what} has {total - resident} of {total} pages unmapped"
 
@@ -272,25 +276,29 @@ def test_kernel_clock_overhead_is_measured():
     assert 0 <= o["min"] <= o["median"] < 10_000
 
 
+CHECKED = ("v0+pool@numba", "v3@numba", "v4@numba")  # both kernels, both ends of the first
 _SUBPROCESS = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, {repo!r})
     import lob.engines.compiled
     from lob.engines.registry import get_engine
-    from lob.engines.compiled import kernel
+    from lob.engines.compiled import kernel, kernel_v4
     from lob.semantics import BookConfig, StpMode
+    CHECKED = {checked!r}
     from tests.test_compiled import random_stream
     cfg = BookConfig(1, 40, StpMode.CANCEL_BOTH)
     cmds = random_stream(21, 2000, cfg)
-    sums = {{n: get_engine(n, cfg).replay(cmds).checksum for n in ("v0+pool@numba", "v3@numba")}}
+    sums = {{n: get_engine(n, cfg).replay(cmds).checksum for n in CHECKED}}
     misses = sum(kernel.run.stats.cache_misses.values())
+    misses += sum(kernel_v4.run.stats.cache_misses.values())
     print(json.dumps({{"sums": sums, "misses": misses}}))
 """)
 
 
 def _run_fresh(env_extra: dict) -> dict:
     env = dict(os.environ, **env_extra)
-    out = subprocess.run([sys.executable, "-c", _SUBPROCESS.format(repo=str(REPO))],
+    code = _SUBPROCESS.format(repo=str(REPO), checked=CHECKED)
+    out = subprocess.run([sys.executable, "-c", code],
                          env=env, capture_output=True, text=True, timeout=900, cwd=REPO)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -300,7 +308,7 @@ def _expected_sums() -> dict:
     cfg = BookConfig(1, 40, StpMode.CANCEL_BOTH)
     cmds = random_stream(21, 2000, cfg)
     ref = get_engine("reference", cfg).replay(cmds)
-    return {n: checksum(ref.outcomes, ref.fills) for n in ("v0+pool@numba", "v3@numba")}
+    return {n: checksum(ref.outcomes, ref.fills) for n in CHECKED}
 
 
 @pytest.mark.slow

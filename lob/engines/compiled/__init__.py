@@ -44,6 +44,10 @@ def _factory(version: str):
 
         t = tg.version_toggles(version)
         check(t["best"], t["fok"], config)  # a band too wide: refused before numba loads
+        if t["levels"] == "soa":
+            from lob.engines.compiled.engine_v4 import SoaEngine
+
+            return SoaEngine(config, **t)
         from lob.engines.compiled.engine import CompiledEngine
 
         return CompiledEngine(config, **t)

@@ -128,6 +128,9 @@ class CompiledEngine(Interactive):
         if not isinstance(config, BookConfig):
             raise TypeError(f"config must be a lob.BookConfig, got {type(config).__name__}")
         self.toggles = tg.check("numba", levels=levels, best=best, fok=fok)
+        if levels != "pool":
+            raise ValueError(f"CompiledEngine runs levels='pool'; levels={levels!r} is "
+                             "lob.engines.compiled.engine_v4.SoaEngine")
         if ids not in _IDS:
             raise ValueError(f"ids must be one of {sorted(_IDS)}, got {ids!r}")
         capacity = as_int("capacity", capacity)

@@ -1,0 +1,280 @@
+"""``SoaEngine``: the v4 compiled book (:mod:`lob.engines.compiled.kernel_v4`) behind the same
+interface as :class:`~lob.engines.compiled.engine.CompiledEngine`.
+
+Python owns the arrays and grows them between kernel calls, as for the v0..v3 kernel. Its
+``replay`` is built to cost little beyond the kernel: the id index is sized once from the
+stream, the outcome array is the only per-call allocation, and the fills of the result are
+a view of the engine's own buffer, not a copy (a later replay on the same engine writes a
+fresh buffer, so an earlier result is never overwritten).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from lob.engines import toggles as tg
+from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int, store_fills
+from lob.engines.compiled import _band
+from lob.engines.compiled import kernel_v4 as k4
+from lob.engines.compiled.engine import _map, _touched, _zeros
+from lob.semantics import (
+    COMMAND_DTYPE,
+    FILL_DTYPE,
+    MAX_ORDERS,
+    OUTCOME_DTYPE,
+    BookConfig,
+    StpMode,
+    as_commands,
+)
+
+_FOK = {"full": k4.FOK_FULL, "early_exit": k4.FOK_EARLY_EXIT, "level_sums": k4.FOK_LEVEL_SUMS}
+_LIMITS = {f: np.iinfo(COMMAND_DTYPE[f]) for f in EXEC_FIELDS}
+
+
+class SoaEngine(Interactive):
+    """The compiled book with struct-of-arrays nodes (``levels="soa"``). ``best`` is
+    ``"bitmap"`` (the two-level non-empty-level bitmap with a cached best, as v1..v3);
+    ``fok`` is ``full`` | ``early_exit`` | ``level_sums``. ``capacity``, ``grow`` and
+    ``fill_capacity`` mean what they mean for ``CompiledEngine``; the id index is always
+    the live-id bitset in front of the id -> node array."""
+
+    name = "compiled-soa"
+    clock = "engine"
+
+    def __init__(self, config: BookConfig | None = None, *, levels: str = "soa",
+                 best: str = "bitmap", fok: str = "level_sums", capacity: int = 1024,
+                 grow: bool = True, fill_capacity: int = 1024):
+        if config is None:
+            config = BookConfig()
+        if not isinstance(config, BookConfig):
+            raise TypeError(f"config must be a lob.BookConfig, got {type(config).__name__}")
+        self.toggles = tg.check("numba", levels=levels, best=best, fok=fok)
+        if levels != "soa" or best != "bitmap":
+            raise ValueError(f"SoaEngine runs levels='soa' with best='bitmap', got "
+                             f"levels={levels!r}, best={best!r}")
+        capacity = as_int("capacity", capacity)
+        fill_capacity = as_int("fill_capacity", fill_capacity)
+        if capacity < 1 or fill_capacity < 1:
+            raise ValueError(f"capacity and fill_capacity must be >= 1, got {capacity}, "
+                             f"{fill_capacity}")
+        self.config = config
+        self.max_band_width = _band.check(best, fok, config)  # before allocating per price
+        w = config.width
+        nw0 = (w + 63) // 64
+        nw1 = (nw0 + 63) // 64
+        sums = fok == "level_sums"
+        k = _band.owner_slots(w, fok)
+        ownsums = sums and config.stp != StpMode.NONE
+        osz = _band.OWNER_MAP_SIZE if ownsums else 0
+        S = np.zeros(k4.S_SIZE, dtype=np.int64)
+        S[k4.LO:k4.OWNSUMS + 1] = [config.min_price, config.max_price, w, int(config.stp),
+                                   _FOK[fok], k, 0 if grow else 1, nw0, nw1, osz,
+                                   1 if ownsums else 0]
+        S[k4.BEST0] = S[k4.BEST1] = S[k4.FREE] = -1
+        self._S = S
+        L = np.empty((2 * w, k4.LEVEL_COLS), dtype=np.int64)
+        L[:, k4.HEAD] = L[:, k4.TAIL] = -1
+        L[:, k4.SUM:] = 0
+        self._L = L
+        OS = _zeros(osz + (2 * w * k if ownsums else 0) + 1, np.int64)
+        OS[:osz] = -1
+        self._OS = OS
+        self._B = _zeros(2 * nw0 + 2 * nw1, np.uint64)
+        self._ND = np.zeros((k4.NODE_ROWS, 0), dtype=np.int64)
+        self._grow_pool(capacity)
+        self._IDX = np.zeros(1024, dtype=np.int64)
+        self._LV = _zeros(self._IDX.size // 64 + 1, np.uint64)
+        self._F = _zeros((fill_capacity, 4), np.int64)
+        self._lent = False  # a result holds a view of _F
+        self._one = np.zeros(1, dtype=COMMAND_DTYPE)
+        self._one_out = np.zeros(1, dtype=OUTCOME_DTYPE)
+        self.grows = {"pool": 0, "fills": 0, "index": 0}
+
+    # --- growth (outside the kernel) -----------------------------------------------------
+    def _grow_pool(self, extra: int) -> None:
+        old = self._ND.shape[1]
+        extra = min(extra, MAX_ORDERS - old)
+        if extra <= 0:  # sums of resting quantity fit int64 only up to MAX_ORDERS orders
+            raise MemoryError(f"{self.name}: the book holds lob.semantics.MAX_ORDERS = "
+                              f"{MAX_ORDERS:,} orders, the most a book may hold")
+        new = np.empty((k4.NODE_ROWS, old + extra), dtype=np.int64)
+        new[:, :old] = self._ND
+        new[:, old:] = 0
+        new[k4.NXT, old:] = np.arange(old + 1, old + extra + 1)
+        new[k4.NXT, -1] = self._S[k4.FREE]
+        self._S[k4.FREE] = old
+        self._ND = new
+
+    def _grow(self, what: int) -> None:
+        if what == k4.GROW_POOL:
+            self._grow_pool(self._ND.shape[1])
+            self.grows["pool"] += 1
+        elif what == k4.GROW_FILLS:
+            need = int(self._S[k4.NFILL] + self._S[k4.NLIVE]) + 1
+            f = _zeros((max(2 * self._F.shape[0], need), 4), np.int64)
+            f[: self._F.shape[0]] = self._F
+            self._F = f
+            self.grows["fills"] += 1
+        elif what == k4.GROW_INDEX:
+            self._grow_index(2 * self._IDX.size)
+            self.grows["index"] += 1
+        else:
+            raise RuntimeError(f"kernel returned unknown code {what}")
+
+    def _grow_index(self, size: int) -> None:
+        idx = np.empty(size, dtype=np.int64)  # an entry is read only while its live bit is set
+        idx[: self._IDX.size] = self._IDX
+        _map(idx[self._IDX.size:])
+        lv = _zeros(size // 64 + 1, np.uint64)
+        lv[: self._LV.size] = self._LV
+        self._IDX, self._LV = idx, lv
+
+    def _run(self, cmds: np.ndarray, out: np.ndarray, durs: np.ndarray | None) -> int:
+        """Run the kernel over every command, growing arrays as asked; returns ns spent."""
+        if self._lent:  # a result holds a view of the fill buffer: write a fresh one
+            nf = int(self._S[k4.NFILL])
+            f = _zeros(self._F.shape, np.int64)
+            f[:nf] = self._F[:nf]
+            self._F, self._lent = f, False
+        timed = durs is not None
+        if durs is None:
+            durs = np.zeros(0, dtype=np.int64)
+        elapsed = 0
+        i = 0
+        while True:
+            t0 = time.perf_counter_ns()
+            i, code = k4.run(cmds, i, out, self._F, self._ND, self._L, self._IDX, self._LV,
+                             self._B, self._OS, self._S, timed, durs)
+            elapsed += time.perf_counter_ns() - t0
+            if code == k4.DONE:
+                return elapsed
+            self._grow(code)
+
+    # --- batch -----------------------------------------------------------------------
+    def _prepare(self, commands: np.ndarray) -> np.ndarray:
+        cmds = np.ascontiguousarray(as_commands(commands))
+        submits = int(np.count_nonzero(cmds["kind"] == 0))
+        need = int(self._S[k4.NEXT_ID]) + submits + 2
+        if need > self._IDX.size:  # ids are sequential: size the index once, up front
+            self._grow_index(need)
+        self._S[k4.NFILL] = 0  # like PyEngine.replay, fills restart with each replay
+        return cmds
+
+    def replay(self, commands: np.ndarray) -> ReplayResult:
+        """Run every command in one compiled call (re-entered only to grow arrays)."""
+        cmds = self._prepare(commands)
+        out = _touched(len(cmds))
+        elapsed = self._run(cmds, out, None)
+        return ReplayResult(self.name, out, self._lend_fills(), elapsed, self)
+
+    def replay_into(self, commands: np.ndarray, outcomes: np.ndarray,
+                    fills: np.ndarray | None = None) -> int:
+        """Run the kernel over ``commands`` on the current book, straight into the caller's
+        ``outcomes[:n]``; returns the number of fills (copied to ``fills[:k]`` if given; the
+        fill record is left empty)."""
+        cmds = self._prepare(commands)
+        n = len(cmds)
+        if outcomes.dtype != OUTCOME_DTYPE or len(outcomes) < n:
+            raise ValueError(f"outcomes must be an OUTCOME_DTYPE array of at least {n} rows")
+        self._run(cmds, outcomes[:n], None)
+        k = int(self._S[k4.NFILL])
+        if fills is not None:
+            store_fills(fills, self._fill_view())
+        self._S[k4.NFILL] = 0
+        return k
+
+    def replay_timed(self, commands: np.ndarray) -> tuple[ReplayResult, np.ndarray]:
+        """``replay`` plus one in-kernel duration (ns) per command whose ``timed`` flag is
+        set (two ``clock_gettime(CLOCK_MONOTONIC)`` reads around the command)."""
+        cmds = self._prepare(commands)
+        out = _touched(len(cmds))
+        durs = np.ones(int(np.count_nonzero(cmds["timed"])), dtype=np.int64)
+        self._S[k4.NDUR] = 0
+        elapsed = self._run(cmds, out, durs)
+        return ReplayResult(self.name, out, self._lend_fills(), elapsed, self), durs
+
+    def clock_overhead(self, samples: int = 100_000) -> dict:
+        """Cost of one read of the in-kernel clock (back-to-back reads in compiled code)."""
+        from lob.engines.compiled.clock import kernel_clock_overhead
+
+        o = kernel_clock_overhead(samples)
+        return {"source": f"{o['clock']} in-kernel", "min_ns": o["min"],
+                "median_ns": o["median"], "p99_ns": o["p99"], "samples": o["samples"]}
+
+    def _lend_fills(self) -> np.ndarray:
+        """The fills of this replay as a view for a result; the next replay takes a fresh
+        buffer instead of overwriting it."""
+        self._lent = True
+        return self._fill_view()
+
+    def _fill_view(self) -> np.ndarray:
+        return self._F[: self._S[k4.NFILL]].view(FILL_DTYPE).reshape(-1)
+
+    @property
+    def fills(self) -> np.ndarray:
+        return self._fill_view().copy()
+
+    def clear_fills(self) -> None:
+        self._S[k4.NFILL] = 0
+
+    # --- one command -------------------------------------------------------------------
+    def step(self, kind, otype, side, owner, price, qty, oid, price_hi) -> tuple:
+        """Run one command (plain ints, ``EXEC_FIELDS`` order) through the kernel; returns
+        the outcome tuple. A value outside its command field's range raises ValueError."""
+        row = self._one
+        for f, v in zip(EXEC_FIELDS, (kind, otype, side, owner, price, qty, oid, price_hi),
+                        strict=True):
+            info = _LIMITS[f]
+            if not info.min <= v <= info.max:
+                raise ValueError(f"command field {f!r} = {v} is outside {COMMAND_DTYPE[f]}")
+            row[f] = v
+        if self._S[k4.NEXT_ID] + 2 > self._IDX.size:
+            self._grow(k4.GROW_INDEX)
+        self._run(row, self._one_out, None)
+        return self._one_out[0].item()
+
+    # --- views and invariants ----------------------------------------------------------
+    def _walk(self, row: int) -> list[int]:
+        out = []
+        node = int(self._L[row, k4.HEAD])
+        while node >= 0:
+            out.append(node)
+            node = int(self._ND[k4.NXT, node])
+        return out
+
+    def _levels(self, side: int) -> np.ndarray:
+        """Non-empty level indices of one side in priority order."""
+        w = self.config.width
+        xs = np.flatnonzero(self._L[side * w:(side + 1) * w, k4.HEAD] >= 0)
+        return xs[::-1] if side == 0 else xs
+
+    def snapshot(self, depth: int = 10) -> dict:
+        out = {}
+        w, lo = self.config.width, self.config.min_price
+        for side, key in ((0, "bids"), (1, "asks")):
+            rows = []
+            for x in self._levels(side)[:depth]:
+                nodes = self._walk(side * w + x)
+                rows.append((int(lo + x), int(self._ND[k4.QTY, nodes].sum()), len(nodes)))
+            out[key] = rows
+        return out
+
+    def resting(self) -> list[tuple]:
+        """(id, owner, side, price, qty) of every resting order, in priority order per side."""
+        out = []
+        w, lo = self.config.width, self.config.min_price
+        nd = self._ND
+        for side in (0, 1):
+            for x in self._levels(side):
+                for node in self._walk(side * w + x):
+                    out.append((int(nd[k4.OID, node]), int(nd[k4.OWN, node]), side,
+                                int(lo + x), int(nd[k4.QTY, node])))
+        return out
+
+    def check(self) -> None:
+        code, where = k4.check_book(self._ND, self._L, self._IDX, self._LV, self._B,
+                                    self._OS, self._S)
+        if code:
+            raise AssertionError(f"{self.name}: {k4.MESSAGES[code]} (at {where})")

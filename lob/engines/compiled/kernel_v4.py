@@ -1,0 +1,712 @@
+"""The v4 kernel: the compiled book with struct-of-arrays nodes and the book's scalars in
+registers (``levels="soa"``; the kernel of ``v4@numba`` and its descendants).
+
+Same semantics, outcome rows and fills as :mod:`lob.engines.compiled.kernel` (a line-for-line
+port of ``reference``); what differs is the layout and the shape of the code:
+
+* nodes are struct-of-arrays, ``ND[field, node]`` (``NXT``, ``PRV``, ``QTY``, ``OWN``,
+  ``OID``, ``ROW``, ``SLOT``): a level walk or a match step reads the 8-byte fields it needs
+  from dense rows instead of one 64-byte record per order (no ``SEQ``: FIFO order is the
+  list order, checked against ``reference`` by the differential fuzz);
+* levels are 32-byte records ``L[row] = (HEAD, TAIL, SUM, -)`` (two per cache line, none
+  straddling one) with no order count (an empty level is ``HEAD < 0``); ``SUM`` is kept only
+  by ``fok="level_sums"``, and the per-owner sums only when the STP mode can ask for them
+  (with ``StpMode.NONE`` a FOK check never subtracts own quantity);
+* the scalar state (next id, free-list head, fill count, best prices, live count,
+  conservation totals) is loaded into local variables once per :func:`run` call and
+  written back to ``S`` when it returns: numba cannot prove two arrays do not alias, so in
+  the v0..v3 kernel every ``G[...]`` read after any array store is a reload, on every
+  command;
+* the whole hot path (submit, match, cancel, modify) is one loop body; the rare paths (FOK
+  availability, mass cancel) are real calls that see the state through ``S``.
+
+:func:`run` stops before a command whenever the pool, the fill buffer or the id index might
+not have room for it and returns what to grow, as the v0..v3 kernel does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
+
+from lob.engines.compiled.clock import monotonic_ns
+from lob.semantics import MAX_NOTIONAL, MAX_QTY, Kind, OrderType, Reason, Scope, Status, StpMode
+
+# node fields: ND[field, node]
+NXT, PRV, QTY, OWN, OID, ROW, SLOT = range(7)
+NODE_ROWS = 7
+# level record columns: L[row, col]; row = side * width + (price - min_price)
+HEAD, TAIL, SUM = 0, 1, 2
+LEVEL_COLS = 4
+# scalar state S[0:16] and constants S[16:32]
+NEXT_ID, FREE, NFILL, BEST0, BEST1, NLIVE, QIN, QTRADED, QREMOVED, NSLOTS, NDUR = range(11)
+LO, HI, WIDTH, STP, FOK_MODE, K, FIXED, NW0, NW1, OSLOT_SIZE, OWNSUMS = range(16, 27)
+S_SIZE = 32
+
+FOK_FULL, FOK_EARLY_EXIT, FOK_LEVEL_SUMS = 0, 1, 2
+
+FILLED, PARTIAL, ACCEPTED, CANCELLED, REJECTED, NOT_FOUND = (
+    int(Status.FILLED), int(Status.PARTIALLY_FILLED), int(Status.ACCEPTED),
+    int(Status.CANCELLED), int(Status.REJECTED), int(Status.NOT_FOUND))
+R_BAD_KIND, R_BAD_TYPE, R_BAD_SIDE, R_BAD_OWNER, R_BAD_QTY, R_BAD_PRICE = (
+    int(Reason.BAD_KIND), int(Reason.BAD_TYPE), int(Reason.BAD_SIDE), int(Reason.BAD_OWNER),
+    int(Reason.BAD_QTY), int(Reason.BAD_PRICE))
+R_BAD_SCOPE, R_UNKNOWN_ID, R_NO_LIQUIDITY, R_FOK_UNFILLABLE = (
+    int(Reason.BAD_SCOPE), int(Reason.UNKNOWN_ID), int(Reason.NO_LIQUIDITY),
+    int(Reason.FOK_UNFILLABLE))
+R_WOULD_CROSS, R_SELF_TRADE, R_POOL_FULL = (
+    int(Reason.WOULD_CROSS), int(Reason.SELF_TRADE), int(Reason.POOL_FULL))
+LIMIT, IOC, FOK, POST_ONLY, MARKET, NOTIONAL = (int(t) for t in OrderType)
+STP_NONE, STP_MAKER, STP_TAKER = (
+    int(StpMode.NONE), int(StpMode.CANCEL_MAKER), int(StpMode.CANCEL_TAKER))
+SUBMIT, CANCEL, MODIFY, MASS_CANCEL = (int(k) for k in Kind)
+SCOPE_ALL, SCOPE_SIDE, SCOPE_OWNER, SCOPE_RANGE = (int(x) for x in Scope)
+
+DONE, GROW_POOL, GROW_FILLS, GROW_INDEX = 0, 1, 2, 3
+
+_ONE = np.uint64(1)
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+# --- the two-level non-empty-level bitmap (B0 words, then the B1 summary words) --------
+
+@njit(cache=True, _nrt=False, inline="always")
+def bm_set(B, nw0, nw1, s, x):
+    w = x >> 6
+    i0 = s * nw0 + w
+    if B[i0] == 0:
+        B[2 * nw0 + s * nw1 + (w >> 6)] |= _ONE << np.uint64(w & 63)
+    B[i0] |= _ONE << np.uint64(x & 63)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def bm_clear(B, nw0, nw1, s, x):
+    w = x >> 6
+    i0 = s * nw0 + w
+    B[i0] &= ~(_ONE << np.uint64(x & 63))
+    if B[i0] == 0:
+        B[2 * nw0 + s * nw1 + (w >> 6)] &= ~(_ONE << np.uint64(w & 63))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def bm_next(B, nw0, nw1, s, x):
+    """Lowest non-empty level >= x on side s, or -1."""
+    b0 = s * nw0
+    b1 = 2 * nw0 + s * nw1
+    w = x >> 6
+    if x < 0 or w >= nw0:
+        return -1
+    m = B[b0 + w] & (_ALL << np.uint64(x & 63))
+    if m != 0:
+        return (w << 6) + np.int64(trailing_zeros(m))
+    j = w + 1
+    if j >= nw0:
+        return -1
+    jw = j >> 6
+    m = B[b1 + jw] & (_ALL << np.uint64(j & 63))
+    while m == 0:
+        jw += 1
+        if jw >= nw1:
+            return -1
+        m = B[b1 + jw]
+    w = (jw << 6) + np.int64(trailing_zeros(m))
+    return (w << 6) + np.int64(trailing_zeros(B[b0 + w]))
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def bm_prev(B, nw0, nw1, s, x):
+    """Highest non-empty level <= x on side s, or -1."""
+    if x < 0:
+        return -1
+    b0 = s * nw0
+    b1 = 2 * nw0 + s * nw1
+    w = x >> 6
+    m = B[b0 + w] & (_ALL >> np.uint64(63 - (x & 63)))
+    if m != 0:
+        return (w << 6) + 63 - np.int64(leading_zeros(m))
+    j = w - 1
+    if j < 0:
+        return -1
+    jw = j >> 6
+    m = B[b1 + jw] & (_ALL >> np.uint64(63 - (j & 63)))
+    while m == 0:
+        jw -= 1
+        if jw < 0:
+            return -1
+        m = B[b1 + jw]
+    w = (jw << 6) + 63 - np.int64(leading_zeros(m))
+    return (w << 6) + 63 - np.int64(leading_zeros(B[b0 + w]))
+
+
+# --- orders on and off the book -------------------------------------------------------------
+
+@njit(cache=True, _nrt=False, inline="always")
+def owner_slot(OS, S, owner):
+    """The owner's slot in the per-level owner sums (assigned on first sight), or -1."""
+    if owner >= S[OSLOT_SIZE]:
+        return -1
+    s = OS[owner]
+    if s == -1:
+        if S[NSLOTS] < S[K]:
+            s = S[NSLOTS]
+            S[NSLOTS] += 1
+        else:
+            s = -2  # sticky: an owner never gains a slot while it may have resting orders
+        OS[owner] = s
+    return s if s >= 0 else -1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def rest(ND, L, IDX, LV, B, OS, S, free, best0, best1, oid, owner, side, price, qty):
+    """Put an order at the tail of its level; returns (free, best0, best1). The caller
+    guarantees a free node and counts it (live count, quantity in)."""
+    w = S[WIDTH]
+    node = free
+    free = ND[NXT, node]
+    x = price - S[LO]
+    row = side * w + x
+    ND[QTY, node] = qty
+    ND[OWN, node] = owner
+    ND[OID, node] = oid
+    ND[ROW, node] = row
+    t = L[row, TAIL]
+    ND[NXT, node] = -1
+    ND[PRV, node] = t
+    if t >= 0:
+        ND[NXT, t] = node
+    else:
+        L[row, HEAD] = node
+        bm_set(B, S[NW0], S[NW1], side, x)
+        if side == 0:
+            if x > best0:
+                best0 = x
+        elif best1 < 0 or x < best1:
+            best1 = x
+    L[row, TAIL] = node
+    if S[FOK_MODE] == FOK_LEVEL_SUMS:
+        L[row, SUM] += qty
+        if S[OWNSUMS]:
+            slot = owner_slot(OS, S, owner)
+            ND[SLOT, node] = slot
+            if slot >= 0:
+                OS[S[OSLOT_SIZE] + row * S[K] + slot] += qty
+    IDX[oid] = node
+    LV[oid >> 6] |= _ONE << np.uint64(oid & 63)
+    return free, best0, best1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def add_sums(ND, L, OS, S, node, row, q):
+    """Add q to the open quantity of the node's level (and its owner slot there)."""
+    L[row, SUM] += q
+    if S[OWNSUMS]:
+        slot = ND[SLOT, node]
+        if slot >= 0:
+            OS[S[OSLOT_SIZE] + row * S[K] + slot] += q
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def drop(ND, L, LV, B, OS, S, free, best0, best1, node):
+    """Take a resting order off the book and free its node; returns (free, best0, best1).
+    The caller counts it (live count, quantity removed or traded)."""
+    row = ND[ROW, node]
+    p = ND[PRV, node]
+    n = ND[NXT, node]
+    if p >= 0:
+        ND[NXT, p] = n
+    else:
+        L[row, HEAD] = n
+    if n >= 0:
+        ND[PRV, n] = p
+    else:
+        L[row, TAIL] = p
+    if S[FOK_MODE] == FOK_LEVEL_SUMS:
+        add_sums(ND, L, OS, S, node, row, -ND[QTY, node])
+    if n < 0 and p < 0:  # the level is now empty
+        w = S[WIDTH]
+        if row < w:
+            bm_clear(B, S[NW0], S[NW1], 0, row)
+            if best0 == row:
+                best0 = bm_prev(B, S[NW0], S[NW1], 0, row - 1)
+        else:
+            x = row - w
+            bm_clear(B, S[NW0], S[NW1], 1, x)
+            if best1 == x:
+                best1 = bm_next(B, S[NW0], S[NW1], 1, x + 1)
+    oid = ND[OID, node]
+    LV[oid >> 6] &= ~(_ONE << np.uint64(oid & 63))
+    ND[NXT, node] = free
+    return node, best0, best1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def put(out, i, status, reason, oid, remaining, filled, fills, removed):
+    r = out[i]
+    r.status = status
+    r.reason = reason
+    r.id = oid
+    r.remaining = remaining
+    r.filled = filled
+    r.fills = fills
+    r.removed = removed
+
+
+# --- rare paths: real calls, state through S ---------------------------------------------
+
+@njit(cache=True, _nrt=False)
+def own_at(ND, L, OS, S, row, owner):
+    """Open quantity of ``owner`` at level ``row`` (owner sums, or a walk as fallback)."""
+    if owner < S[OSLOT_SIZE]:
+        s = OS[owner]
+        if s >= 0:
+            return OS[S[OSLOT_SIZE] + row * S[K] + s]
+        if s == -1:
+            return 0  # never rested an order
+    total = 0
+    node = L[row, HEAD]
+    while node >= 0:
+        if ND[OWN, node] == owner:
+            total += ND[QTY, node]
+        node = ND[NXT, node]
+    return total
+
+
+@njit(cache=True, _nrt=False)
+def available(ND, L, B, OS, S, side, limit, owner, want):
+    """Quantity a FOK (a priced order) could trade, honouring the STP mode."""
+    opp = 1 - side
+    w = S[WIDTH]
+    lo = S[LO]
+    stp = S[STP]
+    mode = S[FOK_MODE]
+    total = 0
+    x = S[BEST0 + opp]
+    while x >= 0:
+        p = lo + x
+        if (p > limit) if side == 0 else (p < limit):
+            break
+        row = opp * w + x
+        own = -1
+        if mode == FOK_LEVEL_SUMS:
+            own = 0 if stp == STP_NONE else own_at(ND, L, OS, S, row, owner)
+        if own == 0:
+            total += L[row, SUM]
+        elif own > 0 and stp == STP_MAKER:
+            total += L[row, SUM] - own
+        else:  # walk the level in priority order
+            node = L[row, HEAD]
+            while node >= 0:
+                if stp != STP_NONE and ND[OWN, node] == owner:
+                    if stp != STP_MAKER:
+                        return total
+                else:
+                    total += ND[QTY, node]
+                    if mode != FOK_FULL and total >= want:
+                        return total
+                node = ND[NXT, node]
+        if mode != FOK_FULL and total >= want:
+            return total
+        x = bm_prev(B, S[NW0], S[NW1], 0, x - 1) if opp == 0 else \
+            bm_next(B, S[NW0], S[NW1], 1, x + 1)
+    return total
+
+
+@njit(cache=True, _nrt=False)
+def mass_cancel(out, i, ND, L, LV, B, OS, S, scope, side, owner, plo, phi):
+    if scope < SCOPE_ALL or scope > SCOPE_RANGE:
+        put(out, i, REJECTED, R_BAD_SCOPE, 0, 0, 0, 0, 0)
+        return
+    if scope == SCOPE_SIDE and side != 0 and side != 1:
+        put(out, i, REJECTED, R_BAD_SIDE, 0, 0, 0, 0, 0)
+        return
+    if scope == SCOPE_OWNER and owner <= 0:
+        put(out, i, REJECTED, R_BAD_OWNER, 0, 0, 0, 0, 0)
+        return
+    if scope == SCOPE_RANGE and plo > phi:
+        put(out, i, REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
+        return
+    w = S[WIDTH]
+    lo = S[LO]
+    xa = 0
+    xb = w - 1
+    if scope == SCOPE_RANGE:  # clamp to the band without forming plo - LO near -2**63
+        if plo > lo:
+            xa = plo - lo
+        if phi < lo:
+            xb = -1
+        elif phi < S[HI]:
+            xb = phi - lo
+    free = S[FREE]
+    best0 = S[BEST0]
+    best1 = S[BEST1]
+    n = 0
+    qrem = 0
+    for s in range(2):
+        if scope == SCOPE_SIDE and s != side:
+            continue
+        x = bm_next(B, S[NW0], S[NW1], s, xa)
+        while 0 <= x <= xb:
+            node = L[s * w + x, HEAD]
+            while node >= 0:
+                nxt = ND[NXT, node]
+                if scope != SCOPE_OWNER or ND[OWN, node] == owner:
+                    qrem += ND[QTY, node]
+                    free, best0, best1 = drop(ND, L, LV, B, OS, S, free, best0, best1, node)
+                    n += 1
+                node = nxt
+            x = bm_next(B, S[NW0], S[NW1], s, x + 1)
+    S[FREE] = free
+    S[BEST0] = best0
+    S[BEST1] = best1
+    S[NLIVE] -= n
+    S[QREMOVED] += qrem
+    put(out, i, CANCELLED, 0, 0, 0, 0, 0, n)
+
+
+# --- the replay loop -------------------------------------------------------------------------
+
+@njit(cache=True, _nrt=False, inline="always")
+def save(S, next_id, free, nfill, best0, best1, nlive, qin, qtraded, qremoved):
+    S[NEXT_ID] = next_id
+    S[FREE] = free
+    S[NFILL] = nfill
+    S[BEST0] = best0
+    S[BEST1] = best1
+    S[NLIVE] = nlive
+    S[QIN] = qin
+    S[QTRADED] = qtraded
+    S[QREMOVED] = qremoved
+
+
+@njit(cache=True, _nrt=False)
+def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
+    """Replay ``cmds[start:]`` into ``out``; returns (next command, DONE or what to grow).
+
+    With ``timed``, commands whose ``timed`` flag is set are bracketed by in-kernel clock
+    reads and their durations written to ``durs[S[NDUR]]`` onwards.
+    """
+    w = S[WIDTH]
+    lo = S[LO]
+    hi = S[HI]
+    stp = S[STP]
+    sums = S[FOK_MODE] == FOK_LEVEL_SUMS
+    grow = S[FIXED] == 0
+    fcap = F.shape[0]
+    icap = IDX.size
+    next_id = S[NEXT_ID]
+    free = S[FREE]
+    nf = S[NFILL]
+    best0 = S[BEST0]
+    best1 = S[BEST1]
+    nlive = S[NLIVE]
+    qin = S[QIN]
+    qtraded = S[QTRADED]
+    qrem = S[QREMOVED]
+    ndur = S[NDUR]
+    for i in range(start, cmds.size):
+        code = DONE
+        if free < 0 and grow:
+            code = GROW_POOL
+        elif fcap - nf <= nlive:  # one command fills at most every resting order
+            code = GROW_FILLS
+        elif next_id + 1 >= icap:
+            code = GROW_INDEX
+        if code != DONE:
+            save(S, next_id, free, nf, best0, best1, nlive, qin, qtraded, qrem)
+            S[NDUR] = ndur
+            return i, code
+        c = cmds[i]
+        clock = timed and c.timed
+        t0 = monotonic_ns() if clock else 0
+        kind = c.kind
+        go = False  # run the match below
+        oid = 0
+        owner = 0
+        side = 0
+        otype = LIMIT
+        price = 0
+        qty = 0
+        if kind == SUBMIT:
+            otype = c.otype
+            side = c.side
+            owner = c.owner
+            price = c.price
+            qty = c.qty
+            if otype < 0 or otype > NOTIONAL:
+                put(out, i, REJECTED, R_BAD_TYPE, 0, 0, 0, 0, 0)
+            elif side != 0 and side != 1:
+                put(out, i, REJECTED, R_BAD_SIDE, 0, 0, 0, 0, 0)
+            elif owner <= 0:
+                put(out, i, REJECTED, R_BAD_OWNER, 0, 0, 0, 0, 0)
+            elif qty <= 0 or (qty > MAX_QTY and (otype != NOTIONAL or qty > MAX_NOTIONAL)):
+                put(out, i, REJECTED, R_BAD_QTY, 0, 0, 0, 0, 0)
+            elif otype < MARKET and (price < lo or price > hi):
+                put(out, i, REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
+            elif free < 0 and (otype == LIMIT or otype == POST_ONLY):
+                put(out, i, REJECTED, R_POOL_FULL, 0, 0, 0, 0, 0)  # fixed capacity only
+            else:
+                next_id += 1
+                oid = next_id
+                go = True
+                if otype == POST_ONLY:
+                    x = best1 if side == 0 else best0
+                    if x >= 0 and ((lo + x <= price) if side == 0 else (lo + x >= price)):
+                        put(out, i, CANCELLED, R_WOULD_CROSS, oid, qty, 0, 0, 0)
+                        go = False
+                elif otype == FOK:
+                    S[BEST0] = best0
+                    S[BEST1] = best1
+                    if available(ND, L, B, OS, S, side, price, owner, qty) < qty:
+                        put(out, i, CANCELLED, R_FOK_UNFILLABLE, oid, qty, 0, 0, 0)
+                        go = False
+        elif kind == CANCEL:
+            oid = c.id
+            if oid <= 0 or oid >= icap or LV[oid >> 6] & (_ONE << np.uint64(oid & 63)) == 0:
+                put(out, i, NOT_FOUND, R_UNKNOWN_ID, oid, 0, 0, 0, 0)
+            else:
+                node = IDX[oid]
+                qrem += ND[QTY, node]
+                nlive -= 1
+                free, best0, best1 = drop(ND, L, LV, B, OS, S, free, best0, best1, node)
+                put(out, i, CANCELLED, 0, oid, 0, 0, 0, 1)  # remaining=0: the C++ convention
+        elif kind == MODIFY:
+            oid = c.id
+            qty = c.qty
+            price = c.price
+            if qty <= 0 or qty > MAX_QTY:
+                put(out, i, REJECTED, R_BAD_QTY, 0, 0, 0, 0, 0)
+            elif price != 0 and (price < lo or price > hi):
+                put(out, i, REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
+            elif oid <= 0 or oid >= icap or LV[oid >> 6] & (_ONE << np.uint64(oid & 63)) == 0:
+                put(out, i, NOT_FOUND, R_UNKNOWN_ID, oid, 0, 0, 0, 0)
+            else:
+                node = IDX[oid]
+                row = ND[ROW, node]
+                side = 1 if row >= w else 0
+                old_price = lo + row - side * w
+                owner = ND[OWN, node]
+                oq = ND[QTY, node]
+                if price == 0 or price == old_price:
+                    if qty <= oq:  # keeps its place in the queue
+                        qrem += oq - qty
+                        ND[QTY, node] = qty
+                        if sums:
+                            add_sums(ND, L, OS, S, node, row, qty - oq)
+                    else:  # loses priority: to the tail of its level
+                        qrem += oq
+                        free, best0, best1 = drop(ND, L, LV, B, OS, S, free, best0, best1,
+                                                  node)
+                        free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, free, best0,
+                                                  best1, oid, owner, side, old_price, qty)
+                        qin += qty
+                    put(out, i, ACCEPTED, 0, oid, qty, 0, 0, 0)
+                else:  # a new price: off the book, then matched as a LIMIT
+                    qrem += oq
+                    nlive -= 1
+                    free, best0, best1 = drop(ND, L, LV, B, OS, S, free, best0, best1, node)
+                    otype = LIMIT
+                    go = True
+        elif kind == MASS_CANCEL:
+            save(S, next_id, free, nf, best0, best1, nlive, qin, qtraded, qrem)
+            mass_cancel(out, i, ND, L, LV, B, OS, S, c.otype, c.side, c.owner, c.price,
+                        c.price_hi)
+            free = S[FREE]
+            best0 = S[BEST0]
+            best1 = S[BEST1]
+            nlive = S[NLIVE]
+            qrem = S[QREMOVED]
+        else:
+            put(out, i, REJECTED, R_BAD_KIND, 0, 0, 0, 0, 0)
+
+        if go:  # match (submit, or modify to a new price), then the outcome and any rest
+            market = otype >= MARKET
+            notional = otype == NOTIONAL
+            left = qty  # lots, or quote amount for NOTIONAL
+            filled = 0
+            nfills = 0
+            removed = 0
+            stopped = False
+            too_dear = False
+            while left > 0:
+                x = best1 if side == 0 else best0
+                if x < 0:
+                    break
+                p = lo + x
+                if not market and ((p > price) if side == 0 else (p < price)):
+                    break
+                if notional and p > left:
+                    too_dear = True
+                    break
+                row = (1 - side) * w + x
+                m = L[row, HEAD]
+                if stp != STP_NONE and ND[OWN, m] == owner:
+                    if stp != STP_TAKER:
+                        qrem += ND[QTY, m]
+                        nlive -= 1
+                        free, best0, best1 = drop(ND, L, LV, B, OS, S, free, best0, best1, m)
+                        removed += 1
+                    if stp != STP_MAKER:
+                        stopped = True
+                        break
+                    continue
+                mq = ND[QTY, m]
+                take = left // p if notional else left
+                if mq < take:
+                    take = mq
+                left -= take * p if notional else take
+                filled += take
+                nfills += 1
+                F[nf, 0] = oid
+                F[nf, 1] = ND[OID, m]
+                F[nf, 2] = p
+                F[nf, 3] = take
+                nf += 1
+                if take == mq:  # traded, not removed
+                    nlive -= 1
+                    free, best0, best1 = drop(ND, L, LV, B, OS, S, free, best0, best1, m)
+                else:
+                    ND[QTY, m] = mq - take
+                    if sums:
+                        add_sums(ND, L, OS, S, m, row, -take)
+            qtraded += filled
+            reason = R_SELF_TRADE if stopped else 0
+            if notional:
+                if filled == 0:
+                    put(out, i, CANCELLED, reason or R_NO_LIQUIDITY, oid, left, 0, 0, removed)
+                else:
+                    done = (too_dear or left == 0) and not stopped
+                    put(out, i, FILLED if done else PARTIAL, reason, oid, left, filled, nfills,
+                        removed)
+            elif left == 0:
+                put(out, i, FILLED, 0, oid, 0, filled, nfills, removed)
+            elif (otype == LIMIT or otype == POST_ONLY) and not stopped:
+                free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, free, best0, best1, oid,
+                                          owner, side, price, left)
+                nlive += 1
+                qin += left
+                put(out, i, PARTIAL if filled else ACCEPTED, 0, oid, left, filled, nfills,
+                    removed)
+            elif filled:
+                put(out, i, PARTIAL, reason, oid, left, filled, nfills, removed)
+            else:
+                put(out, i, CANCELLED, reason or R_NO_LIQUIDITY, oid, left, 0, 0, removed)
+        if clock:
+            durs[ndur] = monotonic_ns() - t0
+            ndur += 1
+    save(S, next_id, free, nf, best0, best1, nlive, qin, qtraded, qrem)
+    S[NDUR] = ndur
+    return cmds.size, DONE
+
+
+# --- invariants ---------------------------------------------------------------------------------
+
+MESSAGES = {
+    1: "broken prev link in a level",
+    2: "level tail does not match its last node",
+    4: "resting order with qty <= 0",
+    5: "node in the wrong level",
+    6: "order missing from the id index (or live-id bitset)",
+    8: "level quantity sum is wrong",
+    9: "bitmap bit does not match level occupancy",
+    10: "bitmap summary word is wrong",
+    11: "cached best price is wrong",
+    12: "book is crossed",
+    13: "resting-order count does not match the book",
+    14: "live-id bitset holds orders that are not on the book",
+    15: "free list + resting orders != pool size",
+    16: "quantity not conserved",
+    17: "per-owner level sum is wrong",
+}
+
+
+@njit(cache=True)
+def check_book(ND, L, IDX, LV, B, OS, S):
+    """0 and 0 if every invariant holds, else (code of :data:`MESSAGES`, where)."""
+    w = S[WIDTH]
+    sums = S[FOK_MODE] == FOK_LEVEL_SUMS
+    ownsums = S[OWNSUMS] != 0
+    k = S[K]
+    osz = S[OSLOT_SIZE]
+    nw0 = S[NW0]
+    nw1 = S[NW1]
+    cap = ND.shape[1]
+    seen = 0
+    resting = 0
+    own = np.zeros(2 * w * k if ownsums else 1, dtype=np.int64)
+    best = np.full(2, -1, dtype=np.int64)
+    for row in range(2 * w):
+        s = row // w
+        x = row - s * w
+        node = L[row, HEAD]
+        prev = -1
+        cnt = 0
+        qsum = 0
+        while node >= 0 and cnt <= cap:
+            if ND[PRV, node] != prev:
+                return 1, row
+            if ND[QTY, node] <= 0:
+                return 4, row
+            if ND[ROW, node] != row:
+                return 5, row
+            oid = ND[OID, node]
+            if oid <= 0 or oid >= IDX.size or IDX[oid] != node:
+                return 6, oid
+            if (LV[oid >> 6] >> np.uint64(oid & 63)) & np.uint64(1) == 0:
+                return 6, oid
+            if ownsums:
+                slot = ND[SLOT, node]
+                owner = ND[OWN, node]
+                want = OS[owner] if owner < osz else -1
+                if (slot if slot >= 0 else -1) != (want if want >= 0 else -1):
+                    return 17, row
+                if slot >= 0:
+                    own[row * k + slot] += ND[QTY, node]
+            cnt += 1
+            qsum += ND[QTY, node]
+            prev = node
+            node = ND[NXT, node]
+        if L[row, TAIL] != prev:
+            return 2, row
+        if sums and L[row, SUM] != qsum:
+            return 8, row
+        if cnt > 0 and (best[s] < 0 or (x > best[s] if s == 0 else x < best[s])):
+            best[s] = x
+        bit = (B[s * nw0 + (x >> 6)] >> np.uint64(x & 63)) & np.uint64(1)
+        if (bit == 1) != (cnt > 0):
+            return 9, row
+        seen += cnt
+        resting += qsum
+    for s in range(2):
+        for wd in range(nw0):
+            bit = (B[2 * nw0 + s * nw1 + (wd >> 6)] >> np.uint64(wd & 63)) & np.uint64(1)
+            if (bit == 1) != (B[s * nw0 + wd] != 0):
+                return 10, wd
+        if S[BEST0 + s] != best[s]:
+            return 11, s
+    if best[0] >= 0 and best[1] >= 0 and best[0] >= best[1]:
+        return 12, best[0]
+    if ownsums:
+        for j in range(own.size):
+            if OS[osz + j] != own[j]:
+                return 17, j // k
+    if seen != S[NLIVE]:
+        return 13, seen
+    live = 0
+    for wd in range(LV.size):
+        v = LV[wd]
+        while v != 0:
+            v &= v - np.uint64(1)
+            live += 1
+    if live != seen:
+        return 14, live
+    free = 0
+    node = S[FREE]
+    while node >= 0 and free <= cap:
+        free += 1
+        node = ND[NXT, node]
+    if free + seen != cap:
+        return 15, free
+    if S[QIN] != S[QTRADED] + S[QREMOVED] + resting:
+        return 16, resting
+    return 0, 0
