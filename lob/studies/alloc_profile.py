@@ -1,0 +1,205 @@
+"""Allocation profile (seed 000): the study behind ``notebooks/alloc_profile.ipynb``.
+
+orderbook-rs counts every heap allocation with a counting wrapper around Rust's global
+allocator. lob counts with a hook on CPython's three allocator domains (RAW + MEM + OBJ):
+every Python object and buffer the interpreter allocates while the engine runs, except what
+free lists serve and what compiled numba code allocates through its own runtime. The two
+counters do not count the same thing, so the seed's figures sit in their own table
+(:func:`seed_table`) and its claims are judged ``not comparable`` on that diagnostic; what
+lob's numbers say is how its versions compare with each other (:func:`allocations_table`)
+and where the bytes go (:func:`sites_table`).
+
+:func:`measure_allocations` takes the notebook's parameters and returns plain records, so the
+tables, the plot and the claims are unit-tested on synthetic data
+(``tests/test_study_alloc_profile.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from lob.studies import conclude as K
+
+__all__ = ["COUNTER", "CLAIM_COLUMN", "POOL_STEP", "check_parameters", "measure_allocations",
+           "allocations_table", "seed_table", "plot_allocations", "sites_table", "claims"]
+
+COUNTER = "CPython allocator hook (PyMem RAW+MEM+OBJ)"  # the claims' alloc_counter diagnostic
+CLAIM_COLUMN = {"allocs / op": "allocs_per_op", "bytes allocated / op": "bytes_per_op"}
+POOL_STEP = ("v0", "v0+pool")  # the lineage's node-pool step, named when both are profiled
+SEED_ALLOC_CLAIMS = ("s000_allocs_mixed", "s000_alloc_budget")  # the seed table's two streams
+
+
+def check_parameters(engines: Sequence[str], workloads: Sequence[str], claim_engine: str,
+                     top: int) -> None:
+    """One clear ValueError for parameters that do not fit together (engine names are
+    checked by ``Study.start``)."""
+    if not engines:
+        raise ValueError("engines is empty: name at least one version to profile")
+    if not workloads:
+        raise ValueError("workloads is empty: name at least one stream")
+    if claim_engine not in engines:
+        raise ValueError(f"claim_engine {claim_engine!r} must be one of engines "
+                         f"{list(engines)!r}")
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ValueError(f"top must be >= 1, got {top!r}")
+
+
+def _site(path: str) -> str:
+    """A tracemalloc site relative to the package (``engines/base.py:301``)."""
+    return path.rsplit("/lob/", 1)[-1]
+
+
+def measure_allocations(engines: Sequence[str], workloads: Sequence[str], scale: float,
+                        top: int, out: str | Path | None, *, bench: Callable | None = None,
+                        workload: Callable | None = None,
+                        capture: Callable | None = None) -> dict:
+    """Allocation counts and tracemalloc's top sites of every engine on every workload
+    (``lob.bench(..., alloc=True)``, its JSON saved into ``out``), and one latency
+    histogram per workload of the last engine for the record (``<engine>__<workload>.hgrm``).
+
+    Returns ``{"rows": [{"workload", "engine", "ops", "allocs_per_op", "bytes_per_op",
+    "frees_per_op", "harness_allocs_per_op"}], "sites": [{"workload", "engine", "rank",
+    "site", "kib", "blocks"}]}``. ``bench``, ``workload`` and ``capture`` are injectable."""
+    if bench is None:
+        from lob.measure import bench
+    if workload is None:
+        from lob.workloads import build
+
+        def workload(name, scale):
+            return build(name, scale=scale)
+    capture = capture or K.capture
+    rows, sites = [], []
+    for w in workloads:
+        wl = workload(w, scale)
+        for e in engines:
+            res = bench(e, wl, repeat=1, latency=False, throughput=False, alloc=True,
+                        diagnostics=False)
+            if out is not None:
+                res.save(out)
+            c = res.alloc["counts"]
+            rows.append({"workload": w, "engine": e, "ops": c["ops"],
+                         "allocs_per_op": c["allocs_per_op"], "bytes_per_op": c["bytes_per_op"],
+                         "frees_per_op": c["frees_per_op"],
+                         "harness_allocs_per_op": res.alloc["harness_allocs_per_op"]})
+            for rank, site in enumerate(res.alloc["trace"]["top_sites"][:top]):
+                sites.append({"workload": w, "engine": e, "rank": rank,
+                              "site": _site(site["site"]), "kib": site["size_diff"] / 1024,
+                              "blocks": site["count_diff"]})
+        if out is not None:
+            K.save_hgrm(capture(engines[-1], wl)["durations"],
+                        Path(out) / f"{engines[-1]}__{w}.hgrm")
+    return {"rows": rows, "sites": sites}
+
+
+def allocations_table(rows: Sequence[dict]) -> K.Conclusion:
+    """allocs/op, bytes/op, frees/op per (workload, engine), the harness's own allocs/op, and
+    each engine's allocs/op over the first engine's on the same workload (``vs_first``).
+    Says, on the first workload, which engine allocates least and most, and what the node
+    pool step (v0 -> v0+pool) does when both are profiled."""
+    first: dict[str, float] = {}
+    recs = []
+    for r in rows:
+        base = first.setdefault(r["workload"], r["allocs_per_op"])
+        recs.append({**r, "vs_first": r["allocs_per_op"] / base if base else None})
+    t = K.Conclusion(f"allocations ({COUNTER})", recs, key=["workload", "engine"],
+                     kinds={"ops": "count", "allocs_per_op": "ratio", "bytes_per_op": "ratio",
+                            "frees_per_op": "ratio", "harness_allocs_per_op": "ratio",
+                            "vs_first": "ratio"},
+                     note="allocs/op counts every allocator call that returned memory (malloc, "
+                          "calloc, realloc) over the measured window; the harness column is "
+                          "the loop alone, on a no-op engine (reported, not subtracted).")
+    w0 = t.rows[0]["workload"]
+    mine = [r for r in t.rows if r["workload"] == w0]
+    lo = min(mine, key=lambda r: r["allocs_per_op"])
+    hi = max(mine, key=lambda r: r["allocs_per_op"])
+    if len(mine) == 1:
+        t.say(f"On {w0}, only {lo['engine']} was profiled: "
+              f"{t.cell((w0, lo['engine']), 'allocs_per_op')} allocs/op, "
+              f"{t.cell((w0, lo['engine']), 'bytes_per_op')} B/op.")
+    else:
+        t.say(f"On {w0}, {lo['engine']} allocates least "
+              f"({t.cell((w0, lo['engine']), 'allocs_per_op')} allocs/op, "
+              f"{t.cell((w0, lo['engine']), 'bytes_per_op')} B/op) and {hi['engine']} most "
+              f"({t.cell((w0, hi['engine']), 'allocs_per_op')}).")
+    a, b = POOL_STEP
+    if mine[0]["engine"] == a and any(r["engine"] == b for r in mine):
+        t.say(f"The node pool step ({a} -> {b}) takes allocs/op to "
+              f"{t.cell((w0, b), 'vs_first')}x {a}'s.")
+    return t
+
+
+def seed_table(*, alloc: dict | None = None, machine: str | None = None,
+               workloads: Sequence[str] | None = None) -> K.Conclusion:
+    """Seed 000's counts in their own table (its machine, its counter): allocs/op and bytes/op
+    on its mixed stream, the asserted ceiling on its alloc-budget stream. Defaults come from
+    :data:`lob.studies.published.SEED000_ALLOC` and ``claims.yaml``."""
+    if alloc is None:
+        from lob.studies.published import SEED000_ALLOC as alloc
+    if machine is None or workloads is None:
+        from lob.studies.claims import get
+
+        machine = machine or get(SEED_ALLOC_CLAIMS[0]).machine
+        workloads = workloads or [get(c).workload for c in SEED_ALLOC_CLAIMS]
+    mixed, budget = workloads
+    rows = [{"workload": mixed, "allocs_per_op": float(alloc["allocs_per_op"]),
+             "bytes_per_op": float(alloc["bytes_per_op"]), "asserted_ceiling": None},
+            {"workload": budget, "allocs_per_op": None, "bytes_per_op": None,
+             "asserted_ceiling": float(alloc["budget_ceiling_allocs_per_op"])}]
+    return K.Conclusion(f"seed 000 ({machine}, Rust global-allocator counter)", rows,
+                        key="workload", machine=f"{machine} (seed 000)",
+                        kinds={"allocs_per_op": "ratio", "bytes_per_op": "ratio",
+                               "asserted_ceiling": "ratio"})
+
+
+def plot_allocations(rows: Sequence[dict]):
+    """allocs/op and bytes/op per engine (bars), one series per workload. Returns the Figure."""
+    import pandas as pd
+
+    from lob.studies import plots as lp
+
+    df = pd.DataFrame(list(rows))
+    engines = list(dict.fromkeys(df.engine))
+    fig, axes = lp.subplots(1, 2, panel=(5.2, 3.6))
+    for ax, col in zip(axes, ["allocs_per_op", "bytes_per_op"], strict=True):
+        lp.bars(ax, df.pivot(index="engine", columns="workload", values=col).loc[engines],
+                ylabel=col, title=f"{col.replace('_', ' ')} (lob)")
+    lp.legend_outside(fig, title="workload")
+    fig.suptitle(f"allocator calls counted by the {COUNTER}")
+    bad = lp.overlaps(fig)
+    if bad:
+        raise AssertionError(f"overlapping texts in the allocations plot: {bad}")
+    return fig
+
+
+def sites_table(sites: Sequence[dict], top: int) -> K.Conclusion:
+    """tracemalloc's ``top`` sites by net KiB, summed over versions and workloads; names the
+    largest (or says none was traced)."""
+    agg: dict[str, dict] = {}
+    for r in sites:
+        a = agg.setdefault(r["site"], {"site": r["site"], "kib": 0.0, "blocks": 0})
+        a["kib"] += r["kib"]
+        a["blocks"] += r["blocks"]
+    rows = sorted(agg.values(), key=lambda r: -r["kib"])[:top]
+    t = K.Conclusion("tracemalloc sites (all versions, both workloads)", rows, key="site",
+                     kinds={"site": "label", "kib": "ratio", "blocks": "count"})
+    if not rows:
+        return t.say("No allocation site was traced.")
+    s = rows[0]["site"]
+    return t.say(f"The largest allocation site is {s} ({t.cell(s, 'kib')} KiB net).")
+
+
+def claims(rows: Sequence[dict], claim_engine: str) -> dict[str, dict]:
+    """The experiment's claims (``claims.yaml``) -> ``claim_engine``'s figure on the claim's
+    workload, in the claim's metric, with the counter as its regime diagnostic; a claim whose
+    workload was not profiled is left out (not measured)."""
+    from lob.studies.claims import for_experiment, measurement
+
+    out = {}
+    for c in for_experiment("alloc_profile"):
+        col = CLAIM_COLUMN[c.metric]
+        r = [r for r in rows if r["workload"] == c.workload and r["engine"] == claim_engine]
+        if r:
+            out[c.id] = measurement(r[0][col], diagnostics={"alloc_counter": COUNTER},
+                                    detail=f"{claim_engine}, {col.replace('_per_op', '/op')}")
+    return out

@@ -1,0 +1,300 @@
+"""lob.studies.tail_analysis on synthetic data: every sentence branch of every table builder,
+the plots' axes and lines, the claims, and the procedures with stand-in captures (one real
+capture on the reference engine checks the wiring)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lob.measure.stats import min_count
+from lob.studies import claims as C
+from lob.studies import published
+from lob.studies import tail_analysis as ta
+
+CLOCK = {"source": "test clock", "overhead_median_ns": 20.0}
+
+
+def narrow(n=2000):  # p99 / p50 = 1.2
+    return np.r_[np.full(n - n // 20, 100), np.full(n // 20, 120)].astype(np.int64)
+
+
+def wide(n=2000):  # p99 / p50 = 50
+    return np.r_[np.full(n - 3 * n // 100, 100), np.full(3 * n // 100, 5000)].astype(np.int64)
+
+
+def few(n=50):  # too few for a p99
+    return np.full(n, 300, dtype=np.int64)
+
+
+def diag(empty=None, hit=None, mass=None, commands=10_000):
+    return {"commands": commands, "count": 0, "market_empty_pct": empty,
+            "cancel_hit_pct": hit, "resting_before_mass_cancel_mean": mass}
+
+
+def fake_run(monkeypatch, samples: dict, diags: dict, *, untimed=7):
+    """A workload/capture pair standing in for lob: the workload carries the scenario name in
+    ``commands``; diagnostics come from ``diags``. Returns (workload, capture, calls)."""
+    calls = []
+
+    def workload(name, scale):
+        return SimpleNamespace(commands=name, scale=scale)
+
+    def capture(engine, wl, gc_enabled=True):
+        calls.append((engine, wl.commands, gc_enabled))
+        d = samples[wl.commands]
+        d = d[(engine, gc_enabled)] if isinstance(d, dict) else d
+        return {"durations": np.asarray(d), "replay": SimpleNamespace(outcomes=None, fills=None),
+                "clock": CLOCK, "untimed": untimed}
+
+    monkeypatch.setattr(C, "stream_diagnostics", lambda commands, o, f: diags[commands])
+    return workload, capture, calls
+
+
+def regime(monkeypatch, samples, diags, tmp_path=None, **kw):
+    workload, capture, _ = fake_run(monkeypatch, samples, diags)
+    return ta.measure_regime("eng", list(samples), 0.5, kw.get("overrides", {}),
+                             kw.get("repeat", 1), tmp_path, workload=workload, capture=capture)
+
+
+# --- parameters and constants ----------------------------------------------------------------
+
+def test_check_parameters_names_what_is_wrong():
+    ta.check_parameters(["a", "b"], "a", 1, {"b": 2.0})
+    with pytest.raises(ValueError, match="scenarios is empty"):
+        ta.check_parameters([], "a", 1, {})
+    with pytest.raises(ValueError, match="tail_scenario 'c' must be one of"):
+        ta.check_parameters(["a"], "c", 1, {})
+    for bad in (0, True, 1.5):
+        with pytest.raises(ValueError, match="repeat must be >= 1"):
+            ta.check_parameters(["a"], "a", bad, {})
+    with pytest.raises(ValueError, match=r"scale_overrides names scenarios not in .*\['z'\]"):
+        ta.check_parameters(["a"], "a", 1, {"z": 1.0})
+
+
+def test_constants_agree_with_the_claims_and_the_published_table():
+    tails = [c for c in C.load() if c.id.startswith("s000_tail_")]
+    assert tails and {c.pivot for c in tails} == {ta.TAIL_PIVOT}
+    assert set(ta.SEED000_COUNT) == set(published.SEED000_PERCENTILES)
+    assert {c.workload for c in tails} == set(ta.SEED000_COUNT)
+
+
+# --- the regime --------------------------------------------------------------------------------
+
+def test_measure_regime_merges_repeats_saves_hgrm_and_uses_overrides(monkeypatch, tmp_path):
+    reg = regime(monkeypatch, {"n": narrow(), "w": wide()}, {"n": diag(), "w": diag()},
+                 tmp_path, overrides={"w": 2.0}, repeat=2)
+    rows = {r["scenario"]: r for r in reg["rows"]}
+    assert rows["n"]["scale"] == 0.5 and rows["w"]["scale"] == 2.0
+    assert rows["n"]["count"] == 4000 and rows["n"]["untimed"] == 7  # two captures merged
+    assert rows["n"]["p99/p50"] == pytest.approx(1.2) and rows["w"]["p99/p50"] == 50.0
+    assert len(reg["samples"]["w"]) == 4000 and reg["clock"] == CLOCK
+    assert sorted(p.name for p in tmp_path.glob("*.hgrm")) == ["eng__n.hgrm", "eng__w.hgrm"]
+
+
+def test_regime_table_wide_and_narrow_with_empty_books_and_hidden_percentiles(monkeypatch):
+    reg = regime(monkeypatch, {"n": narrow(), "w": wide(), "f": few()},
+                 {"n": diag(empty=97.0), "w": diag(empty=12.5), "f": diag()})
+    t = ta.regime_table(reg)
+    assert t.name == "regime (eng)" and t.check() == []
+    assert t.sentences[0] == "The narrowest tail (p99 / p50) is n's (1.20); the widest is w's (50)."
+    assert t.sentences[1] == "Wide tails (p99 at least 10 times p50): w."
+    assert t.sentences[2].startswith("Most market orders met an empty book in n (97%):")
+    assert t.sentences[3] == "Percentiles hidden for want of samples: n (p99.9, p99.99); " \
+                             "w (p99.9, p99.99); f (p90, p99, p99.9, p99.99)."
+    assert t.cell("f", "p99/p50") == "-" and "test clock" in t.note
+
+
+def test_regime_table_without_a_wide_tail_or_an_empty_book(monkeypatch):
+    big = np.r_[narrow(200_000)]
+    t = ta.regime_table(regime(monkeypatch, {"a": big, "b": narrow(50_000)},
+                               {"a": diag(), "b": diag(empty=50.0)}))
+    assert t.check() == []
+    assert t.sentences[1] == "No scenario has a wide tail (p99 at least 10 times p50) here."
+    assert not any("empty book" in s for s in t.sentences)  # 50% is not most
+    assert t.sentences[-1].startswith("Percentiles hidden for want of samples: b (p99.99)")
+    t = ta.regime_table(regime(monkeypatch, {"a": narrow(200_000)}, {"a": diag()}))
+    assert t.sentences == ["Only a has a tail (p99 / p50): 1.20.",
+                           "No scenario has a wide tail (p99 at least 10 times p50) here."]
+    t = ta.regime_table(regime(monkeypatch, {"a": few()}, {"a": diag()}))
+    assert t.sentences[0] == "No row has a tail (p99 / p50) to compare."
+
+
+def test_claims_carry_the_ratio_the_diagnostics_and_the_clock(monkeypatch):
+    reg = regime(monkeypatch, {"n": narrow(), "f": few()},
+                 {"n": diag(empty=1.0, hit=2.0, mass=3.0, commands=1234), "f": diag()})
+    m = ta.claims(reg)
+    assert set(m) == {"s000_tail_n", "s000_tail_f"}
+    assert m["s000_tail_n"]["value"] == pytest.approx(1.2)
+    assert m["s000_tail_n"]["diagnostics"] == {
+        "count": 2000, "commands": 1234, "market_empty_pct": 1.0, "cancel_hit_pct": 2.0,
+        "resting_before_mass_cancel_mean": 3.0}
+    assert m["s000_tail_n"]["explain"] == {"p50 in clock reads": 100 / 20.0}
+    assert m["s000_tail_n"]["detail"] == "eng p99 / p50"
+    assert m["s000_tail_f"]["value"] is None  # no p99 from 50 samples: no ratio
+
+
+# --- the seed's table and the tail-shape plot --------------------------------------------------
+
+def test_seed_table_applies_the_percentile_rule_to_the_seeds_counts():
+    t = ta.seed_table(list(ta.SEED000_COUNT))
+    m000 = C.get("s000_tail_add_only").machine
+    assert t.name == f"seed 000 ({m000})" and t.machine == f"{m000} (seed 000)"
+    assert t.check() == []
+    add = published.SEED000_PERCENTILES["add_only"]
+    assert t.value("add_only", "p99/p50") == pytest.approx(add["p99"] / add["p50"])
+    assert t.cell("mass_cancel_burst", "p99") == f"n<{min_count(99)}"
+    assert t.value("mass_cancel_burst", "p99/p50") is None
+    assert t.text == "Percentiles hidden for want of samples: mass_cancel_burst (p99, p99.9, " \
+                     "p99.99)."
+    assert ta.seed_table(["add_only", "stp_sweep"]).text == ""  # nothing hidden: no sentence
+
+
+def test_seed_table_takes_injected_figures():
+    t = ta.seed_table(["x"], machine="M", percentiles={"x": {"p50": 2, "p99": 8}},
+                      counts={"x": 1000})
+    assert t.value("x", "p99/p50") == 4.0 and t.name == "seed 000 (M)" and t.text == ""
+
+
+def test_plot_tail_shape_one_panel_per_scenario_lob_beside_the_seed(monkeypatch):
+    names = ["add_only", "cancel_only", "aggressive_walk", "notional_walk", "stp_sweep"]
+    reg = regime(monkeypatch, {n: wide() for n in names[:-1]} | {"stp_sweep": few(10)},
+                 {n: diag() for n in names})
+    fig = ta.plot_tail_shape(reg)
+    shown = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_title() for ax in shown] == names and len(fig.axes) == 8  # 2 x 4 grid
+    lob_line, seed_line = shown[0].get_lines()
+    assert list(lob_line.get_xdata()) == pytest.approx([2, 10, 100])  # p50, p90, p99 only
+    assert list(lob_line.get_ydata()) == pytest.approx([1, 1, 50])
+    add = published.SEED000_PERCENTILES["add_only"]
+    assert seed_line.get_ydata()[-1] == pytest.approx(add["p99.99"] / add["p50"])
+    assert len(shown[-1].get_lines()[0].get_xdata()) == 0  # 10 samples: not even a p50
+    assert fig.legends and "this machine" in fig.legends[0].get_texts()[0].get_text()
+
+
+# --- pure-Python versions ----------------------------------------------------------------------
+
+def test_measure_versions_measures_the_last_engine_with_the_gc_off_too(monkeypatch, tmp_path):
+    samples = {"s": {("a", True): narrow(), ("b", True): wide(), ("b", False): narrow()}}
+    workload, capture, calls = fake_run(monkeypatch, samples, {"s": diag(empty=5.0)})
+    vers = ta.measure_versions(["a", "b"], ["s"], 0.1, 1, True, tmp_path, workload=workload,
+                               capture=capture)
+    assert calls == [("a", "s", True), ("b", "s", True), ("b", "s", False)]
+    assert [(r["engine"], r["gc"]) for r in vers["rows"]] == [("a", "on"), ("b", "on"),
+                                                              ("b", "off")]
+    assert vers["rows"][0]["market_empty_pct"] == 5.0 and vers["clock"] == CLOCK
+    assert sorted(p.name for p in tmp_path.glob("*.hgrm")) == ["a__s.hgrm", "b__s.hgrm"]
+    calls.clear()
+    ta.measure_versions(["a", "b"], ["s"], 0.1, 1, False, None, workload=workload,
+                        capture=capture)
+    assert [c[2] for c in calls] == [True, True]
+
+
+def versions(monkeypatch, samples, engines, gc_compare=False):
+    workload, capture, _ = fake_run(monkeypatch, samples, {s: diag() for s in samples})
+    return ta.measure_versions(engines, list(samples), 0.1, 1, gc_compare, None,
+                               workload=workload, capture=capture)
+
+
+def test_percentiles_table_names_the_lowest_p50_per_engine(monkeypatch):
+    vers = versions(monkeypatch, {
+        "s1": {("a", True): narrow(), ("b", True): narrow() * 2},
+        "s2": {("a", True): narrow() * 3, ("b", True): narrow()},
+        "s3": {("a", True): narrow() * 2, ("b", True): narrow()},
+        "s4": {("a", True): few(10), ("b", True): few(10)}}, ["a", "b"])
+    t = ta.percentiles_table(vers)
+    assert t.check() == [] and "test clock" in t.note
+    assert t.sentences[:2] == ["a has the lowest p50 in s1.", "b has the lowest p50 in s2, s3."]
+    assert "s4" not in " ".join(t.sentences[:2])  # no p50 on either side: no winner
+    assert t.sentences[2].startswith("Percentiles hidden for want of samples:")
+    assert "gc" not in t.columns
+
+
+def test_percentiles_table_with_one_engine_says_only_what_is_hidden(monkeypatch):
+    t = ta.percentiles_table(versions(monkeypatch, {"s": narrow(200_000)}, ["a"]))
+    assert t.sentences == []
+    t = ta.percentiles_table(versions(monkeypatch, {"s": narrow()}, ["a"]))
+    assert t.sentences == ["Percentiles hidden for want of samples: s / a (p99.9, p99.99)."]
+
+
+def test_gc_table_sets_the_max_with_the_gc_on_over_off(monkeypatch):
+    vers = versions(monkeypatch, {
+        "s1": {("a", True): narrow(), ("a", False): narrow()},
+        "s2": {("a", True): wide(), ("a", False): narrow()}}, ["a"], gc_compare=True)
+    t = ta.gc_table(vers, "a")
+    assert t.name == "GC on / off (a)" and t.check() == []
+    ratios = [r["max_on_over_off"] for r in t.rows]
+    assert ratios == [1.0, None, pytest.approx(5000 / 120), None]
+    assert t.text == ("The lowest max latency with the GC on over off is s1's (1.00); the "
+                      "highest is s2's (41.7).")
+    one = versions(monkeypatch, {"s1": {("a", True): wide(), ("a", False): narrow()}}, ["a"],
+                   gc_compare=True)
+    assert ta.gc_table(one, "a").text == "Only s1 has a max latency with the GC on over off: " \
+                                         "41.7."
+    off = versions(monkeypatch, {"s1": narrow()}, ["a"])  # no GC-off rows
+    assert ta.gc_table(off, "a").text == \
+        "No row has a max latency with the GC on over off to compare."
+
+
+# --- where the slowest 1% comes from -----------------------------------------------------------
+
+def frame(n=2000, *, constant_work=False):
+    rng = np.random.default_rng(3)
+    fills = np.zeros(n, dtype=np.int64) if constant_work else rng.integers(0, 5, n)
+    lat = 100 + 50 * fills + rng.integers(0, 10, n)
+    return pd.DataFrame({"latency_ns": lat, "fills": fills,
+                         "levels": np.zeros(n, dtype=np.int64) if constant_work
+                         else np.minimum(fills, 1),
+                         "depth": np.full(n, 40) if constant_work else rng.integers(10, 90, n)})
+
+
+def test_sources_table_compares_the_slowest_1pct_and_names_the_driver():
+    po = frame()
+    t = ta.sources_table(po, "mix", "v9")
+    assert t.name == "tail sources (mix, v9)" and t.check() == []
+    assert [r["group"] for r in t.rows] == ["rest", "slowest 1%"]
+    assert sum(r["count"] for r in t.rows) == len(po)
+    p99 = np.percentile(po.latency_ns, 99, method="inverted_cdf")
+    assert t.value("slowest 1%", "count") == int((po.latency_ns >= p99).sum())
+    assert t.value("slowest 1%", "fills") == 4.0
+    assert t.sentences[0].startswith("The slowest 1% averaged 4.00 fills, 1.00 levels")
+    assert t.sentences[1].startswith("The strongest rank correlation with latency is fills (rho")
+
+
+def test_sources_table_without_correlations_or_without_a_p99():
+    t = ta.sources_table(frame(constant_work=True), "mix", "v9")
+    assert t.check() == []
+    assert t.sentences[1] == ("No rank correlation with latency is defined (the work did not "
+                              "vary).")
+    t = ta.sources_table(frame(999), "mix", "v9")
+    assert t.check() == [] and t.rows == [{"group": "all", "count": 999}]
+    assert t.text == f"999 samples: too few for a p99 (needs {min_count(99):,}); no tail view."
+
+
+def test_plot_tail_sources_three_panels_with_the_p99_line():
+    fig = ta.plot_tail_sources(frame(), "mix", "v9")
+    assert [ax.get_xlabel() for ax in fig.axes] == list(ta.WORK)
+    for ax in fig.axes:
+        assert len(ax.collections) == 1 and len(ax.collections[0].get_offsets()) == 2000
+        (line,) = ax.get_lines()
+        assert line.get_label().startswith("p99 (2,000 samples)")
+    assert fig.axes[0].get_title().startswith("rho=0.")
+    assert ta.plot_tail_sources(frame(999), "mix", "v9") is None
+
+
+# --- the real thing, once and small --------------------------------------------------------------
+
+def test_measure_sources_and_measure_on_the_reference_engine():
+    from lob.workloads import build
+
+    po = ta.measure_sources("reference", "mixed_70_20_10", 0.0005)
+    wl = build("mixed_70_20_10", scale=0.0005)
+    assert len(po) == int(np.count_nonzero(wl.commands["timed"])) > 100
+    assert list(po.columns) == ["latency_ns", *ta.WORK]
+    assert (po.latency_ns > 0).all() and (po.levels <= po.fills).all()
+    m = ta.measure("reference", wl, 2)
+    assert m["row"]["count"] == 2 * len(po) and m["diag"]["commands"] == len(wl.commands)
+    assert m["untimed"] == len(wl.commands) - len(po) and m["clock"]
