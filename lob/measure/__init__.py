@@ -6,10 +6,16 @@ histograms, .hgrm files, throughput, allocation counts, run conditions and resul
 >>> print(res.table()); res.save("artifacts/bench")
 """
 
-from lob.measure.bench import BenchResult, LatencyRun, MixedRunsError, bench
+from lob.measure.bench import bench
 from lob.measure.clock import ClockCalibration, calibrate
 from lob.measure.latency import LatencyStats, capture_latency, histogram_from, open_loop
-from lob.measure.results import MixedMachinesError, load_results
+from lob.measure.results import (
+    BenchResult,
+    LatencyRun,
+    MixedMachinesError,
+    MixedRunsError,
+    load_results,
+)
 
 __all__ = ["BenchResult", "ClockCalibration", "Hiccups", "LatencyRun", "LatencyStats",
            "MixedMachinesError", "MixedRunsError", "bench", "calibrate", "capture_latency",
