@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_main)
 
     # subcommands of the other areas register themselves here
-    for mod in ("lob.workloads.cli", "lob.measure.cli", "lob.experiments.cli",
+    for mod in ("lob.workloads.cli", "lob.workloads.fetch", "lob.measure.cli",
+                "lob.experiments.cli",
                 "lob.measure.compare", "lob.studies.gitbisect"):
         importlib.import_module(mod).add_parsers(sub)
     return p

@@ -28,7 +28,7 @@ __all__ = ["Workload", "WorkloadFileError", "WorkloadFileMissing", "build", "des
 FORMAT = "lob-workload"
 SCHEMA_VERSION = 1
 _FAMILIES = (("orderbook_rs", "lob.workloads.orderbook_rs"), ("cpp", "lob.workloads.cpp_bench"),
-             ("lobster", "lob.workloads.lobster"))
+             ("lobster", "lob.workloads.lobster"), ("real", "lob.workloads.bitstamp"))
 
 
 class WorkloadFileError(ValueError):
@@ -212,4 +212,7 @@ def describe(name: str, *, sample_every: int | None = None, **params) -> str:
     head = [f"{wl.name}  ({wl.family})", f"  {wl.description}", f"  provenance: {wl.provenance}",
             f"  params: {wl.params}", f"  config: {wl.config}",
             f"  commands: {len(wl):,} ({wl.n_timed:,} timed)"]
+    extra = spec(name).get("describe")  # a family's own notes (e.g. a real stream's conversion)
+    if extra is not None:
+        head.append(extra(wl))
     return "\n".join(head) + "\n" + summary_text(diagnose(wl, sample_every=sample_every))

@@ -28,7 +28,7 @@ def _cmd_list(args) -> int:
 
 
 def _cmd_describe(args) -> int:
-    from lob.workloads import build
+    from lob.workloads import build, spec
     from lob.workloads.diagnostics import diagnose, summary_text
 
     wl = build(args.name, scale=args.scale)
@@ -40,6 +40,9 @@ def _cmd_describe(args) -> int:
     print(f"  scale: {args.scale:g} ({size}): {len(wl):,} commands ({wl.n_timed:,} timed)")
     print(f"  params: {params}")
     print(f"  config: {wl.config}")
+    extra = spec(args.name).get("describe")  # a family's own notes (a real stream's conversion)
+    if extra is not None:
+        print(extra(wl))
     if args.no_diagnostics:
         return 0
     if len(wl) > 200_000:
