@@ -73,6 +73,9 @@ def test_plot_latency_by_rate_has_a_panel_per_batch_and_the_capacity_verticals()
     assert len(fig.axes) == 2
     ax = fig.axes[0]
     assert ax.get_title().startswith("batch 1")
+    for a in fig.axes:  # a log axis from the reference to the top latency, never below zero
+        lo, hi = a.get_ylim()
+        assert a.get_yscale() == "log" and 0 < lo < 250 and hi > 9 * 1_000 * 1.2
     # two transports x three percentiles x (line + kept-up + saturated markers), two verticals,
     # the closed-loop reference
     assert len(ax.lines) == 2 * 3 * 3 + 2 + 1

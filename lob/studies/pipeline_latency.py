@@ -240,11 +240,15 @@ def plot_latency_by_rate(sw: Sweep, closed_p50: float):
             cap = caps[(caps.transport == tr) & (caps.batch == b)].capacity
             if len(cap):
                 ax.axvline(cap.iloc[0], color="k", lw=0.8, ls=ls)
-        lp.reference(ax, closed_p50, "closed-loop p50")
         ax.set(title=f"batch {b} (verticals: capacity)", xlabel="offered rate (commands/s)",
                ylabel="latency (ns)")
         lp.value_axis(ax, axis="x")
-        lp.value_axis(ax, axis="y")
+        # the scale first (from the latencies and the reference), then the reference line:
+        # a reference placed on a linear range before the switch to log left a negative limit
+        ys = pd.to_numeric(res[res.batch == b][["lat_p50", "lat_p99", "lat_p99_9"]].stack(),
+                           errors="coerce")
+        lp.value_axis(ax, [*ys, closed_p50], axis="y")
+        lp.reference(ax, closed_p50, "closed-loop p50")
     lp.legend_outside(fig)
     return fig
 
