@@ -49,6 +49,9 @@ static_assert(sizeof(lob_fill) == 32, "lob_fill must be 32 bytes");
 namespace {
 
 constexpr uint64_t OC_QTY_MAX = 0xFFFFFFFFull;  // orderly-chaos quantities are uint32
+// oc_shim_stats counters: what the emulation asked of orderly-chaos beyond one call
+enum { ST_WALKS, ST_DEPTH_PAGES, ST_DEPTH_LEVELS, ST_MARKET_PIECES, ST_READDS, ST_REDUCES,
+       ST_LIVE_SCANNED, ST_COMPACTIONS };
 
 }  // namespace
 
@@ -61,6 +64,7 @@ struct lob_book {
     uint64_t seq = 0;
     std::vector<int64_t> live;       // ids that rested, first-rest order (some now gone)
     std::vector<oc_level> levels;    // depth pages
+    int64_t stats[8] = {0};          // emulation counters (oc_shim_stats), no clock reads
     // per replay call
     lob_fill *fills = nullptr;
     int64_t nf = 0, cap = 0;
@@ -185,12 +189,15 @@ inline void set_out(lob_outcome *o, int st, int reason, int64_t id, int64_t rem,
 // oc_book_depth pages (each re-read from the top: orderly-chaos has no level cursor).
 template <typename F>
 void walk(lob_book *b, oc_side opp, F &&f) {
+    b->stats[ST_WALKS]++;
     const uint64_t p = oc_book_best_price(b->oc, opp);
     if (p == 0 || !f(p, oc_book_best_volume(b->oc, opp))) return;
     size_t seen = 1, k = 16;
     for (;;) {
         if (b->levels.size() < k) b->levels.resize(k);
         const size_t n = oc_book_depth(b->oc, opp, b->levels.data(), k);
+        b->stats[ST_DEPTH_PAGES]++;
+        b->stats[ST_DEPTH_LEVELS] += (int64_t)n;
         for (size_t i = seen; i < n; i++)
             if (!f(b->levels[i].price, b->levels[i].volume)) return;
         if (n < k) return;
@@ -216,6 +223,7 @@ uint64_t market(lob_book *b, int side, int64_t id, uint64_t q) {
     while (q > 0) {
         const uint32_t piece = (uint32_t)std::min(q, OC_QTY_MAX);
         uint32_t got = 0;
+        b->stats[ST_MARKET_PIECES]++;
         ok(b, oc_book_market(b->oc, oc_of(side), (uint64_t)id, piece, &got), "oc_book_market");
         filled += got;
         q -= piece;
@@ -224,11 +232,20 @@ uint64_t market(lob_book *b, int side, int64_t id, uint64_t q) {
     return filled;
 }
 
+// Is id resting? Asked before oc_book_cancel / _get / _reduce: orderly-chaos reports an
+// unknown id by throwing (an OrderBookError with a formatted message, caught by its C API),
+// which costs ~1.5 us; most cancels of the C++ seed's stream name a dead id.
+inline bool resting(const lob_book *b, int64_t id) {
+    return id > 0 && id <= b->next_id && oc_book_has(b->oc, (uint64_t)id);
+}
+
 void remember(lob_book *b, int64_t id) {  // id now rests (first time or again)
     b->stamp[(size_t)id] = ++b->seq;
 }
 
 void compact(lob_book *b) {  // drop ids that no longer rest
+    b->stats[ST_COMPACTIONS]++;
+    b->stats[ST_LIVE_SCANNED] += (int64_t)b->live.size();
     size_t k = 0;
     for (int64_t id : b->live)
         if (oc_book_has(b->oc, (uint64_t)id)) b->live[k++] = id;
@@ -328,7 +345,7 @@ void submit(lob_book *b, lob_outcome *o, int64_t id, int side, int otype, int64_
 
 void modify(lob_book *b, lob_outcome *o, int64_t id, int64_t qty, int64_t price) {
     oc_order cur;
-    if (id <= 0 || id > b->next_id || oc_book_get(b->oc, (uint64_t)id, &cur) != OC_OK) {
+    if (!resting(b, id) || oc_book_get(b->oc, (uint64_t)id, &cur) != OC_OK) {
         set_out(o, LOB_NOT_FOUND, LOB_REASON_UNKNOWN_ID, id, 0, 0, 0, 0);
         return;
     }
@@ -336,9 +353,11 @@ void modify(lob_book *b, lob_outcome *o, int64_t id, int64_t qty, int64_t price)
     const int64_t at = (int64_t)cur.price;
     if (price == 0 || price == at) {
         if (qty < (int64_t)cur.quantity) {  // keeps its place
+            b->stats[ST_REDUCES]++;
             ok(b, oc_book_reduce(b->oc, (uint64_t)id, cur.quantity - (uint32_t)qty),
                "oc_book_reduce");
         } else if (qty > (int64_t)cur.quantity) {  // to the tail of its level
+            b->stats[ST_READDS]++;
             ok(b, oc_book_cancel(b->oc, (uint64_t)id), "oc_book_cancel");
             uint32_t filled = 0;
             ok(b, oc_book_limit(b->oc, cur.side, (uint64_t)id, (uint32_t)qty, cur.price,
@@ -348,6 +367,7 @@ void modify(lob_book *b, lob_outcome *o, int64_t id, int64_t qty, int64_t price)
         set_out(o, LOB_ACCEPTED, 0, id, qty, 0, 0, 0);
         return;
     }
+    b->stats[ST_READDS]++;
     ok(b, oc_book_cancel(b->oc, (uint64_t)id), "oc_book_cancel");
     limit(b, o, id, side, price, qty, false);  // already in the live list
 }
@@ -359,10 +379,11 @@ void mass_cancel(lob_book *b, lob_outcome *o, const lob_command *c) {
         ok(b, oc_book_clear(b->oc), "oc_book_clear");
         b->live.clear();
     } else {
+        b->stats[ST_LIVE_SCANNED] += (int64_t)b->live.size();
         size_t k = 0;
         for (int64_t id : b->live) {
             oc_order r;
-            if (oc_book_get(b->oc, (uint64_t)id, &r) != OC_OK) continue;  // gone: drop
+            if (!resting(b, id) || oc_book_get(b->oc, (uint64_t)id, &r) != OC_OK) continue;
             const int side = r.side == OC_SIDE_BUY ? LOB_BUY : LOB_SELL;
             const bool hit =
                 c->otype == LOB_SCOPE_SIDE ? side == c->side :
@@ -401,8 +422,10 @@ void exec(lob_book *b, const lob_command *c, lob_outcome *o) {
         b->next_id++;
         return submit(b, o, b->next_id, side, otype, c->price, c->qty);
     case LOB_CANCEL:
-        if (c->id > 0 && c->id <= b->next_id && oc_book_cancel(b->oc, (uint64_t)c->id) == OC_OK)
+        if (resting(b, c->id)) {
+            ok(b, oc_book_cancel(b->oc, (uint64_t)c->id), "oc_book_cancel");
             return set_out(o, LOB_CANCELLED, 0, c->id, 0, 0, 0, 1);
+        }
         return set_out(o, LOB_NOT_FOUND, LOB_REASON_UNKNOWN_ID, c->id, 0, 0, 0, 0);
     case LOB_MODIFY:
         if (c->qty <= 0 || c->qty > LOB_MAX_QTY) return rejected(o, LOB_REASON_BAD_QTY);
@@ -528,7 +551,7 @@ int64_t lob_resting(const lob_book *b, lob_order *out, int64_t cap) {
         std::vector<Row> rows;
         for (int64_t id : b->live) {
             oc_order r;
-            if (oc_book_get(b->oc, (uint64_t)id, &r) != OC_OK) continue;
+            if (!resting(b, id) || oc_book_get(b->oc, (uint64_t)id, &r) != OC_OK) continue;
             const int side = r.side == OC_SIDE_BUY ? LOB_BUY : LOB_SELL;
             rows.push_back(Row{side, (int64_t)r.price, b->stamp[(size_t)id],
                                lob_order{id, b->owner[(size_t)id], side, (int64_t)r.price,
@@ -570,6 +593,16 @@ int32_t lob_check(const lob_book *b, char *msg, int64_t cap) {
              (unsigned long long)oc_book_count(b->oc));
     if (b->owner.size() != (size_t)b->next_id + 1) FAIL("owner table out of step with ids");
     return 0;
+}
+
+// Not part of lob_engine.h: what the emulation did since lob_create (walks of the opposite
+// side, oc_book_depth pages and the levels they copied, oc_book_market pieces, modifies
+// done as cancel + re-add, as reduce, live-list entries scanned, compactions).
+int64_t oc_shim_stats(const lob_book *b, int64_t *out, int64_t cap) {
+    if (!b || !out) return 0;
+    const int64_t n = std::min<int64_t>(cap, 8);
+    for (int64_t i = 0; i < n; i++) out[i] = b->stats[i];
+    return n;
 }
 
 int64_t lob_last_error(const lob_book *b, char *msg, int64_t cap) {

@@ -1,0 +1,239 @@
+"""A wrapped third-party engine measured beside lob's own, in one interleaved run.
+
+:func:`measure_beside` replays each workload through every engine in rounds whose order
+rotates (:func:`lob.measure.stats.rotations`), a fresh book per replay:
+
+* ns/op: the whole stream through ``engine.replay`` (time inside the library / kernel
+  calls, so the shim's work is in it and Python's is not), divided by the commands;
+* p50 / p99 / p99.9: per-op durations from ``engine.replay_timed`` (each engine's own
+  clock around each whole command; for a foreign engine the shim's work is inside);
+* per command type (kind, order type): the median and p99 of those durations, to show
+  where a shim's emulation costs (:func:`per_type`), with the shim's own counters
+  (``oc_shim_stats``: depth walks and pages, modifies done as cancel + re-add, ...).
+
+Ratios engine / other are the medians of the per-round ratios with their sign-test
+interval (:func:`lob.measure.stats.change_of_ratios`). A workload whose config the engine
+does not declare (the C++ seed's streams run with STP CANCEL_MAKER; orderly_chaos declares
+NONE only) is measured with its STP mode set to one the engine declares, for every engine
+alike, and the result says so. Every engine must agree with the others (checksum) on each
+stream first.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from lob.semantics import BookConfig, Kind, OrderType, Scope
+
+QUANTILES = (50, 99, 99.9)
+SHIM_STATS = ("walks", "depth_pages", "depth_levels", "market_pieces", "readds", "reduces",
+              "live_scanned", "compactions")
+
+
+def c_book(name: str = "c_book") -> str:
+    """Build lob's example C engine (examples/c_engine) into the cache with gcc and register
+    it in this process as ``name`` (once); returns the name."""
+    import lob
+    from lob.engines.foreign import foreign_specs
+    from lob.engines.foreign.adapters import BuildUnavailable, cache_dir
+
+    if name in lob.engine_names():
+        return name
+    src = Path(__file__).resolve().parents[4] / "examples" / "c_engine" / "lob_book.c"
+    if not src.is_file():
+        raise BuildUnavailable(f"{src} not found: the example C engine is in lob's checkout")
+    cc = shutil.which("gcc")
+    if cc is None:
+        raise BuildUnavailable("no C compiler: gcc not found")
+    out = cache_dir() / "engines" / "c_book"
+    out.mkdir(parents=True, exist_ok=True)
+    lib = out / "liblob_c_book.so"
+    header = Path(__file__).resolve().parents[1]
+    r = subprocess.run([cc, "-O2", "-std=c11", "-fwrapv", "-fPIC", "-shared", f"-I{header}",
+                        str(src), "-o", str(lib)], capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"building c_book failed: {r.stderr.strip()}")
+    toml = out / "engine.toml"
+    toml.write_text(f'name = "{name}"\npath = "{lib.name}"\n'
+                    f'description = "example C engine (examples/c_engine)"\n')
+    for spec in foreign_specs(toml):
+        lob.register_engine(spec)
+    return name
+
+
+def declared_workload(engine: str, wl):
+    """``wl`` itself, or a copy whose STP mode is one ``engine`` declares (and the change in
+    words); raises :class:`~lob.engines.capabilities.Unsupported` if nothing helps."""
+    from lob.engines.capabilities import Unsupported
+    from lob.engines.registry import engine_capabilities
+
+    caps = engine_capabilities(engine)
+    if caps.config_refusal(engine, wl.config) is None:
+        return wl, None
+    stp = min(caps.stp_modes)
+    cfg = BookConfig(wl.config.min_price, wl.config.max_price, stp)
+    why = caps.config_refusal(engine, cfg) or caps.commands_refusal(engine, wl.commands, cfg)
+    if why:
+        raise Unsupported(why)
+    note = (f"{wl.name}: STP {wl.config.stp.name} -> {stp.name} for every engine "
+            f"({engine} declares {', '.join(m.name for m in sorted(caps.stp_modes))} only)")
+    return dataclasses.replace(wl, config=cfg), note
+
+
+def type_labels(cmds: np.ndarray) -> np.ndarray:
+    """One label per command: the order type of a submit, else the kind (MASS_CANCEL:scope)."""
+    out = np.empty(len(cmds), dtype=object)
+    kind, otype = cmds["kind"], cmds["otype"]
+    for k in Kind:
+        m = kind == k
+        if k == Kind.SUBMIT:
+            for t in OrderType:
+                out[m & (otype == t)] = t.name
+        elif k == Kind.MASS_CANCEL:
+            for s in Scope:
+                out[m & (otype == s)] = f"MASS_CANCEL:{s.name}"
+        else:
+            out[m] = k.name
+    out[out == None] = "other"  # noqa: E711 (object array)
+    return out
+
+
+def per_type(durations: np.ndarray, labels: np.ndarray) -> dict[str, dict]:
+    """label -> {"n", "p50", "p99"} of the per-op durations (ns)."""
+    res = {}
+    for lab in dict.fromkeys(labels.tolist()):
+        d = durations[labels == lab]
+        res[lab] = {"n": int(len(d)), "p50": float(np.percentile(d, 50)),
+                    "p99": float(np.percentile(d, 99))}
+    return res
+
+
+def shim_stats(eng) -> dict | None:
+    """The shim's counters of an engine built from an adapter exporting ``oc_shim_stats``."""
+    lib = getattr(eng, "_lib", None)
+    if lib is None or not hasattr(lib._dll, "oc_shim_stats"):
+        return None
+    f = lib._dll.oc_shim_stats
+    f.restype, f.argtypes = ctypes.c_int64, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    buf = (ctypes.c_int64 * len(SHIM_STATS))()
+    n = f(eng._handle, buf, len(SHIM_STATS))
+    return dict(zip(SHIM_STATS, list(buf)[:n], strict=False))
+
+
+def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
+                   workloads=("cpp_comprehensive", "lobster_replay"), *, scale: float = 1.0,
+                   rounds: int = 7, confidence: float = 0.9) -> dict:
+    """ns/op and p50/p99/p99.9 of ``engine`` beside ``others`` on ``workloads``, interleaved
+    in ``rounds`` rotating rounds, with ratios engine / other and their intervals; per
+    command type medians; the run's conditions. ``c_book`` is built and registered if
+    needed. Returns a JSON-able dict (see :func:`report` for a table)."""
+    import lob
+    from lob.measure.stats import change_of_ratios, rotations
+
+    if "c_book" in others:
+        c_book()
+    engines = [engine, *others]
+    out = {"engine": engine, "others": list(others), "rounds": rounds, "scale": scale,
+           "workloads": {}, "notes": []}
+    try:
+        from lob.measure.conditions import run_conditions
+
+        out["conditions_before"] = run_conditions()
+    except Exception:  # conditions are a courtesy here, never a failure
+        pass
+    for name in workloads:
+        wl, note = declared_workload(engine, lob.workload(name, scale=scale))
+        if note:
+            out["notes"].append(note)
+        cmds = wl.commands
+        n = len(cmds)
+        sums = {e: lob.get_engine(e, wl.config).replay(cmds).checksum for e in engines}  # warm
+        if len(set(sums.values())) != 1:
+            raise AssertionError(f"{name}: the engines disagree: {sums}")
+        labels = type_labels(cmds)[cmds["timed"].astype(bool)]
+        m = {e: {"ns_per_op": [], **{f"p{q:g}": [] for q in QUANTILES}} for e in engines}
+        types = {e: [] for e in engines}
+        stats = None
+        for order in rotations(engines, rounds):
+            for e in order:
+                run = lob.get_engine(e, wl.config).replay(cmds)
+                m[e]["ns_per_op"].append(run.elapsed_ns / n)
+                eng = lob.get_engine(e, wl.config)
+                _, d = eng.replay_timed(cmds)
+                for q in QUANTILES:
+                    m[e][f"p{q:g}"].append(float(np.percentile(d, q)))
+                types[e].append(d)
+                if e == engine:
+                    stats = shim_stats(eng)
+        res = {"commands": n, "timed": int(cmds["timed"].sum()), "stp": wl.config.stp.name,
+               "checksum": next(iter(sums.values())), "engines": {}, "ratios": {},
+               "per_type": {}, "shim_stats": stats}
+        for e in engines:
+            res["engines"][e] = {k: {"median": float(np.median(v)), "min": float(min(v)),
+                                     "all": [round(x, 1) for x in v]} for k, v in m[e].items()}
+            res["per_type"][e] = per_type(np.median(np.stack(types[e]), axis=0), labels) \
+                if len({len(t) for t in types[e]}) == 1 else {}
+        for o in others:
+            res["ratios"][o] = {
+                k: change_of_ratios([a / b for a, b in zip(m[engine][k], m[o][k], strict=True)],
+                                    confidence=confidence, of="interleaved rounds")
+                for k in m[engine]}
+        out["workloads"][name] = res
+    try:
+        import os
+
+        out["load_after"] = os.getloadavg()
+    except OSError:
+        pass
+    return out
+
+
+def report(res: dict) -> str:
+    """Markdown tables of a :func:`measure_beside` result."""
+    e = res["engine"]
+    lines = []
+    for name, w in res["workloads"].items():
+        lines += [f"### {name}: {w['commands']:,} commands ({w['timed']:,} timed), STP "
+                  f"{w['stp']}, {res['rounds']} interleaved rounds", "",
+                  "| engine | ns/op median (min) | p50 | p99 | p99.9 |",
+                  "|---|---:|---:|---:|---:|"]
+        for eng, v in w["engines"].items():
+            lines.append(f"| {eng} | {v['ns_per_op']['median']:.0f} "
+                         f"({v['ns_per_op']['min']:.0f}) | " +
+                         " | ".join(f"{v[k]['median']:.0f}" for k in ("p50", "p99", "p99.9")) +
+                         " |")
+        lines += ["", f"| {e} / other | ns/op | p50 | p99 | p99.9 |", "|---|---|---|---|---|"]
+        for o, r in w["ratios"].items():
+            cells = []
+            for k in ("ns_per_op", "p50", "p99", "p99.9"):
+                x = r[k]
+                ci = f" ({x['ci'][0]:.2f}-{x['ci'][1]:.2f})" if x["ci"] else " (no interval)"
+                cells.append(f"{x['median']:.2f}{ci}")
+            lines.append(f"| {o} | " + " | ".join(cells) + " |")
+        pt = w["per_type"]
+        if pt.get(e):
+            cols = [o for o in res["others"] if pt.get(o)]
+            lines += ["", "| type | n | " + " | ".join(f"{c} p50" for c in [e, *cols]) +
+                      " | " + " | ".join(f"{c} p99" for c in [e, *cols]) + " |",
+                      "|---|---:|" + "---:|" * (2 * len(cols) + 2)]
+            for lab, v in pt[e].items():
+                lines.append(f"| {lab} | {v['n']:,} | " +
+                             " | ".join(f"{pt[c][lab]['p50']:.0f}" for c in [e, *cols]) +
+                             " | " + " | ".join(f"{pt[c][lab]['p99']:.0f}" for c in [e, *cols])
+                             + " |")
+        if w.get("shim_stats"):
+            lines += ["", "shim counters (last replay_timed): " +
+                      ", ".join(f"{k} {v:,}" for k, v in w["shim_stats"].items())]
+        lines.append("")
+    lines += [f"note: {n}" for n in res["notes"]]
+    return "\n".join(lines)
+
+
+__all__ = ["c_book", "declared_workload", "measure_beside", "per_type", "report",
+           "shim_stats", "type_labels"]
