@@ -139,3 +139,69 @@ def test_sentences_write_no_number_of_their_own(path):
 def test_sentence_number_check_catches_a_typed_number():
     src = 'c.say(f"{x} lies within a factor 2 of it")\nc.say("over 10 µs")\nk = "> 10 µs"'
     assert _say_literal_numbers(src) == [("2", " lies within a factor 2 of it")]
+
+
+# --- notebooks are views: the logic lives in lob.studies, where unit tests reach it -----------
+
+MAX_CODE_LINES = 80
+
+
+def _code_cells(nb) -> list[tuple[int, str, bool]]:
+    """(index, source, is the parameters cell) of every code cell."""
+    return [(i, c.source, "parameters" in c.metadata.get("tags", []))
+            for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+
+
+def code_lines(src: str) -> int:
+    """Lines of code: not blank, not a comment, not a cell magic."""
+    return sum(1 for ln in src.splitlines()
+               if ln.strip() and not ln.strip().startswith(("#", "%", "!")))
+
+
+def view_violations(src: str, *, parameters: bool = False) -> list[str]:
+    """What makes a cell more than a view: a definition (def, class, lambda), or a number
+    typed into the code (any numeric literal but 0 and 1; the parameters cell may hold them)."""
+    bad = []
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            bad.append(f"line {node.lineno}: {type(node).__name__.lower()} in a notebook")
+        elif (not parameters and isinstance(node, ast.Constant)
+              and isinstance(node.value, int | float) and not isinstance(node.value, bool)
+              and node.value not in (0, 1)):
+            bad.append(f"line {node.lineno}: the number {node.value!r} typed into a cell")
+    return sorted(bad, key=lambda b: int(b.split(":")[0].removeprefix("line ")))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=NB_IDS)
+def test_notebook_is_a_view(path):
+    nb = nbformat.read(path, as_version=4)
+    cells = _code_cells(nb)
+    total = sum(code_lines(src) for _, src, _ in cells)
+    assert total <= MAX_CODE_LINES, f"{path.name}: {total} code lines (at most {MAX_CODE_LINES})"
+    bad = {i: v for i, src, par in cells if (v := view_violations(src, parameters=par))}
+    assert not bad, f"{path.name}: {bad}"
+
+
+def test_view_check_catches_definitions_and_typed_numbers():
+    assert code_lines("x = 1\n\n# note\n%matplotlib inline\ny = 2\n") == 2
+    src = "def f(x):\n    return x\ng = lambda y: y\nclass A: pass\nt = table(rows, 0.05)\n"
+    assert view_violations(src) == ["line 1: functiondef in a notebook",
+                                    "line 3: lambda in a notebook",
+                                    "line 4: classdef in a notebook",
+                                    "line 5: the number 0.05 typed into a cell"]
+    assert view_violations("scale: float = 0.002  # size", parameters=True) == []
+    assert view_violations("s = Study.start(out_dir, 'x'); t = s.add(table(rows[1:], 0))") == []
+
+
+# --- sentences in the study modules quote their tables too ---------------------------------------
+
+STUDY_MODULES = sorted((ROOT / "lob" / "studies").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", STUDY_MODULES, ids=lambda p: p.stem)
+def test_study_sentences_write_no_number_of_their_own(path):
+    """The same check as the notebooks', function by function in lob/studies."""
+    tree = ast.parse(path.read_text())
+    bad = [(f.name, hit) for f in ast.walk(tree)
+           if isinstance(f, ast.FunctionDef) for hit in _say_literal_numbers(ast.unparse(f))]
+    assert not bad, bad
