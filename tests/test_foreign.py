@@ -653,6 +653,40 @@ def test_orderly_chaos_seed_streams_under_stp_none(oc):
     assert res is not None
 
 
+@pytest.mark.slow
+def test_orderly_chaos_full_cpp_stream_under_stp_none(oc, toml):
+    """The C++ seed's full 2,000,000-command stream with STP NONE: orderly_chaos agrees with
+    the example C engine (itself checked against reference above) fill for fill."""
+    from lob.engines.foreign.adapters.measure import declared_workload
+
+    wl, note = declared_workload(oc, lob.workload("cpp_comprehensive"))
+    assert wl.config.stp == StpMode.NONE and "CANCEL_MAKER -> NONE" in note
+    a, b = lob.replay(oc, wl), lob.replay(NAME, wl)
+    assert a.checksum == b.checksum and a.counters == b.counters
+    assert a.counters != lob.replay(NAME, lob.workload("cpp_comprehensive")).counters
+
+
+def test_measure_beside_runs_interleaved(oc):
+    """adapters.measure: every engine on every workload in each round, ratios with
+    intervals, per-type medians, the shim's counters, the STP change stated."""
+    from lob.engines.foreign.adapters.measure import measure_beside, report
+
+    r = measure_beside(oc, ("c_book",), ("cpp_comprehensive", "lobster_replay"),
+                       scale=0.002, rounds=5)
+    assert r["notes"] == ["cpp_comprehensive: STP CANCEL_MAKER -> NONE for every engine "
+                          "(orderly_chaos declares NONE only)"]
+    for w in r["workloads"].values():
+        for e in (oc, "c_book"):
+            assert len(w["engines"][e]["ns_per_op"]["all"]) == 5
+            assert 0 < w["engines"][e]["p50"]["median"] <= w["engines"][e]["p99"]["median"]
+        ratio = w["ratios"]["c_book"]["p50"]
+        assert ratio["n"] == 5 and ratio["ci"] is not None
+        assert w["per_type"][oc]["LIMIT"]["n"] > 0
+        assert w["shim_stats"]["walks"] >= 0
+    assert r["workloads"]["cpp_comprehensive"]["shim_stats"]["walks"] > 0  # IOC/FOK emulated
+    assert "| orderly_chaos / other |" in report(r)
+
+
 def test_orderly_chaos_build_is_cached_and_keeps_the_licence(oc):
     from lob.engines.foreign.adapters import adapter, build
 

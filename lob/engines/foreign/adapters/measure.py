@@ -7,6 +7,9 @@ rotates (:func:`lob.measure.stats.rotations`), a fresh book per replay:
   calls, so the shim's work is in it and Python's is not), divided by the commands;
 * p50 / p99 / p99.9: per-op durations from ``engine.replay_timed`` (each engine's own
   clock around each whole command; for a foreign engine the shim's work is inside);
+* work ns/op: the mean of those durations at most ``GAP_NS`` (50 us: no command of these
+  engines does that much work; above it the process was preempted, which on a loaded
+  machine inflates ns/op several fold), with the count of the durations left out;
 * per command type (kind, order type): the median and p99 of those durations, to show
   where a shim's emulation costs (:func:`per_type`), with the shim's own counters
   (``oc_shim_stats``: depth walks and pages, modifies done as cancel + re-add, ...).
@@ -32,6 +35,7 @@ import numpy as np
 from lob.semantics import BookConfig, Kind, OrderType, Scope
 
 QUANTILES = (50, 99, 99.9)
+GAP_NS = 50_000  # a per-op duration above this is the machine (preemption), not the engine
 SHIM_STATS = ("walks", "depth_pages", "depth_levels", "market_pieces", "readds", "reduces",
               "live_scanned", "compactions")
 
@@ -157,7 +161,9 @@ def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
         if len(set(sums.values())) != 1:
             raise AssertionError(f"{name}: the engines disagree: {sums}")
         labels = type_labels(cmds)[cmds["timed"].astype(bool)]
-        m = {e: {"ns_per_op": [], **{f"p{q:g}": [] for q in QUANTILES}} for e in engines}
+        m = {e: {"ns_per_op": [], "work_ns_per_op": [], **{f"p{q:g}": [] for q in QUANTILES}}
+             for e in engines}
+        gaps = {e: [] for e in engines}
         types = {e: [] for e in engines}
         stats = None
         for order in rotations(engines, rounds):
@@ -168,6 +174,9 @@ def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
                 _, d = eng.replay_timed(cmds)
                 for q in QUANTILES:
                     m[e][f"p{q:g}"].append(float(np.percentile(d, q)))
+                work = d <= GAP_NS
+                m[e]["work_ns_per_op"].append(float(d[work].mean()))
+                gaps[e].append(int((~work).sum()))
                 types[e].append(d)
                 if e == engine:
                     stats = shim_stats(eng)
@@ -177,6 +186,7 @@ def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
         for e in engines:
             res["engines"][e] = {k: {"median": float(np.median(v)), "min": float(min(v)),
                                      "all": [round(x, 1) for x in v]} for k, v in m[e].items()}
+            res["engines"][e]["gaps_over_50us"] = gaps[e]
             res["per_type"][e] = per_type(np.median(np.stack(types[e]), axis=0), labels) \
                 if len({len(t) for t in types[e]}) == 1 else {}
         for o in others:
@@ -201,17 +211,20 @@ def report(res: dict) -> str:
     for name, w in res["workloads"].items():
         lines += [f"### {name}: {w['commands']:,} commands ({w['timed']:,} timed), STP "
                   f"{w['stp']}, {res['rounds']} interleaved rounds", "",
-                  "| engine | ns/op median (min) | p50 | p99 | p99.9 |",
-                  "|---|---:|---:|---:|---:|"]
+                  "| engine | ns/op median (min) | work ns/op | ops > 50 us per run | p50 | p99 "
+                  "| p99.9 |", "|---|---:|---:|---|---:|---:|---:|"]
         for eng, v in w["engines"].items():
             lines.append(f"| {eng} | {v['ns_per_op']['median']:.0f} "
-                         f"({v['ns_per_op']['min']:.0f}) | " +
+                         f"({v['ns_per_op']['min']:.0f}) | {v['work_ns_per_op']['median']:.0f} | "
+                         f"{min(v['gaps_over_50us'])}-{max(v['gaps_over_50us'])} | " +
                          " | ".join(f"{v[k]['median']:.0f}" for k in ("p50", "p99", "p99.9")) +
                          " |")
-        lines += ["", f"| {e} / other | ns/op | p50 | p99 | p99.9 |", "|---|---|---|---|---|"]
+        keys = ("ns_per_op", "work_ns_per_op", "p50", "p99", "p99.9")
+        lines += ["", f"| {e} / other | ns/op | work ns/op | p50 | p99 | p99.9 |",
+                  "|---|---|---|---|---|---|"]
         for o, r in w["ratios"].items():
             cells = []
-            for k in ("ns_per_op", "p50", "p99", "p99.9"):
+            for k in keys:
                 x = r[k]
                 ci = f" ({x['ci'][0]:.2f}-{x['ci'][1]:.2f})" if x["ci"] else " (no interval)"
                 cells.append(f"{x['median']:.2f}{ci}")
