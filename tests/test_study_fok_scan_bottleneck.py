@@ -328,3 +328,11 @@ def test_claims_without_latency_or_tail():
     m = fok.claims(LINEAGE, PAIR, comp(), lim(), sweep(), SEED,
                    lat_rows(["v1", "v2"], p99=False))
     assert m["s001_v2_tail"]["value"] is None and "s001_v1_v2_p99" not in m
+
+
+def test_latency_table_at_the_pivot_and_nothing_hidden():
+    row = {"engine": "v2", "count": 200_000, "warmup_dropped": 0, "p50": 42.0, "p90": 50.0,
+           "p99": 420.0, "p99.9": 500.0, "p99.99": 600.0, "p99/p50": 10.0}
+    t = checked(fok.latency_table({"rows": [row], "clock": None}))
+    assert t.text == "v2's p99 over its p50 is 10, no change beyond the noise band."
+    assert t.note == "Clock: not reported by this engine."
