@@ -1,0 +1,74 @@
+"""Version bisection: the tables and the conclusion of ``notebooks/version_bisection.ipynb``.
+
+The search itself is :func:`lob.studies.gitbisect.bisect_versions`; this module holds what
+the notebook shows of it: where to search (:func:`target`: lob's checkout, a path, or the
+synthetic demo repository built from :data:`DEMO`), the steps and revisions as tables, and
+the conclusion, whose every number is shown by its table or the note under it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from lob.studies import conclude as K
+
+__all__ = ["DEMO", "SHA", "SUBJECT", "target", "steps_table", "revisions_table"]
+
+# the demo repository: commit 1 of 3 adds a fixed cost per command (20 us), none is broken
+DEMO = {"n_commits": 3, "slow_at": 1, "broken_at": None, "spin_ns": 20_000}
+SHA = 12  # characters of a sha shown
+SUBJECT = 60  # characters of a commit subject shown
+
+
+def target(repo: str, good: str, bad: str, engine: str) -> dict:
+    """Where and what to search: ``{"repo", "good", "bad", "engine", "cache"}``.
+
+    ``repo="demo"`` builds the synthetic repository (:data:`DEMO`) in a fresh temp folder
+    (good / bad / engine default to its first commit, last commit and ``demo``; its
+    worktrees cached beside it); ``"lob"`` is lob's own checkout, anything else a path; a
+    real repository needs good, bad and engine (one clear ValueError) and uses the shared
+    worktree cache (``cache`` None)."""
+    from lob.paths import repo_root
+    from lob.studies.gitbisect import demo_repo
+
+    if repo == "demo":
+        scratch = Path(tempfile.mkdtemp(prefix="lob-bisect-demo-"))
+        shas = demo_repo(scratch / "repo", **DEMO)
+        return {"repo": scratch / "repo", "good": good or shas[0], "bad": bad or shas[-1],
+                "engine": engine or "demo", "cache": scratch / "worktrees"}
+    if not (good and bad and engine):
+        raise ValueError("give good, bad and engine for a real repository")
+    return {"repo": repo_root() if repo == "lob" else Path(repo), "good": good, "bad": bad,
+            "engine": engine, "cache": None}
+
+
+def _note(res) -> str:
+    measured = res.measured
+    first, last = res.revisions[0], res.revisions[-1]
+    return (f"Search over {last.index - first.index} commits, {first.sha[:SHA]}.."
+            f"{last.sha[:SHA]}: {res.line()}; {len(measured)} revisions measured in "
+            f"{sum(len(r.values) for r in measured)} processes, "
+            f"{sum(r.status == 'skipped' for r in res.revisions)} skipped, {res.wall_s:.0f} s.")
+
+
+def steps_table(res) -> K.Conclusion:
+    """Each comparison of the search with good (probed revision, interval, decision); the
+    note under it sums the search up, and the sentence says what moved the metric."""
+    from lob.studies.gitbisect import BISECT_METRICS
+
+    rows = [{**vars(s), "sha": s.sha[:SHA], "subject": s.subject[:SUBJECT]} for s in res.steps]
+    c = K.Conclusion("steps", rows, key="sha", note=_note(res),
+                     kinds={"index": "label", "rounds": "count", "ratio": "ratio",
+                            "ci_low": "ratio", "ci_high": "ratio"})
+    c.say(f"{BISECT_METRICS[res.metric]} of {res.engine} on {res.workload}: "
+          + _note(res).removeprefix("Search over "))
+    return c
+
+
+def revisions_table(res) -> K.Conclusion:
+    """Every revision of the range: status (ok, skipped, untested), runs, median."""
+    rows = [{"index": r.index, "sha": r.sha[:SHA], "subject": r.subject[:SUBJECT],
+             "status": r.status, "n": len(r.values), "median": r.median}
+            for r in res.revisions]
+    return K.Conclusion("revisions", rows, key="sha", kinds={"index": "label", "n": "count"})
