@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pandas as pd
+
 from lob.studies import conclude as K
 
 __all__ = ["COUNTER", "CLAIM_COLUMN", "POOL_STEP", "check_parameters", "measure_allocations",
@@ -69,9 +71,9 @@ def measure_allocations(engines: Sequence[str], workloads: Sequence[str], scale:
         def workload(name, scale):
             return build(name, scale=scale)
     capture = capture or K.capture
+    wls = {w: workload(w, scale) for w in workloads}  # all built before any count
     rows, sites = [], []
-    for w in workloads:
-        wl = workload(w, scale)
+    for w, wl in wls.items():
         for e in engines:
             res = bench(e, wl, repeat=1, latency=False, throughput=False, alloc=True,
                         diagnostics=False)
@@ -154,8 +156,6 @@ def seed_table(*, alloc: dict | None = None, machine: str | None = None,
 
 def plot_allocations(rows: Sequence[dict]):
     """allocs/op and bytes/op per engine (bars), one series per workload. Returns the Figure."""
-    import pandas as pd
-
     from lob.studies import plots as lp
 
     df = pd.DataFrame(list(rows))
