@@ -687,6 +687,20 @@ def test_measure_beside_runs_interleaved(oc):
     assert "| orderly_chaos / other |" in report(r)
 
 
+def test_shim_cost_against_native_calls(oc):
+    """adapters.measure.shim_cost: the same LIMIT / MARKET / CANCEL stream through lob's
+    ABI and straight into orderly-chaos's C API trades alike; per-type ratios with intervals."""
+    from lob.engines.foreign.adapters.measure import shim_cost, shim_cost_report
+
+    r = shim_cost(oc, "lobster_replay", scale=0.005, rounds=5)
+    assert r["same_book"] and r["trades"]["shim"] > 0
+    assert {"LIMIT", "CANCEL", "all native"} <= set(r["types"])
+    for row in r["types"].values():
+        assert row["work"]["shim"] > 0 and row["work"]["native"] > 0
+        assert row["work"]["ratio"]["ci"] is not None
+    assert "| all native |" in shim_cost_report(r)
+
+
 def test_orderly_chaos_build_is_cached_and_keeps_the_licence(oc):
     from lob.engines.foreign.adapters import adapter, build
 

@@ -204,6 +204,85 @@ def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
     return out
 
 
+def shim_cost(engine: str = "orderly_chaos", workload: str = "lobster_replay", *,
+              scale: float = 1.0, rounds: int = 9, confidence: float = 0.9) -> dict:
+    """The shim's own cost on the commands orderly-chaos runs natively (LIMIT, MARKET, CANCEL):
+    per-op durations through lob's ABI (``replay_timed``: validation, id tables, the fill
+    callback, the shim's checks) against the same commands sent straight to orderly-chaos's C
+    API (``oc_raw_replay`` in the shim's library: a native caller's loop), interleaved in
+    ``rounds`` rounds, same clock. Per type and over all native commands: p50, p99 and work
+    ns/op (durations up to ``GAP_NS``), the per-round ratio shim / native with its interval.
+    ``same_book`` says whether both runs traded alike (only when every command is native)."""
+    import lob
+    from lob.engines.foreign.adapters import adapter
+    from lob.engines.foreign.library import load
+    from lob.measure.stats import change_of_ratios, rotations
+
+    wl, note = declared_workload(engine, lob.workload(workload, scale=scale))
+    cmds = np.ascontiguousarray(wl.commands)
+    n = len(cmds)
+    lib = load(adapter(engine).library, engine)
+    raw = lib._dll.oc_raw_replay
+    raw.restype = ctypes.c_int64
+    raw.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
+    timed = cmds["timed"].astype(bool)
+    labels = type_labels(cmds)
+    natives = ("LIMIT", "MARKET", "CANCEL")
+    groups = {lab: (labels == lab) & timed for lab in natives if ((labels == lab) & timed).any()}
+    groups["all native"] = np.logical_or.reduce(list(groups.values())) if groups else timed
+    vals = {s: {g: {"p50": [], "p99": [], "work": []} for g in groups} for s in ("shim", "native")}
+    trades = {}
+    for order in rotations(["shim", "native"], rounds):
+        for side in order:
+            d = np.full(n, -1, np.int64)
+            if side == "shim":
+                eng = lob.get_engine(engine, wl.config)
+                run, dt = eng.replay_timed(cmds)
+                d[timed] = dt
+                trades["shim"] = len(run.fills)
+            else:
+                k = ctypes.c_int64()
+                trades["native"] = int(raw(cmds.ctypes.data, n, d.ctypes.data, ctypes.byref(k)))
+            for g, mask in groups.items():
+                x = d[mask]
+                x = x[x >= 0]
+                vals[side][g]["p50"].append(float(np.percentile(x, 50)))
+                vals[side][g]["p99"].append(float(np.percentile(x, 99)))
+                vals[side][g]["work"].append(float(x[x <= GAP_NS].mean()))
+    out = {"engine": engine, "workload": workload, "commands": n, "rounds": rounds,
+           "note": note, "trades": trades, "same_book": trades["shim"] == trades["native"],
+           "types": {}}
+    for g, mask in groups.items():
+        row = {"n": int(mask.sum())}
+        for k in ("p50", "p99", "work"):
+            row[k] = {s: float(np.median(vals[s][g][k])) for s in ("shim", "native")}
+            row[k]["ratio"] = change_of_ratios(
+                [a / b for a, b in zip(vals["shim"][g][k], vals["native"][g][k], strict=True)],
+                confidence=confidence, of="interleaved rounds")
+        out["types"][g] = row
+    return out
+
+
+def shim_cost_report(res: dict) -> str:
+    """Markdown table of a :func:`shim_cost` result."""
+    lines = [f"### shim / native, {res['workload']}: {res['commands']:,} commands, "
+             f"{res['rounds']} interleaved rounds (trades {res['trades']})", "",
+             "| commands | n | p50 shim / native | p99 shim / native | work ns/op shim / native "
+             "| work ratio |", "|---|---:|---|---|---|---|"]
+    if not res["same_book"]:
+        lines.insert(1, "(the stream has commands orderly-chaos has no call for: the native run "
+                        "skips them, so its book differs; compare on a stream of LIMIT, MARKET "
+                        "and CANCEL only, e.g. lobster_replay)")
+    for g, r in res["types"].items():
+        x = r["work"]["ratio"]
+        ci = f" ({x['ci'][0]:.2f}-{x['ci'][1]:.2f})" if x["ci"] else ""
+        lines.append(f"| {g} | {r['n']:,} | {r['p50']['shim']:.0f} / {r['p50']['native']:.0f} "
+                     f"| {r['p99']['shim']:.0f} / {r['p99']['native']:.0f} | "
+                     f"{r['work']['shim']:.0f} / {r['work']['native']:.0f} | "
+                     f"{x['median']:.2f}{ci} |")
+    return "\n".join(lines)
+
+
 def report(res: dict) -> str:
     """Markdown tables of a :func:`measure_beside` result."""
     e = res["engine"]
@@ -249,4 +328,4 @@ def report(res: dict) -> str:
 
 
 __all__ = ["c_book", "declared_workload", "measure_beside", "per_type", "report",
-           "shim_stats", "type_labels"]
+           "shim_cost", "shim_cost_report", "shim_stats", "type_labels"]

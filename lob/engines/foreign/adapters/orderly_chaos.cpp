@@ -605,6 +605,40 @@ int64_t oc_shim_stats(const lob_book *b, int64_t *out, int64_t cap) {
     return n;
 }
 
+// Not part of lob_engine.h: orderly-chaos driven natively, without this shim, for the
+// shim's cost. A fresh book; LIMIT, MARKET and CANCEL commands go straight to its C API as a
+// native caller writes them (ids 1, 2, ... per submit, no validation, no owners, a trade
+// callback that only counts); ns[i] = the call's duration (same clock as lob_replay_timed),
+// -1 for a command orderly-chaos has no call for. Returns the trades; *n_native the
+// commands run.
+int64_t oc_raw_replay(const lob_command *cmds, int64_t n, int64_t *ns, int64_t *n_native) {
+    oc_book *bk = oc_book_new();
+    if (!bk || !cmds || !ns || !n_native) { oc_book_free(bk); return -1; }
+    int64_t trades = 0, native = 0;
+    oc_book_set_trade_callback(bk, [](const oc_trade *, void *u) { ++*(int64_t *)u; },
+                               &trades);
+    uint64_t id = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const lob_command &c = cmds[i];
+        const bool submit = c.kind == LOB_SUBMIT && (c.side == LOB_BUY || c.side == LOB_SELL);
+        if (submit) id++;
+        uint32_t filled = 0;
+        const int64_t t0 = now_ns();
+        if (submit && c.otype == LOB_LIMIT)
+            oc_book_limit(bk, oc_of(c.side), id, (uint32_t)c.qty, (uint64_t)c.price, &filled);
+        else if (submit && c.otype == LOB_MARKET)
+            oc_book_market(bk, oc_of(c.side), id, (uint32_t)c.qty, &filled);
+        else if (c.kind == LOB_CANCEL)
+            oc_book_cancel(bk, (uint64_t)c.id);
+        else { ns[i] = -1; continue; }
+        ns[i] = now_ns() - t0;
+        native++;
+    }
+    oc_book_free(bk);
+    *n_native = native;
+    return trades;
+}
+
 int64_t lob_last_error(const lob_book *b, char *msg, int64_t cap) {
     if (!b || !msg || cap <= 0) return 0;
     std::snprintf(msg, (size_t)cap, "%s", b->err);
