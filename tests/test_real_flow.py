@@ -150,6 +150,10 @@ def test_workload_registry_prefix_and_arrivals(wheel):
     assert v["ok"] and 0 < v["trades"] < 284
     ms = bitstamp.arrival_ms(half)
     assert len(ms) == len(half)
+    due = bitstamp.due_offsets_ns(half, speedup=10)
+    assert due[-1] == ms[-1] * 100_000 and (np.diff(due[half.commands["timed"]]) >= 0).all()
+    with pytest.raises(ValueError, match="speedup"):
+        bitstamp.due_offsets_ns(half, 0)
     with pytest.raises(ValueError, match="scale must be <= 1"):
         build("bitstamp_btcusd", scale=2)
     with pytest.raises(ValueError, match="max_price"):

@@ -71,8 +71,8 @@ from lob.semantics import (
 )
 from lob.workloads.fetch import OB_ANALYTICS, DataFetchError, ensure, read_member
 
-__all__ = ["BAND", "RULES", "Capture", "Conversion", "arrival_ms", "conversion", "load_capture",
-           "replay_band", "validate"]
+__all__ = ["BAND", "RULES", "Capture", "Conversion", "arrival_ms", "conversion",
+           "due_offsets_ns", "load_capture", "replay_band", "validate", "versus"]
 
 SUBMIT, CANCEL = int(Kind.SUBMIT), int(Kind.CANCEL)
 LIMIT, POST_ONLY, MARKET, NOTIONAL = (int(OrderType.LIMIT), int(OrderType.POST_ONLY),
@@ -410,6 +410,16 @@ def arrival_ms(wl) -> np.ndarray:
     return _of(wl).arrival_ms[:len(wl)]
 
 
+def due_offsets_ns(wl, speedup: float = 1.0) -> np.ndarray:
+    """When each command of ``wl`` is due, in ns after the first timed command, replaying
+    the venue's inter-arrival times (ms resolution) ``speedup`` times faster: the input an
+    open-loop sender needs to drive the real flow at 1x or accelerated (untimed commands
+    are due at 0)."""
+    if not speedup > 0:
+        raise ValueError(f"speedup must be > 0, got {speedup!r}")
+    return np.rint(arrival_ms(wl) * (1e6 / speedup)).astype(np.int64)
+
+
 @functools.lru_cache(maxsize=4)
 def replay_band(engine: str, band: tuple[int, int] = BAND):
     """The :class:`~lob.engines.base.ReplayResult` of the whole stream of ``band`` on
@@ -474,7 +484,8 @@ def describe_conversion(wl) -> str:
     lines.append(f"  validation against the venue (reference replay of these {len(wl):,} "
                  f"commands): {v['matched']:,} of {v['trades']:,} real trades reproduced "
                  f"fill by fill, {v['extra']:,} extra fills, {v['missing']:,} missing: "
-                 f"{'OK' if v['ok'] else 'MISMATCH'}")
+                 f"{'OK' if v['ok'] else 'MISMATCH'} (the capture has {c['trades_venue']:,} "
+                 f"trades; {c['trades_of_dropped_orders']:,} involve a dropped order)")
     return "\n".join(lines)
 
 
@@ -500,3 +511,76 @@ WORKLOADS = {
         provenance=_PROV,
         describe=describe_conversion),
 }
+
+
+_VS_ROWS = (  # (label, diagnostics key or callable)
+    ("commands", "commands"), ("timed", "timed"), ("timed submits", "timed_submits"),
+    ("timed cancels", "timed_cancels"), ("timed markets", "timed_markets"),
+    ("resting mean", "resting_mean"), ("resting max", "resting_max"),
+    ("levels max (both sides)", "levels_max"), ("price span mean (ticks)", "span_mean"),
+    ("crossing submits %", "cross_pct"), ("cancels hitting %", "cancel_hit_pct"),
+    ("markets meeting empty side %", "market_empty_pct"),
+    ("fills per timed submit", "fills_mean"), ("fills max", "fills_max"),
+    ("levels walked mean", "levels_walked_mean"), ("levels walked max", "levels_walked_max"),
+)
+
+
+def versus(engine: str = "v2@numba", others: tuple[str, ...] = ("lobster_replay",
+           "mixed_70_20_10"), *, repeat: int = 3, scale: float = 1.0) -> str:
+    """The real stream's diagnostics beside synthetic workloads', and ``engine``'s latency
+    percentiles on each, measured in one run (latency captures interleaved round by round,
+    ``repeat`` rounds, merged per workload). Returns the table as text (markdown).
+
+    Latencies are closed-loop per-op service times in ns from lob's clock; the real
+    stream's own timestamps (ms) play no part in them.
+    """
+    import os
+
+    from lob.measure import bench
+    from lob.measure.results import BenchResult
+    from lob.workloads import build as build_wl
+    from lob.workloads.diagnostics import diagnose
+
+    names = ("bitstamp_btcusd", *others)
+    wls = {n: build_wl(n, scale=scale) for n in names}
+    diags = {n: diagnose(wl) for n, wl in wls.items()}
+    runs: dict[str, list] = {n: [] for n in names}
+    for _ in range(repeat):
+        for n in names:
+            runs[n].append(bench(engine, wls[n], repeat=1, throughput=False,
+                                 diagnostics=False))
+    merged = {n: BenchResult.merge(runs[n]) for n in names}
+
+    def cell(v):
+        if v is None:
+            return "n/a"
+        if isinstance(v, float):
+            return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.2f}" if abs(v) < 1000 else f"{v:,.0f}"
+        return f"{v:,}"
+
+    head = "| | " + " | ".join(names) + " |"
+    lines = [head, "|---" * (len(names) + 1) + "|"]
+    for label, key in _VS_ROWS:
+        lines.append(f"| {label} | " + " | ".join(cell(diags[n][key]) for n in names) + " |")
+    for label, attr in (("count (latency samples)", "count"), ("p50 ns", "p50"),
+                        ("p99 ns", "p99"), ("p99.9 ns", "p99_9")):
+        lines.append(f"| {engine} {label} | " + " | ".join(
+            cell(getattr(merged[n].latency, attr)) for n in names) + " |")
+    clk = merged[names[0]].clock
+    conv = conversion(*BAND)
+    c = conv.counts
+    lines += ["", f"{engine}, closed-loop per-op latency, {repeat} interleaved captures per "
+              f"workload merged; clock read cost {clk.overhead_median_ns:.0f} ns median (not "
+              f"subtracted); load {os.getloadavg()[0]:.2f} at the end; scale {scale:g}.",
+              f"bitstamp_btcusd: band {conv.config.min_price:,}..{conv.config.max_price:,}; "
+              f"{c['post_only_refused']:,} of {c['post_only']:,} post-only orders refused "
+              f"(WOULD_CROSS); venue span {c['span_ms'] / 1000:,.1f} s in ms timestamps "
+              f"({c['timed_commands'] / (c['span_ms'] / 1000):,.0f} commands/s on average)."]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m lob.workloads.bitstamp [engine] [repeat]
+    import sys
+
+    print(versus(sys.argv[1] if len(sys.argv) > 1 else "v2@numba",
+                 repeat=int(sys.argv[2]) if len(sys.argv) > 2 else 3))
