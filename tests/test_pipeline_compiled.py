@@ -27,8 +27,8 @@ import lob
 from lob.pipeline import PipelineError, PipelineSession
 from lob.pipeline.ring import SHM_DIR, SpscRing, _pid_alive, clean_stale
 from lob.pipeline.run import warmup_commands
-from lob.pipeline.session import realtime_allowed
 from lob.semantics import COMMAND_DTYPE, OUTCOME_DTYPE, BookConfig
+from lob.system import realtime_allowed
 
 CFG = BookConfig(1, 99)
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,10 +65,10 @@ def _loops():
 
 def _ring(cap, layout):
     """A ring of ``cap`` slots in ``layout`` and the compiled loops' slot arguments."""
-    from lob.pipeline.session import _compiled_slots, _slot_fields
+    from lob.pipeline.rows import compiled_slots, slot_fields
 
-    ring = SpscRing.create(cap, _slot_fields(layout))
-    return ring, _compiled_slots(ring.slots, layout)
+    ring = SpscRing.create(cap, slot_fields(layout))
+    return ring, compiled_slots(ring.slots, layout)
 
 
 @pytest.mark.parametrize("layout", ["fields", "line"])
@@ -219,7 +219,7 @@ def _fail_mid_row(transport, engine, sig, role, **kw):
 
     def hit():
         when["t"] = time.monotonic()
-        when["shm"] = [s.ring.spec.name, s._res.name]
+        when["shm"] = [s.ring.spec.name, s._rows.shm.name]
         os.kill(pid, sig)
 
     timer = threading.Timer(0.5, hit)
@@ -387,22 +387,22 @@ def test_realtime_rows_run_under_sched_fifo_and_nothing_else_does(cmds, want):
 
 
 def test_realtime_without_the_right_is_refused_up_front(monkeypatch):
-    from lob.pipeline import session as ses
+    from lob import system
 
     def deny(*a):
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(ses.os, "sched_setscheduler", deny)
+    monkeypatch.setattr(system.os, "sched_setscheduler", deny)
     with pytest.raises(PermissionError, match="needs the right to use SCHED_FIFO"):
         PipelineSession("v2@numba", transport="compiled", realtime=True)
 
 
 @pytest.mark.skipif(not realtime_allowed(), reason="this process may not use SCHED_FIFO")
 def test_realtime_rows_longer_than_the_real_time_budget_are_refused(cmds, want, monkeypatch):
-    from lob.pipeline import session as ses
+    from lob import system
 
     with PipelineSession("v2@numba", transport="compiled", config=CFG, realtime=True) as s:
-        monkeypatch.setattr(ses, "realtime_budget_s", lambda: 0.01)
+        monkeypatch.setattr(system, "realtime_budget_s", lambda: 0.01)
         with pytest.raises(ValueError, match="real-time budget"):
             s.run(cmds, rate=100_000)  # 4,000 commands: 0.04 s
         monkeypatch.undo()

@@ -19,18 +19,16 @@ floor are the machine's, and no software on this machine goes below them.
 
 from __future__ import annotations
 
-import functools
-import gzip
 import math
-import os
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from numba import njit
 
+from lob import system
 from lob.engines.compiled.clock import monotonic_ns
+from lob.system import kernel_hz, timer_interrupts
 
 __all__ = ["Hiccups", "record_hiccups", "floor_latency", "floor_runs", "kernel_hz",
            "timer_interrupts"]
@@ -56,36 +54,6 @@ def _spin(duration_ns, threshold_ns, at, gap):
             k += 1
         prev = t
     return k, reads, t0
-
-
-@functools.cache
-def kernel_hz() -> int | None:
-    """The kernel's tick rate (``CONFIG_HZ`` from /proc/config.gz or /boot), or None."""
-    cands = [Path("/proc/config.gz"), Path(f"/boot/config-{os.uname().release}")]
-    for p in cands:
-        try:
-            text = gzip.decompress(p.read_bytes()).decode() if p.suffix == ".gz" \
-                else p.read_text()
-        except (OSError, EOFError, gzip.BadGzipFile):
-            continue
-        for ln in text.splitlines():
-            if ln.startswith("CONFIG_HZ="):
-                return int(ln.split("=", 1)[1])
-    return None
-
-
-def timer_interrupts() -> dict[int, int] | None:
-    """Local timer interrupts so far per CPU (the ``LOC`` row of /proc/interrupts), or None."""
-    try:
-        lines = Path("/proc/interrupts").read_text().splitlines()
-    except OSError:
-        return None
-    cpus = [int(c.removeprefix("CPU")) for c in lines[0].split()]
-    for ln in lines[1:]:
-        parts = ln.split()
-        if parts and parts[0] == "LOC:":
-            return {c: int(v) for c, v in zip(cpus, parts[1:1 + len(cpus)], strict=True)}
-    return None
 
 
 @dataclass
@@ -159,9 +127,9 @@ class Hiccups:
 
 def _record_one(cpu, duration_ns, threshold_ns, out, i, barrier, realtime):
     if cpu is not None:
-        os.sched_setaffinity(0, {cpu})  # this thread only
+        system.pin(cpu)  # this thread only
     if realtime:  # this thread only; it ends with the loop
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        system.set_fifo()
     at = np.zeros(_MAX_GAPS, np.int64)
     gap = np.zeros(_MAX_GAPS, np.int64)
     barrier.wait()
@@ -172,7 +140,7 @@ def _record_one(cpu, duration_ns, threshold_ns, out, i, barrier, realtime):
                                          and cpu in irq0) else None
     out[i] = Hiccups(cpu, int(duration_ns), int(threshold_ns), int(reads), int(t0),
                      at[:k].copy(), gap[:k].copy(), irqs, truncated=bool(k >= _MAX_GAPS),
-                     realtime=os.sched_getscheduler(0) == getattr(os, "SCHED_FIFO", -1))
+                     realtime=system.on_fifo())
 
 
 def record_hiccups(seconds: float = 1.0, cpus=None, *, threshold_ns: int = 2_000,
@@ -192,18 +160,17 @@ def record_hiccups(seconds: float = 1.0, cpus=None, *, threshold_ns: int = 2_000
     if threshold_ns < 100:
         raise ValueError(f"threshold_ns must be >= 100 ns (a clock read costs tens), "
                          f"got {threshold_ns!r}")
-    allowed = sorted(os.sched_getaffinity(0))
+    allowed = system.allowed_cpus()
     cpus = list(allowed if cpus is None else cpus)
     bad = [c for c in cpus if c is not None and c not in allowed]
     if bad or not cpus:
         raise ValueError(f"cpus {cpus!r}: this process may run on {allowed}")
     if realtime:
-        from lob.pipeline.session import check_realtime, realtime_budget_s
-
-        check_realtime()  # a clear PermissionError here, not a traceback from a thread
-        if seconds > 0.9 * realtime_budget_s():
+        system.check_realtime()  # a clear PermissionError here, not a traceback from a thread
+        budget = system.realtime_budget_s()
+        if seconds > 0.9 * budget:
             raise ValueError(f"a SCHED_FIFO loop of {seconds} s outruns the kernel's real-time "
-                             f"budget ({realtime_budget_s():.2f} s of each second, "
+                             f"budget ({budget:.2f} s of each second, "
                              "/proc/sys/kernel/sched_rt_runtime_us) and would be throttled: "
                              "record at most 0.9 of it at a time")
     warm = np.zeros(1, np.int64)

@@ -50,6 +50,8 @@ from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
+from lob.system import pid_alive
+
 __all__ = ["LINE_DTYPE", "RingSpec", "SpscRing", "Producer", "Consumer", "RingError", "PeerError",
            "RingTimeout", "check_platform", "create_shm", "attach_shm", "clean_stale"]
 
@@ -100,19 +102,7 @@ def check_platform() -> None:
                       RuntimeWarning, stacklevel=2)
 
 
-def _pid_alive(pid: int) -> bool:
-    """False if ``pid`` is gone or a zombie (killed but not yet reaped by its parent)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:  # no /proc (not Linux): rely on os.kill and the heartbeat
-        return True
+_pid_alive = pid_alive  # the name the tests and older callers use
 
 
 def shm_name(tag: str) -> str:
@@ -148,7 +138,7 @@ def clean_stale(shm_dir: str = SHM_DIR) -> list[str]:
         return removed
     for name in names:
         m = _NAME.match(name)
-        if m is None or _pid_alive(int(m.group(1))):
+        if m is None or pid_alive(int(m.group(1))):
             continue
         try:
             os.unlink(os.path.join(shm_dir, name))
@@ -286,7 +276,7 @@ class _Endpoint:
         pid = int(hdr[self._peer_pid])
         if pid == 0:
             return  # not attached yet: only the wait's own timeout applies
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             raise PeerError(f"{self.role}: the {self._peer_name} (pid {pid}) died")
         age = t - int(hdr[self._peer_beat])
         if age > self.liveness_ns:

@@ -56,7 +56,7 @@ class PipelineRun:
     gc_enabled: bool = False
     extra: dict = field(default_factory=dict)
     transport: str = "python"
-    layout: str = "fields"  # the ring's slots (lob.pipeline.session.LAYOUTS)
+    layout: str = "fields"  # the ring's slots (lob.pipeline.variants.LAYOUTS)
     realtime: bool = False  # both processes ran the row under SCHED_FIFO
 
     @property
