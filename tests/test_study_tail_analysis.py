@@ -14,6 +14,7 @@ from lob.measure.stats import min_count
 from lob.studies import claims as C
 from lob.studies import published
 from lob.studies import tail_analysis as ta
+from lob.workloads import diagnostics as D
 
 CLOCK = {"source": "test clock", "overhead_median_ns": 20.0}
 
@@ -50,7 +51,7 @@ def fake_run(monkeypatch, samples: dict, diags: dict, *, untimed=7):
         return {"durations": np.asarray(d), "replay": SimpleNamespace(outcomes=None, fills=None),
                 "clock": CLOCK, "untimed": untimed}
 
-    monkeypatch.setattr(C, "stream_diagnostics", lambda commands, o, f: diags[commands])
+    monkeypatch.setattr(D, "stream_diagnostics", lambda commands, o, f: diags[commands])
     return workload, capture, calls
 
 

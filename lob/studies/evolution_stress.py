@@ -103,8 +103,8 @@ def measure_throughput(engines: Sequence[str], workloads: Sequence[str], scale: 
     (:func:`~lob.studies.study.interleaved_throughput`); M ops/s from the best round. Returns
     ``{"rows": [{"workload", "engine", "commands", "mops"}], "shape": {workload: regime
     diagnostics of the last replay}}``."""
-    from lob.studies.claims import stream_diagnostics
     from lob.workloads import build
+    from lob.workloads.diagnostics import stream_diagnostics
 
     rows, shape = [], {}
     for w in workloads:
@@ -244,8 +244,8 @@ def measure_bitmap(bitmap_pair: Sequence[str], engines: Sequence[str], perf: dic
     """M ops/s without and with the bitmap on the narrow and the sparse stream: the bitmap
     pair measured here (interleaved, ``bitmap_scale``); the lineage's scan -> bitmap steps
     read from ``perf`` (workloads it ran only)."""
-    from lob.studies.claims import stream_diagnostics
     from lob.workloads import build
+    from lob.workloads.diagnostics import stream_diagnostics
 
     perf_mops = {(r["workload"], r["engine"]): r["mops"] for r in perf["rows"]}
     rows = []

@@ -97,7 +97,7 @@ def measure_comprehensive(lineage: Sequence[str], wl, repeat: int, counters_engi
     Returns ``{"commands", "ns_op": {engine: ns}, "diag", "counters", "counters_engine"}``.
     """
     from lob.engines.registry import replay as lob_replay
-    from lob.studies.claims import stream_diagnostics
+    from lob.workloads.diagnostics import stream_diagnostics
 
     replay = replay or lob_replay
     t = interleaved_throughput(list(lineage), wl, repeat, replay=replay)
@@ -275,8 +275,8 @@ def measure_depth_sweep(lineage: Sequence[str], comp: dict, wl_scale: float,
     """v1/v2 ns/op on the comprehensive stream cut to each of ``sweep_scales`` (and the main
     stream, ``wl_scale``, whose figures come from ``comp``): shorter streams, shallower
     books. One record per stream, shortest first."""
-    from lob.studies.claims import stream_diagnostics
     from lob.workloads import build
+    from lob.workloads.diagnostics import stream_diagnostics
 
     s01, s12 = lineage[1], lineage[2]
     rows = []

@@ -81,7 +81,7 @@ def measure(engine: str, wl, repeat: int, *, gc_enabled: bool = True,
     Returns ``{"row": percentile row (QS), "diag": regime diagnostics of the first replay,
     "clock", "untimed", "durations"}``. ``capture`` (default
     :func:`lob.studies.conclude.capture`) is injectable for tests."""
-    from lob.studies.claims import stream_diagnostics
+    from lob.workloads.diagnostics import stream_diagnostics
 
     capture = capture or K.capture
     caps = [capture(engine, wl, gc_enabled=gc_enabled) for _ in range(repeat)]
@@ -303,7 +303,7 @@ def sources_frame(commands, rr, durations):
     ``depth`` (orders resting before it), as a DataFrame."""
     import pandas as pd
 
-    from lob.studies.claims import levels_walked, resting_series
+    from lob.workloads.diagnostics import levels_walked, resting_series
 
     timed = np.flatnonzero(commands["timed"])
     before, _ = resting_series(commands, rr.outcomes, rr.fills)

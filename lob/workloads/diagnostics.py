@@ -27,6 +27,8 @@ the depth series and the first-empty indices cover every command:
 
 from __future__ import annotations
 
+from itertools import islice
+
 import numpy as np
 from sortedcontainers import SortedDict
 
@@ -104,9 +106,9 @@ class BookShape:
         k = out[6]
         if k:  # self-trade prevention: the first k own orders the walk met
             opp = self.sides[1 - side]
-            own = [i for p in (reversed(opp) if side == 1 else opp) for i in opp[p]
-                   if self.orders[i][3] == owner]
-            for i in own[:k]:
+            met = (i for p in (reversed(opp) if side == 1 else opp) for i in opp[p]
+                   if self.orders[i][3] == owner)
+            for i in list(islice(met, k)):
                 self._remove(i)
         if otype in _RESTS and out[0] in _LIVE and out[1] == 0 and out[3] > 0:
             self._add(oid, side, price, out[3], owner)

@@ -11,14 +11,12 @@ Three modules, one job each:
 * :mod:`~lob.studies.claims.collecting`: measurements read back from the runs of an
   artifacts folder (:func:`collect`, :func:`verdicts`, :func:`pipeline_claims`).
 
-``from lob.studies import claims as C`` gives every public name of the three.
-``C.median_interval`` (now :func:`lob.measure.stats.median_interval`) and the stream
-diagnostics ``C.stream_diagnostics`` / ``C.resting_series`` / ``C.levels_walked`` (now in
-:mod:`lob.workloads.diagnostics`) are kept as aliases for notebooks not yet moved to their
-homes; new code imports them from there.
+``from lob.studies import claims as C`` gives every public name of the three. Intervals
+are :mod:`lob.measure.stats`'s (``median_interval``), the regime diagnostics of a replay
+:mod:`lob.workloads.diagnostics`'s (``stream_diagnostics``, ``resting_series``,
+``levels_walked``): this package keeps no copy of either.
 """
 
-from lob.measure.stats import median_interval
 from lob.studies.claims.collecting import collect, pipeline_claims, verdicts
 from lob.studies.claims.judging import (
     VERDICTS,
@@ -43,10 +41,8 @@ from lob.studies.claims.model import (
     read,
     show_figure,
 )
-from lob.workloads.diagnostics import levels_walked, resting_series, stream_diagnostics
 
 __all__ = ["FIELDS", "KINDS", "REQUIRED", "VERDICTS", "Claim", "RegimeCheck", "Verdict",
-           "claims_path", "collect", "figure", "for_experiment", "get", "judge",
-           "levels_walked", "load", "measurement", "median_interval", "pipeline_claims",
-           "published", "read", "reproduction_markdown", "resting_series", "show_figure",
-           "stream_diagnostics", "verdict_table", "verdicts"]
+           "claims_path", "collect", "figure", "for_experiment", "get", "judge", "load",
+           "measurement", "pipeline_claims", "published", "read", "reproduction_markdown",
+           "show_figure", "verdict_table", "verdicts"]
