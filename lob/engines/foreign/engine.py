@@ -288,15 +288,6 @@ class TimedForeignEngine(ForeignEngine):
                 "p99_ns": float(np.percentile(d, 99)), "resolution_ns": 1.0,
                 "samples": int(samples)}
 
-    def clock_calibration(self):
-        from lob.measure.clock import external
-
-        c = self.clock_overhead()
-        if c is None:
-            return None
-        return external(c["source"], c["median_ns"],
-                        overhead_p99_ns=c["p99_ns"], samples=c["samples"])
-
 
 class HarnessForeignEngine(ForeignEngine):
     """A foreign engine without ``lob_replay_timed`` (clock = "harness"): the caller times
