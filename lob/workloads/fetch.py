@@ -87,8 +87,8 @@ def _sha256(path: Path) -> str:
 
 
 def _elsewhere(ds: Dataset) -> str:
-    return (f"run `{ds.command} -d {data_dir()}` on a machine that reaches the package index "
-            f"and copy {ds.filename} here (or set {ENV})")
+    return (f"run `{ds.command}` on a machine that reaches the package index and copy "
+            f"{ds.filename} into {data_dir()} (or point {ENV} at a folder holding it)")
 
 
 def _verify(ds: Dataset, path: Path) -> None:
@@ -198,10 +198,11 @@ def _cmd_status(args) -> int:
 
 def _cmd_clear(args) -> int:
     p = _path(OB_ANALYTICS)
-    for q in [p, *data_dir().glob("bitstamp_btcusd-*.npz")]:
-        if q.exists():
-            q.unlink()
-            print(f"removed {q}")
+    if p.exists():
+        p.unlink()
+        print(f"removed {p}")
+    else:
+        print(f"nothing to remove ({p} is not there)")
     return 0
 
 
@@ -215,5 +216,5 @@ def add_parsers(subparsers) -> None:
     s.set_defaults(func=_cmd_fetch)
     s = sub.add_parser("status", help="where the data is cached and whether it checks out")
     s.set_defaults(func=_cmd_status)
-    s = sub.add_parser("clear", help="delete the cached wheel and converted workloads")
+    s = sub.add_parser("clear", help="delete the cached wheel")
     s.set_defaults(func=_cmd_clear)
