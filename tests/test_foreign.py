@@ -687,6 +687,19 @@ def test_measure_beside_runs_interleaved(oc):
     assert "| orderly_chaos / other |" in report(r)
 
 
+def test_lob_engines_lists_band_and_gaps_from_the_declaration(oc, toml):
+    """`lob engines`: the band column and what an engine lacks come from lob_capabilities
+    (no book is built for a foreign engine); `lob engines build` builds adapters."""
+    from lob.cli import engines_table, main
+
+    rows = {r.split()[0]: r for r in engines_table()[1:-1]}
+    assert " any " in rows[OC] and rows[OC].endswith(
+        "[from orderly-chaos 0.2.0 (adapter)] [no stp CANCEL_MAKER, stp CANCEL_TAKER, "
+        "stp CANCEL_BOTH]")
+    assert "<=67.1M ticks" in rows[NAME] and "[no " not in rows[NAME]
+    assert main(["engines", "build", OC]) == 0
+
+
 def test_shim_cost_against_native_calls(oc):
     """adapters.measure.shim_cost: the same LIMIT / MARKET / CANCEL stream through lob's
     ABI and straight into orderly-chaos's C API trades alike; per-type ratios with intervals."""
