@@ -39,6 +39,8 @@ def wheel() -> Path:
 # --- the venue's trades, fill by fill ------------------------------------------------------
 
 def test_full_range_on_reference(wheel):
+    assert bitstamp.band_for("reference") == FULL
+    assert bitstamp.band_for("v2@numba") == bitstamp.BAND  # 484M ticks: over its 1 GiB budget
     conv = bitstamp.conversion(*FULL)
     assert conv.config.max_price == 483_980_000  # the highest price in the data
     assert conv.counts["dropped_outside_band"] == 0

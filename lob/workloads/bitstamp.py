@@ -71,7 +71,7 @@ from lob.semantics import (
 )
 from lob.workloads.fetch import OB_ANALYTICS, DataFetchError, ensure, read_member
 
-__all__ = ["BAND", "RULES", "Capture", "Conversion", "arrival_ms", "conversion",
+__all__ = ["BAND", "RULES", "Capture", "Conversion", "arrival_ms", "band_for", "conversion",
            "due_offsets_ns", "load_capture", "replay_band", "validate", "versus"]
 
 SUBMIT, CANCEL = int(Kind.SUBMIT), int(Kind.CANCEL)
@@ -393,6 +393,18 @@ def conversion(min_price: int = BAND[0], max_price: int = BAND[1]) -> Conversion
     computed once per process and band (a reference replay, about 2 s)."""
     cap = load_capture()
     return _convert(cap, _band(cap, int(min_price), int(max_price)))
+
+
+def band_for(engine: str) -> tuple[int, int]:
+    """The band to replay on ``engine``: the full price range (``(1, 0)``) when the engine
+    can hold it (``reference``: memory independent of the band), else :data:`BAND`
+    (:func:`conversion`'s ``counts`` state what the cut drops)."""
+    from lob.engines import get_engine
+
+    cap = load_capture()
+    full = _band(cap, 1, 0)
+    w = getattr(get_engine(engine, BookConfig(1, 1)), "max_band_width", None)
+    return (1, 0) if w is None or w >= full.width else BAND
 
 
 def _band_of(wl) -> tuple[int, int]:
