@@ -102,10 +102,10 @@ def assert_same(name: str, cfg: BookConfig, cmds: np.ndarray, **engine_kw) -> ob
 
 def _engine(name, cfg, **kw):
     from lob.engines.compiled.engine import CompiledEngine
-    from lob.engines.compiled.engine_v4 import SoaEngine
+    from lob.engines.compiled.engine_v4 import PackedEngine
 
     t = {**version_toggles(name), **kw}
-    eng = (SoaEngine if t["levels"] == "soa" else CompiledEngine)(cfg, **t)
+    eng = (PackedEngine if t["levels"] == "packed" else CompiledEngine)(cfg, **t)
     eng.name = name
     return eng
 
@@ -118,7 +118,7 @@ def test_numba_registers_only_the_versions_it_implements():
         assert info.toggles == version_toggles(name)
     assert set(NUMBA_VERSIONS) <= set(engine_names())
     assert {"v0@numba", "v0+bitmap@numba"}.isdisjoint(engine_names())
-    with pytest.raises(ValueError, match=r"levels = pool \| soa, not 'deque'"):
+    with pytest.raises(ValueError, match=r"levels = pool \| packed, not 'deque'"):
         _engine("v0@numba", BookConfig(1, 10))
 
 

@@ -8,7 +8,7 @@ really runs (:func:`backend_versions`), and refuses the others (:func:`check`).
 
 The C++ seed's v1 bundled two changes (node pool and bitmap best price), so lob adds the
 two single-step intermediates ``v0+pool`` and ``v0+bitmap``; ``v3`` is the seed's own next
-target (per-level quantity sums for the FOK check); ``v4`` (``levels="soa"``, numba only) is
+target (per-level quantity sums for the FOK check); ``v4`` (``levels="packed"``, numba only) is
 the second compiled kernel, :mod:`lob.engines.compiled.kernel_v4` (lobster's v4 layout).
 """
 
@@ -20,7 +20,7 @@ NAMES = ("levels", "best", "fok")
 VALUES: dict[str, dict[str, tuple[str, ...]]] = {
     "python": {"levels": ("deque", "pool"), "best": ("scan", "bitmap", "sorted"),
                "fok": ("full", "early_exit", "level_sums")},
-    "numba": {"levels": ("pool", "soa"), "best": ("scan", "bitmap"),
+    "numba": {"levels": ("pool", "packed"), "best": ("scan", "bitmap"),
               "fok": ("full", "early_exit", "level_sums")},
 }
 
@@ -39,10 +39,11 @@ VERSIONS: dict[str, dict] = {
                step="FOK check stops once enough quantity is found (C++ seed v2)"),
     "v3": dict(levels="pool", best="bitmap", fok="level_sums", parent="v2",
                step="FOK check from per-level quantity sums minus own-owner quantity"),
-    "v4": dict(levels="soa", best="bitmap", fok="level_sums", parent="v3",
-               step="struct-of-arrays nodes, 32-byte level records without an order count, "
-                    "the book's scalars held in registers across a kernel call, per-owner "
-                    "sums only when the STP mode reads them (numba only)"),
+    "v4": dict(levels="packed", best="bitmap", fok="level_sums", parent="v3",
+               step="the second compiled kernel: 32-byte order records with int32 links, "
+                    "32-byte level records without an order count, the book's scalars in "
+                    "registers across a kernel call, per-owner sums only when the STP mode "
+                    "reads them (numba only)"),
 }
 
 # the order bisection walks: each version is one toggle away from the previous one

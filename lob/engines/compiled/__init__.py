@@ -44,10 +44,10 @@ def _factory(version: str):
 
         t = tg.version_toggles(version)
         check(t["best"], t["fok"], config)  # a band too wide: refused before numba loads
-        if t["levels"] == "soa":
-            from lob.engines.compiled.engine_v4 import SoaEngine
+        if t["levels"] == "packed":
+            from lob.engines.compiled.engine_v4 import PackedEngine
 
-            return SoaEngine(config, **t)
+            return PackedEngine(config, **t)
         from lob.engines.compiled.engine import CompiledEngine
 
         return CompiledEngine(config, **t)

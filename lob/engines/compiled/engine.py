@@ -130,7 +130,7 @@ class CompiledEngine(Interactive):
         self.toggles = tg.check("numba", levels=levels, best=best, fok=fok)
         if levels != "pool":
             raise ValueError(f"CompiledEngine runs levels='pool'; levels={levels!r} is "
-                             "lob.engines.compiled.engine_v4.SoaEngine")
+                             "lob.engines.compiled.engine_v4.PackedEngine")
         if ids not in _IDS:
             raise ValueError(f"ids must be one of {sorted(_IDS)}, got {ids!r}")
         capacity = as_int("capacity", capacity)

@@ -1,11 +1,14 @@
-"""``SoaEngine``: the v4 compiled book (:mod:`lob.engines.compiled.kernel_v4`) behind the same
+"""``PackedEngine``: the v4 compiled book (:mod:`lob.engines.compiled.kernel_v4`) behind the same
 interface as :class:`~lob.engines.compiled.engine.CompiledEngine`.
 
 Python owns the arrays and grows them between kernel calls, as for the v0..v3 kernel. Its
 ``replay`` is built to cost little beyond the kernel: the id index is sized once from the
-stream, the outcome array is the only per-call allocation, and the fills of the result are
-a view of the engine's own buffer, not a copy (a later replay on the same engine writes a
-fresh buffer, so an earlier result is never overwritten).
+stream; the outcome array, the fill buffer and the id index come from a pool of pre-mapped
+memory that earlier replays released (:mod:`lob.engines.compiled._buffers`: a fresh array
+of tens of megabytes costs a page fault per 4 KB page, as much time as the kernel on this VM
+class); and the fills of the result are a view of the engine's own buffer, not a copy (a
+later replay on the same engine writes a fresh buffer, so an earlier result is never
+overwritten).
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import numpy as np
 from lob.engines import toggles as tg
 from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int, store_fills
 from lob.engines.compiled import _band
+from lob.engines.compiled import _buffers as bf
 from lob.engines.compiled import kernel_v4 as k4
-from lob.engines.compiled.engine import _map, _touched, _zeros
+from lob.engines.compiled.engine import _zeros
 from lob.semantics import (
     COMMAND_DTYPE,
     FILL_DTYPE,
@@ -33,17 +37,17 @@ _FOK = {"full": k4.FOK_FULL, "early_exit": k4.FOK_EARLY_EXIT, "level_sums": k4.F
 _LIMITS = {f: np.iinfo(COMMAND_DTYPE[f]) for f in EXEC_FIELDS}
 
 
-class SoaEngine(Interactive):
-    """The compiled book with struct-of-arrays nodes (``levels="soa"``). ``best`` is
+class PackedEngine(Interactive):
+    """The compiled book with packed 32-byte order records (``levels="packed"``). ``best`` is
     ``"bitmap"`` (the two-level non-empty-level bitmap with a cached best, as v1..v3);
     ``fok`` is ``full`` | ``early_exit`` | ``level_sums``. ``capacity``, ``grow`` and
     ``fill_capacity`` mean what they mean for ``CompiledEngine``; the id index is always
     the live-id bitset in front of the id -> node array."""
 
-    name = "compiled-soa"
+    name = "compiled-packed"
     clock = "engine"
 
-    def __init__(self, config: BookConfig | None = None, *, levels: str = "soa",
+    def __init__(self, config: BookConfig | None = None, *, levels: str = "packed",
                  best: str = "bitmap", fok: str = "level_sums", capacity: int = 1024,
                  grow: bool = True, fill_capacity: int = 1024):
         if config is None:
@@ -51,8 +55,8 @@ class SoaEngine(Interactive):
         if not isinstance(config, BookConfig):
             raise TypeError(f"config must be a lob.BookConfig, got {type(config).__name__}")
         self.toggles = tg.check("numba", levels=levels, best=best, fok=fok)
-        if levels != "soa" or best != "bitmap":
-            raise ValueError(f"SoaEngine runs levels='soa' with best='bitmap', got "
+        if levels != "packed" or best != "bitmap":
+            raise ValueError(f"PackedEngine runs levels='packed' with best='bitmap', got "
                              f"levels={levels!r}, best={best!r}")
         capacity = as_int("capacity", capacity)
         fill_capacity = as_int("fill_capacity", fill_capacity)
@@ -82,7 +86,7 @@ class SoaEngine(Interactive):
         OS[:osz] = -1
         self._OS = OS
         self._B = _zeros(2 * nw0 + 2 * nw1, np.uint64)
-        self._ND = np.zeros((k4.NODE_ROWS, 0), dtype=np.int64)
+        self._ND = np.zeros(0, dtype=k4.NODE_DTYPE)
         self._grow_pool(capacity)
         self._IDX = np.zeros(1024, dtype=np.int64)
         self._LV = _zeros(self._IDX.size // 64 + 1, np.uint64)
@@ -94,27 +98,27 @@ class SoaEngine(Interactive):
 
     # --- growth (outside the kernel) -----------------------------------------------------
     def _grow_pool(self, extra: int) -> None:
-        old = self._ND.shape[1]
-        extra = min(extra, MAX_ORDERS - old)
-        if extra <= 0:  # sums of resting quantity fit int64 only up to MAX_ORDERS orders
-            raise MemoryError(f"{self.name}: the book holds lob.semantics.MAX_ORDERS = "
-                              f"{MAX_ORDERS:,} orders, the most a book may hold")
-        new = np.empty((k4.NODE_ROWS, old + extra), dtype=np.int64)
-        new[:, :old] = self._ND
-        new[:, old:] = 0
-        new[k4.NXT, old:] = np.arange(old + 1, old + extra + 1)
-        new[k4.NXT, -1] = self._S[k4.FREE]
+        old = self._ND.shape[0]
+        extra = min(extra, k4.MAX_NODES - old)
+        if extra <= 0:
+            raise MemoryError(f"{self.name}: the pool holds at most {k4.MAX_NODES:,} orders "
+                              f"(int32 node links; lob.semantics.MAX_ORDERS is {MAX_ORDERS:,})")
+        new = np.zeros(old + extra, dtype=k4.NODE_DTYPE)  # every page written below
+        new[:old] = self._ND
+        new["nxt"][old:] = np.arange(old + 1, old + extra + 1)
+        new["nxt"][-1] = self._S[k4.FREE]
         self._S[k4.FREE] = old
         self._ND = new
 
     def _grow(self, what: int) -> None:
         if what == k4.GROW_POOL:
-            self._grow_pool(self._ND.shape[1])
+            self._grow_pool(self._ND.shape[0])
             self.grows["pool"] += 1
         elif what == k4.GROW_FILLS:
             need = int(self._S[k4.NFILL] + self._S[k4.NLIVE]) + 1
-            f = _zeros((max(2 * self._F.shape[0], need), 4), np.int64)
-            f[: self._F.shape[0]] = self._F
+            nf = int(self._S[k4.NFILL])
+            f = bf.take_array((max(2 * self._F.shape[0], need), 4), np.int64)
+            f[:nf] = self._F[:nf]
             self._F = f
             self.grows["fills"] += 1
         elif what == k4.GROW_INDEX:
@@ -124,9 +128,8 @@ class SoaEngine(Interactive):
             raise RuntimeError(f"kernel returned unknown code {what}")
 
     def _grow_index(self, size: int) -> None:
-        idx = np.empty(size, dtype=np.int64)  # an entry is read only while its live bit is set
+        idx = bf.take_array(size, np.int64)  # an entry is read only while its bit is set
         idx[: self._IDX.size] = self._IDX
-        _map(idx[self._IDX.size:])
         lv = _zeros(size // 64 + 1, np.uint64)
         lv[: self._LV.size] = self._LV
         self._IDX, self._LV = idx, lv
@@ -135,7 +138,7 @@ class SoaEngine(Interactive):
         """Run the kernel over every command, growing arrays as asked; returns ns spent."""
         if self._lent:  # a result holds a view of the fill buffer: write a fresh one
             nf = int(self._S[k4.NFILL])
-            f = _zeros(self._F.shape, np.int64)
+            f = bf.take_array(self._F.shape, np.int64)
             f[:nf] = self._F[:nf]
             self._F, self._lent = f, False
         timed = durs is not None
@@ -165,7 +168,7 @@ class SoaEngine(Interactive):
     def replay(self, commands: np.ndarray) -> ReplayResult:
         """Run every command in one compiled call (re-entered only to grow arrays)."""
         cmds = self._prepare(commands)
-        out = _touched(len(cmds))
+        out = bf.take_array(len(cmds), OUTCOME_DTYPE)  # every record is written
         elapsed = self._run(cmds, out, None)
         return ReplayResult(self.name, out, self._lend_fills(), elapsed, self)
 
@@ -189,7 +192,7 @@ class SoaEngine(Interactive):
         """``replay`` plus one in-kernel duration (ns) per command whose ``timed`` flag is
         set (two ``clock_gettime(CLOCK_MONOTONIC)`` reads around the command)."""
         cmds = self._prepare(commands)
-        out = _touched(len(cmds))
+        out = bf.take_array(len(cmds), OUTCOME_DTYPE)  # every record is written
         durs = np.ones(int(np.count_nonzero(cmds["timed"])), dtype=np.int64)
         self._S[k4.NDUR] = 0
         elapsed = self._run(cmds, out, durs)
@@ -241,7 +244,7 @@ class SoaEngine(Interactive):
         node = int(self._L[row, k4.HEAD])
         while node >= 0:
             out.append(node)
-            node = int(self._ND[k4.NXT, node])
+            node = int(self._ND["nxt"][node])
         return out
 
     def _levels(self, side: int) -> np.ndarray:
@@ -257,7 +260,7 @@ class SoaEngine(Interactive):
             rows = []
             for x in self._levels(side)[:depth]:
                 nodes = self._walk(side * w + x)
-                rows.append((int(lo + x), int(self._ND[k4.QTY, nodes].sum()), len(nodes)))
+                rows.append((int(lo + x), int(self._ND["qty"][nodes].sum()), len(nodes)))
             out[key] = rows
         return out
 
@@ -269,8 +272,9 @@ class SoaEngine(Interactive):
         for side in (0, 1):
             for x in self._levels(side):
                 for node in self._walk(side * w + x):
-                    out.append((int(nd[k4.OID, node]), int(nd[k4.OWN, node]), side,
-                                int(lo + x), int(nd[k4.QTY, node])))
+                    r = nd[node]
+                    out.append((int(r["oid"]), int(r["own"]), side, int(lo + x),
+                                int(r["qty"])))
         return out
 
     def check(self) -> None:
