@@ -101,7 +101,7 @@ def test_one_step_carries_the_walk_and_the_rest_is_noise():
     assert s1.startswith(f"p50 on stp_sweep went from {c.cell(whole['step'], 'median_before')}")
     assert "interval" in s1 and s1.endswith(": slower.")
     assert s2.startswith("Steps clear of the noise: v0+pool -> v1 (slower, ")
-    assert "the largest is v0+pool -> v1" in s2
+    assert "the largest of them is v0+pool -> v1" in s2
     assert s3 == ("Not told apart from noise: v0 -> v0+pool (inconclusive), "
                   "v1 -> v2 (inconclusive).")
     assert "bootstrap" in c.note and "resamples" in c.note

@@ -210,7 +210,8 @@ def steps_table(walk: dict, plan: dict, *, confidence: float = 0.95, n_boot: int
         top = max(called, key=lambda r: abs(np.log(r["ratio"])))["step"]
         c.say("Steps clear of the noise: " + ", ".join(
             f"{r['step']} ({r['change']}, {_with_interval(c, r['step'])})" for r in called)
-            + f"; the largest is {top}, {c.cell(top, 'share_of_change')} of the walk's change.")
+            + f"; the largest of them is {top}, {c.cell(top, 'share_of_change')} of the "
+            "walk's change.")
     else:
         c.say(f"No step clears the noise at {confidence:.0%}.")
     quiet = [r for r in rows[:-1] if not r["called"]]
