@@ -378,6 +378,20 @@ def test_steps_table_skips_a_percentile_no_run_supports():
     assert {r["percentile"] for r in c.rows} == {"p50"}
 
 
+def test_realtime_variants_are_dropped_when_a_row_would_outrun_the_budget(capsys):
+    import lob
+    from lob.system import realtime_budget_s
+
+    cmds = lob.workload("cpp_comprehensive", scale=0.001).commands
+    vs = ["command/line", "chunk/line/realtime"]
+    assert pl._fit_realtime(["command/line"], cmds, 1.0) == ["command/line"]
+    assert pl._fit_realtime(vs, cmds, 1e9) == vs
+    if not math.isfinite(realtime_budget_s()):
+        pytest.skip("no real-time budget on this kernel")
+    assert pl._fit_realtime(vs, cmds, len(cmds) / (2 * realtime_budget_s())) == vs[:1]
+    assert "skipped the realtime variants: a row of" in capsys.readouterr().out
+
+
 # --- claims and the plan ----------------------------------------------------------------------
 
 def test_claims_from_the_study_tables():

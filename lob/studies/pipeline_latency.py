@@ -454,6 +454,22 @@ def _tail_variants(transport: str, variants, mode: str) -> list[str]:
     return vs
 
 
+def _fit_realtime(vs: list[str], commands, slowest_rate: float) -> list[str]:
+    """``vs`` without its realtime variants when a row at ``slowest_rate`` would outrun the
+    kernel's real-time budget (a busy machine's low capacity makes long rows; the session
+    would refuse them: :func:`lob.pipeline.session.check_row`)."""
+    if not any(v.endswith("/realtime") for v in vs):
+        return vs
+    from lob.pipeline.session import check_row
+
+    try:
+        check_row(commands, slowest_rate, 1, 1, realtime=True)
+    except ValueError as e:
+        print(f"skipped the realtime variants: {e}")
+        return [v for v in vs if not v.endswith("/realtime")]
+    return vs
+
+
 def measure_tail(p: Plan, *, variants, mode: str, scale: float, repeat: int, steps: int,
                  hiccup_s: float, stall_us: float, gc_enabled: bool) -> Tail:
     """The compiled transport's ``variants`` (the python one in ``mode`` only), one session
@@ -471,8 +487,6 @@ def measure_tail(p: Plan, *, variants, mode: str, scale: float, repeat: int, ste
     vs = _tail_variants(tr, variants, mode)
     wl = lob.workload(p.workload, scale=scale)
     rt_of = {v: variant_options(v)["realtime"] for v in vs}
-    policies = sorted(set(rt_of.values()))
-    recs: dict = {rt: [] for rt in policies}
     rows, lats = [], {}
     with contextlib.ExitStack() as stack:
         sess = {v: stack.enter_context(PipelineSession(p.engine, transport=tr, config=wl.config,
@@ -480,6 +494,10 @@ def measure_tail(p: Plan, *, variants, mode: str, scale: float, repeat: int, ste
                                                        **variant_options(v))) for v in vs}
         base = BASE_VARIANT if BASE_VARIANT in vs else vs[0]
         tcap = find_capacity(p.engine, wl.commands, batch=1, steps=steps, session=sess[base])
+        vs = _fit_realtime(vs, wl.commands, min(TAIL_FRACTIONS) * tcap["capacity"])
+        rt_of = {v: rt_of[v] for v in vs}
+        policies = sorted(set(rt_of.values()))
+        recs: dict = {rt: [] for rt in policies}
         unpaced = {v: tcap["unpaced_rate"] if v == base else
                    sess[v].run(wl.commands, rate=math.inf).achieved_rate for v in vs}
         for rep in range(repeat):
