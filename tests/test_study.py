@@ -46,3 +46,13 @@ def test_a_study_writes_its_summary_with_the_claims_table(tmp_path, monkeypatch)
     assert summary["key_table"] == "sizes" and "claims" in summary["tables"]
     assert text.startswith("v2 is the only engine.")
     assert summary["conditions"]["cpu_count"] >= 1
+
+
+def test_a_run_that_measured_no_claim_shows_no_empty_claims_table(tmp_path):
+    from lob.studies.conclude import Conclusion
+
+    s = Study.start(str(tmp_path / "run"), "bisection")
+    s.add(Conclusion("steps", [{"step": "a", "x": 1.0}], key="step"))
+    s.finish(key_table="steps", only_measured=True)
+    summary = json.loads((s.out / "summary.json").read_text())
+    assert "claims" not in summary["tables"] and list(summary["tables"]) == ["steps"]

@@ -100,8 +100,9 @@ class Study:
         if for_experiment(self.experiment):
             vt = verdict_table(self.measured, self.experiment,
                                machine=cond.get("cpu_model", ""), only_measured=only_measured)
-            vt.display()
-            self.conclusions.append(vt)
+            if vt.rows:  # a run that measured none of its claims shows no empty table
+                vt.display()
+                self.conclusions.append(vt)
         conclusion = " ".join(c.text for c in self.conclusions if c.text)
         nb.write_summary(self.out, tables=summary_tables(self.conclusions),
                          conclusion=conclusion, key_table=key_table, plots=self.plots,
