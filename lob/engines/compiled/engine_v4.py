@@ -88,7 +88,7 @@ class PackedEngine(Interactive):
         self._B = _zeros(2 * nw0 + 2 * nw1, np.uint64)
         self._ND = np.zeros(0, dtype=k4.NODE_DTYPE)
         self._grow_pool(capacity)
-        self._IDX = np.zeros(1024, dtype=np.int64)
+        self._IDX = np.zeros(1024, dtype=np.int32)  # id -> node (int32, like the links)
         self._LV = _zeros(self._IDX.size // 64 + 1, np.uint64)
         self._F = _zeros((fill_capacity, 4), np.int64)
         self._lent = False  # a result holds a view of _F
@@ -128,7 +128,7 @@ class PackedEngine(Interactive):
             raise RuntimeError(f"kernel returned unknown code {what}")
 
     def _grow_index(self, size: int) -> None:
-        idx = bf.take_array(size, np.int64)  # an entry is read only while its bit is set
+        idx = bf.take_array(size, np.int32)  # an entry is read only while its bit is set
         idx[: self._IDX.size] = self._IDX
         lv = _zeros(size // 64 + 1, np.uint64)
         lv[: self._LV.size] = self._LV

@@ -20,8 +20,8 @@ port of ``reference``); what differs is the layout and the shape of the code:
   written back to ``S`` when it returns: numba cannot prove two arrays do not alias, so in
   the v0..v3 kernel every ``G[...]`` read after any array store is a reload, on every
   command;
-* the whole hot path (submit, match, cancel, modify) is one loop body; the rare paths (FOK
-  availability, mass cancel) are real calls that see the state through ``S``.
+* the whole hot path (submit, the FOK check, match, cancel, modify) is one loop body; the
+  rare path (mass cancel) is a real call that sees the state through ``S``.
 
 :func:`run` stops before a command whenever the pool, the fill buffer or the id index might
 not have room for it and returns what to grow, as the v0..v3 kernel does.
@@ -258,7 +258,7 @@ def put(out, i, status, reason, oid, remaining, filled, fills, removed):
 
 # --- rare paths: real calls, state through S ---------------------------------------------
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def own_at(ND, L, OS, S, row, owner):
     """Open quantity of ``owner`` at level ``row`` (owner sums, or a walk as fallback)."""
     if owner < S[OSLOT_SIZE]:
@@ -276,16 +276,16 @@ def own_at(ND, L, OS, S, row, owner):
     return total
 
 
-@njit(cache=True, _nrt=False)
-def available(ND, L, B, OS, S, side, limit, owner, want):
-    """Quantity a FOK (a priced order) could trade, honouring the STP mode."""
+@njit(cache=True, _nrt=False, inline="always")
+def available(ND, L, B, OS, S, x, side, limit, owner, want):
+    """Quantity a FOK (a priced order) could trade from the opposite side's best level
+    ``x`` on, honouring the STP mode."""
     opp = 1 - side
     w = S[WIDTH]
     lo = S[LO]
     stp = S[STP]
     mode = S[FOK_MODE]
     total = 0
-    x = S[BEST0 + opp]
     while x >= 0:
         p = lo + x
         if (p > limit) if side == 0 else (p < limit):
@@ -459,9 +459,8 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
                         put(out, i, CANCELLED, R_WOULD_CROSS, oid, qty, 0, 0, 0)
                         go = False
                 elif otype == FOK:
-                    S[BEST0] = best0
-                    S[BEST1] = best1
-                    if available(ND, L, B, OS, S, side, price, owner, qty) < qty:
+                    x = best1 if side == 0 else best0
+                    if available(ND, L, B, OS, S, x, side, price, owner, qty) < qty:
                         put(out, i, CANCELLED, R_FOK_UNFILLABLE, oid, qty, 0, 0, 0)
                         go = False
         elif kind == CANCEL:
