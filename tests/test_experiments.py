@@ -249,3 +249,128 @@ def test_report_lists_every_run_of_the_latest_preset(tmp_path):
     only = run("tail_analysis", "default-eee", 50)
     assert latest_runs(tmp_path) == {"bisection (default-bbb)": g1,
                                      "bisection (default-ccc)": g2, "tail_analysis": only}
+
+
+# --- issue 26: nothing lost ----------------------------------------------------------------
+
+def test_experiment_name_must_be_registered(defs):
+    """An absolute path or ``../`` as the name must not pick a YAML outside the registry
+    (whose run would land outside --out)."""
+    elsewhere = defs / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "evil.yaml").write_text((defs / "experiments" / "exp_a.yaml").read_text()
+                                         .replace("../dummy.ipynb", "../dummy.ipynb"))
+    art = defs / "art"
+    ran = []
+    for name in (str(elsewhere / "evil"), "../elsewhere/evil", "../experiments/exp_a"):
+        with pytest.raises(ValueError, match="unknown experiment"):
+            run_batch([name], "quick", None, art, execute=ran.append, progress=False)
+    assert ran == [] and not art.exists()
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["evil.yaml"]
+
+
+def test_force_keeps_the_recorded_run_until_the_rerun_is_complete(defs):
+    art = defs / "art"
+    assert run_batch(["exp_a"], "quick", None, art, execute=_fake_execute, progress=False) == 0
+    (run,) = (art / "exp_a").iterdir()
+    before = (run / "summary.json").read_text()
+
+    def boom(job):
+        (Path(job.run_dir) / "half.txt").write_text("partial")
+        raise RuntimeError("the rerun failed")
+
+    assert run_batch(["exp_a"], "quick", None, art, force=True, execute=boom,
+                     progress=False) == 1
+    assert (run / MARKER).exists() and (run / "summary.json").read_text() == before
+    assert not (run / "half.txt").exists()
+    assert [r["status"] for r in _manifest(art)] == ["complete", "failed"]
+
+    def ctrl_c(job):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(["exp_a"], "quick", None, art, force=True, execute=ctrl_c, progress=False)
+    assert (run / MARKER).exists() and (run / "summary.json").read_text() == before
+
+    def other(job):
+        _fake_execute(job)
+        (Path(job.run_dir) / "new.txt").write_text("the rerun")
+
+    assert run_batch(["exp_a"], "quick", None, art, force=True, execute=other,
+                     progress=False) == 0
+    assert (run / MARKER).exists() and (run / "new.txt").exists()
+    assert json.loads((run / "summary.json").read_text())["run"]["run_dir"] == str(run)
+    assert [p.name for p in (art / "exp_a").iterdir()] == [run.name]
+    assert not [p for p in art.rglob("*") if p.is_file() and ".scratch" in p.parts]
+
+
+def _enospc():
+    import errno
+
+    return OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_disk_full_while_finalizing_fails_that_run_only(defs, monkeypatch):
+    art = defs / "art"
+    real = Path.write_text
+    hits = []
+
+    def write_text(self, *a, **k):
+        if self.name.endswith(".tmp") and not hits:
+            hits.append(self)
+            real(self, '{"half": ')  # a partial file, as a full disk leaves it
+            raise _enospc()
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    assert run_batch(["exp_a", "exp_c"], "quick", None, art, execute=_fake_execute,
+                     progress=False) == 1
+    m = _manifest(art)
+    assert [(r["experiment"], r["status"]) for r in m] == [("exp_a", "failed"),
+                                                           ("exp_c", "complete")]
+    assert "No space left" in m[0]["error"]
+    assert not list(art.rglob("*.tmp")) and not list((art / "exp_a").glob(f"*/{MARKER}"))
+
+
+def test_disk_full_while_writing_the_manifest_loses_no_line(defs, monkeypatch, capsys):
+    import builtins
+
+    from lob.experiments import runner
+
+    art = defs / "art"
+    fails = [1]
+
+    def fake_open(path, mode="r", *a, **k):
+        f = builtins.open(path, mode, *a, **k)
+        if str(path).endswith(MANIFEST) and "a" in mode and fails[0]:
+            fails[0] -= 1
+
+            class Full:
+                def __enter__(self):
+                    return self
+
+                def __exit__(self, *exc):
+                    f.close()
+
+                def write(self, s):
+                    f.write(s[: len(s) // 2])  # half a line reaches the disk
+                    f.flush()
+                    raise _enospc()
+            return Full()
+        return f
+
+    monkeypatch.setattr(runner, "open", fake_open, raising=False)
+    assert run_batch(["exp_a", "exp_c"], "quick", None, art, execute=_fake_execute,
+                     progress=False) == 0
+    m = _manifest(art)  # every line whole (json.loads of each), none lost
+    assert [(r["experiment"], r["status"]) for r in m] == [("exp_a", "complete"),
+                                                           ("exp_c", "complete")]
+    assert "kept to write later" in capsys.readouterr().err
+
+    # a disk that stays full: the lines are printed whole, the batch says it failed
+    fails[0] = 99
+    assert run_batch(["exp_b"], "quick", None, art, execute=_fake_execute,
+                     progress=False) == 1
+    err = capsys.readouterr().err
+    assert "to append by hand" in err and '"experiment": "exp_b"' in err
+    assert len(_manifest(art)) == 2

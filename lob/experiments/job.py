@@ -157,8 +157,19 @@ def execute_notebook(job: Job) -> None:
                         extra_arguments=["--IPKernelApp.log_level=ERROR"])
 
 
-def _finalize(job: Job, rec: RunRecord) -> None:
-    out = Path(job.run_dir)
+def _finalize(job: Job, rec: RunRecord, out: Path | None = None) -> None:
+    """Write ``summary.json`` (through a ``.tmp`` file) and the marker into ``out`` (the
+    run dir by default). On an OSError (a full disk) the ``.tmp`` file is removed and the
+    error raised: the run has no marker, so it is partial."""
+    out = Path(out or job.run_dir)
+    try:
+        _write_summary(job, rec, out)
+    except OSError:
+        (out / (SUMMARY + ".tmp")).unlink(missing_ok=True)
+        raise
+
+
+def _write_summary(job: Job, rec: RunRecord, out: Path) -> None:
     path = out / SUMMARY
     summary = json.loads(path.read_text()) if path.exists() else {}
     summary["schema_version"] = SCHEMA_VERSION
@@ -231,25 +242,63 @@ def run_job(job: Job, execute: Callable[[Job], None] | None = None, force: bool 
     except ArtifactsLocked as e:
         rec.status, rec.error = "failed", str(e)
         return rec
-    if out.exists():
-        _clear(out)  # a partial (or forced) run: never build on its leftovers
-    out.mkdir(parents=True)
+    # a forced rerun of a complete run goes into a scratch folder and replaces the recorded
+    # run only once it is complete: if it fails (or is interrupted) the old run stays
+    replacing = is_complete(out)
+    work = _scratch(job) if replacing else out
+    if work.exists():
+        _clear(work)  # a partial run (or an old scratch): never build on its leftovers
+    try:
+        work.mkdir(parents=True)
+    except OSError as e:
+        rec.status, rec.error = "failed", f"cannot create {work}: {e}"
+        return rec
     rec.git_sha = git_sha()
     rec.started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     try:
-        (execute or execute_notebook)(job)
+        (execute or execute_notebook)(replace(job, run_dir=str(work)))
         rec.status = "complete"
     except KeyboardInterrupt as e:
         rec.status, rec.error = "interrupted", "KeyboardInterrupt"
         rec.wall_s = round(time.perf_counter() - t0, 3)
+        if replacing:
+            _clear(work)
         raise RunInterrupted(rec) from e
     except Exception as e:  # a failed notebook must not stop the batch
         rec.status = "failed"
         rec.error, rec.extra = describe_error(e)
     rec.wall_s = round(time.perf_counter() - t0, 3)
     if rec.status == "complete":
-        _finalize(job, rec)
+        try:
+            _finalize(job, rec, work)
+            if replacing:
+                _swap(work, out)
+        except OSError as e:  # a full disk: this run failed, the batch goes on
+            rec.status, rec.error = "failed", f"finalizing {work}: {type(e).__name__}: {e}"
+    if replacing and work.exists():
+        _clear(work)
     return rec
+
+
+def _scratch(job: Job) -> Path:
+    """Where a forced rerun is built: outside the ``<experiment>/<run_id>`` layout, so that
+    the report never lists it."""
+    return Path(job.artifacts) / ".scratch" / job.experiment / job.run_id
+
+
+def _swap(new: Path, out: Path) -> None:
+    """Put the complete run ``new`` in place of the complete run ``out`` (two renames on one
+    filesystem; the old run is deleted only after the new one is in place)."""
+    old = new.with_name(new.name + ".old")
+    if old.exists():
+        _clear(old)
+    out.rename(old)
+    try:
+        new.rename(out)
+    except OSError:
+        old.rename(out)  # put the recorded run back
+        raise
+    _clear(old)
 
 

@@ -144,8 +144,10 @@ def batch_names() -> list[str]:
 
 def get_experiment(name: str) -> Experiment:
     """The definition of ``name``; an unknown name is an error listing the known ones."""
+    # only a registered name: an absolute path or ``../x`` must not pick a YAML elsewhere
+    # (its runs would be written outside the artifacts folder)
     path = experiments_dir() / f"{name}.yaml"
-    if not path.exists():
+    if not isinstance(name, str) or name not in experiment_names():
         raise ValueError(f"unknown experiment {name!r}; experiments: "
                          f"{', '.join(experiment_names()) or '(none)'}")
     return load(path)

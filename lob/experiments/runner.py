@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, replace
@@ -98,11 +99,56 @@ def plan(names: Iterable[str], preset: str = "default", overrides: dict | None =
     return list(jobs.values())
 
 
+# manifest lines that could not be written (a full disk), per artifacts folder: written
+# before the next line, and printed at the end of the batch if they never could be
+_PENDING: dict[str, list[str]] = {}
+
+
 def _append_manifest(artifacts: Path, rec: RunRecord) -> None:
-    line = json.dumps(asdict(rec), sort_keys=True) + "\n"
-    # one write of one line in append mode: lines never interleave
-    with open(artifacts / MANIFEST, "a") as f:
-        f.write(line)
+    """Append the run's line (and any earlier line that could not be written). On an
+    OSError the file is cut back to its last whole line and the lines are kept pending."""
+    pending = _PENDING.setdefault(str(artifacts), [])
+    pending.append(json.dumps(asdict(rec), sort_keys=True) + "\n")
+    err = _write_lines(artifacts / MANIFEST, pending)
+    if err is None:
+        pending.clear()
+    else:
+        print(f"could not write {artifacts / MANIFEST} ({err}); {len(pending)} manifest "
+              "line(s) kept to write later", file=sys.stderr)
+
+
+def _write_lines(path: Path, lines: list[str]) -> str | None:
+    """Append whole lines in one write (lines of concurrent writers never interleave); on an
+    OSError cut the file back to its size before (no half line) and return the error."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    try:
+        with open(path, "a") as f:
+            f.write("".join(lines))
+        return None
+    except OSError as e:
+        try:
+            if path.exists():
+                os.truncate(path, size)
+        except OSError:
+            pass
+        return e.strerror or str(e)
+
+
+def _flush_manifest(artifacts: Path) -> int:
+    """Lines still pending at the end of a batch: printed whole to stderr (so nothing is
+    lost) and counted."""
+    pending = _PENDING.get(str(artifacts), [])
+    if pending and _write_lines(artifacts / MANIFEST, pending) is None:  # one more try
+        pending.clear()
+    pending = _PENDING.pop(str(artifacts), [])
+    if pending:
+        print(f"{len(pending)} line(s) of {artifacts / MANIFEST} could not be written; "
+              "here they are, to append by hand:", file=sys.stderr)
+        sys.stderr.write("".join(pending))
+    return len(pending)
 
 
 def record(job: Job, rec: RunRecord) -> RunRecord:
@@ -192,7 +238,10 @@ def _drive(jobs: list[Job], art: Path, preset: str, force: bool, execute, execut
     finally:
         if bar is not None:
             bar.close()
+        lost = _flush_manifest(art)
         _refresh_index(art, say)
+    if lost:
+        return 1
     if failed:
         print(f"{len(failed)} of {len(jobs)} runs failed: "
               + ", ".join(f"{r.experiment}/{r.run_id}" for r in failed), file=sys.stderr)
