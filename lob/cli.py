@@ -38,6 +38,11 @@ def engines_table() -> list[str]:
             src += f" [{caps.summary()}]"
         lines.append(f"{name:<16} {s.backend:<7} {tog:<28} {s.parent or '-':<14} {band:<14} "
                      f"{s.description}{src}")
+    from lob.engines.foreign.adapters import unbuilt
+
+    if unbuilt():
+        lines.append(f"not built yet (third-party engines behind a shim): {', '.join(unbuilt())}"
+                     f"; build with `lob engines build NAME`")
     lines.append("band: the widest price band (max - min + 1) an engine accepts; engines whose "
                  "per-price arrays grow with the band refuse wider ones at creation "
                  "(limit: LOB_MAX_BAND_BYTES, default 1 GiB)")

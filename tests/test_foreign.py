@@ -491,8 +491,11 @@ def test_broken_env_toml_warns_and_lists_only_the_adapters(tmp_path, monkeypatch
     from lob.engines import foreign
 
     monkeypatch.setenv(ENV, str(tmp_path / "missing.toml"))
+    from lob.engines.foreign.adapters import unbuilt
+
     with pytest.warns(RuntimeWarning, match="LOB_ENGINES_TOML ignored: foreign engine list"):
-        assert [s.name for s in foreign.ENGINES] == ["orderly_chaos"]
+        assert [s.name for s in foreign.ENGINES] == [n for n in ["orderly_chaos"]
+                                                      if n not in unbuilt()]
 
 
 def test_header_and_loader_agree():
@@ -752,9 +755,27 @@ def test_adapter_build_without_compiler_or_index_says_so(tmp_path, monkeypatch, 
         build(OC)
     assert str(e.value).startswith("cannot fetch orderly-chaos==0.2.0 from the package index: ")
     assert "\n" not in str(e.value)
-    with pytest.raises(ForeignEngineError, match=r"is not built yet: run `lob engines build "
-                                                 r"orderly_chaos`"):
-        lob.get_engine(OC)
+    hint = ("engine 'orderly_chaos' is not built yet: run `lob engines build orderly_chaos` "
+            "(fetches orderly-chaos 0.2.0 from PyPI with pip and compiles lob's shim with g++)")
+    with pytest.raises(ForeignEngineError) as e:
+        lob.get_engine(OC)  # registered (built in the real cache), library gone from this one
+    assert str(e.value) == hint
+    from lob.engines import registry
+
+    registry.refresh()  # not built here: not registered, and the name says how to build it
+    try:
+        assert OC not in lob.engine_names()
+        with pytest.raises(ValueError) as e:
+            lob.get_engine(OC)
+        assert str(e.value) == hint
+        from lob.cli import engines_table
+
+        assert ("not built yet (third-party engines behind a shim): orderly_chaos; build with "
+                "`lob engines build NAME`") in engines_table()
+    finally:
+        monkeypatch.undo()
+        registry.refresh()
+    assert OC in lob.engine_names()
 
 
 # --- the notebooks, by name ------------------------------------------------------------------

@@ -115,8 +115,11 @@ def engine_spec(name: str) -> EngineSpec:
     try:
         return reg[name]
     except KeyError:
-        raise ValueError(
-            f"unknown engine {name!r}; registered engines: {', '.join(reg)}") from None
+        from lob.engines.foreign.adapters import not_built_hint
+
+        hint = not_built_hint(name)  # a third-party engine's adapter, not built yet
+        raise ValueError(hint or
+                         f"unknown engine {name!r}; registered engines: {', '.join(reg)}") from None
 
 
 def get_engine(name: str, config: BookConfig | None = None):

@@ -9,11 +9,11 @@ and keeps its LICENSE and notices beside the library::
 
     lob engines build orderly_chaos        # or: python -m lob.engines.foreign.adapters
 
-The engine is registered whether built or not (``lob engines`` lists it); building a book
-before it is built raises a :class:`~lob.engines.foreign.ForeignEngineError` saying the one
-command to run. A missing C++ compiler or an unreachable package index raises
-:class:`BuildUnavailable` (one line; the tests skip on it), a failed compile
-:class:`BuildError` with the compiler's first errors.
+The engine is registered once built (``lob engines`` then lists it; before, it names the
+adapters not built yet, and ``lob.get_engine`` of one says the one command to run). A
+missing C++ compiler or an unreachable package index raises :class:`BuildUnavailable` (one
+line; the tests skip on it), a failed compile :class:`BuildError` with the compiler's first
+errors.
 
 The cache folder is ``$LOB_CACHE`` or ``~/.cache/lob``; each build sits in a folder named by
 the engine, its version and a hash of the shim, ``lob_engine.h`` and the flags, so a changed
@@ -183,6 +183,10 @@ def build(name: str = "orderly_chaos", *, force: bool = False, log=None) -> Path
             raise BuildError(f"compiling adapter {name!r} failed:\n{' '.join(cmd)}\n{first}")
         os.replace(tmp_lib, lib)  # atomic: a concurrent build never sees half a file
     log(f"built {lib}")
+    from lob.engines import registry
+
+    if registry._loaded and name not in registry._REGISTRY:  # registered from now on
+        registry.refresh()
     return lib
 
 
@@ -198,18 +202,31 @@ def _factory(a: Adapter):
 
 
 def _built(a: Adapter) -> Path:
-    lib = a.library
-    if not lib.is_file():
-        raise ForeignEngineError(
-            f"engine {a.name!r} is not built yet: run `lob engines build {a.name}` (fetches "
-            f"{a.package} {a.version} from PyPI with pip and compiles lob's shim with g++)")
-    return lib
+    hint = not_built_hint(a.name)
+    if hint:
+        raise ForeignEngineError(hint)
+    return a.library
 
 
 def specs() -> list[EngineSpec]:
-    """One registered engine per adapter, built or not."""
+    """One registered engine per built adapter."""
     return [EngineSpec(a.name, _factory(a), a.description, backend="foreign",
-                       source=f"{a.package} {a.version} (adapter)") for a in ADAPTERS.values()]
+                       source=f"{a.package} {a.version} (adapter)")
+            for a in ADAPTERS.values() if a.library.is_file()]
+
+
+def unbuilt() -> list[str]:
+    """Adapters not built yet (so not registered)."""
+    return [a.name for a in ADAPTERS.values() if not a.library.is_file()]
+
+
+def not_built_hint(name: str) -> str | None:
+    """The one line to say when ``name`` is an adapter that is not built, else None."""
+    a = ADAPTERS.get(name)
+    if a is None or a.library.is_file():
+        return None
+    return (f"engine {name!r} is not built yet: run `lob engines build {name}` (fetches "
+            f"{a.package} {a.version} from PyPI with pip and compiles lob's shim with g++)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,4 +249,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["ADAPTERS", "Adapter", "BuildError", "BuildUnavailable", "adapter", "build",
-           "cache_dir", "main", "specs"]
+           "cache_dir", "main", "not_built_hint", "specs", "unbuilt"]
