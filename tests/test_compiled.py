@@ -324,3 +324,77 @@ def test_warm_start_loads_from_cache_without_recompiling():
     res = _run_fresh({})
     assert res["misses"] == 0
     assert res["sums"] == _expected_sums()
+
+
+# --- v4 (levels="packed"): growth, fixed capacity, buffers lent to results ---------------------
+
+def test_v4_pool_fills_and_index_grow_between_kernel_calls(monkeypatch):
+    from lob.engines.compiled import engine_v4
+
+    monkeypatch.setattr(engine_v4, "_PRESIZE", 0)  # no reservation from the stream: grow
+    cfg = BookConfig(1, 40, StpMode.NONE)
+    eng = assert_same("v4@numba", cfg, random_stream(5, 3000, cfg), capacity=1,
+                      fill_capacity=1)
+    assert eng.grows["pool"] >= 5 and eng.grows["fills"] >= 1
+    assert eng._ND.shape[0] >= len(eng.resting())
+
+
+def test_v4_fixed_capacity_pool_rejects_resting_submits_cleanly():
+    eng = _engine("v4", BookConfig(1, 10), capacity=2, grow=False)
+    for price in (5, 6):
+        assert eng.submit(1, Side.SELL, OrderType.LIMIT, price, 1).status == Status.ACCEPTED
+    full = eng.submit(1, Side.SELL, OrderType.LIMIT, 7, 1)
+    assert (full.status, full.reason, full.id) == (Status.REJECTED, Reason.POOL_FULL, 0)
+    ioc = eng.submit(2, Side.BUY, OrderType.IOC, 5, 1)  # needs no node: still trades
+    assert (ioc.status, ioc.id, ioc.filled) == (Status.FILLED, 3, 1)
+    assert eng.submit(1, Side.SELL, OrderType.LIMIT, 7, 1).id == 4  # the freed node
+    assert eng.resting() == [(2, 1, 1, 6, 1), (4, 1, 1, 7, 1)]
+    eng.check()
+
+
+def test_v4_results_keep_their_buffers_while_later_replays_run():
+    """replay hands out views of pooled, reused memory (outcomes, fills): a result must
+    never change under a later replay, on the same engine or another one."""
+    cfg = BookConfig(1, 40, StpMode.CANCEL_MAKER)
+    a, b = random_stream(51, 40_000, cfg), random_stream(52, 40_000, cfg)
+    ref_a = get_engine("reference", cfg).replay(a)
+    eng = get_engine("v4@numba", cfg)
+    first = eng.replay(a)
+    eng.replay(b)
+    get_engine("v4@numba", cfg).replay(b)
+    np.testing.assert_array_equal(first.outcomes, ref_a.outcomes)
+    np.testing.assert_array_equal(first.fills, ref_a.fills)
+    assert len(first.fills) > 1000  # the fill buffer was lent, not copied
+
+
+def test_v4_buffer_pool_reuses_released_memory():
+    from lob.engines.compiled import _buffers
+    from lob.semantics import OUTCOME_DTYPE
+
+    cfg = BookConfig(1, 40)
+    cmds = random_stream(53, 40_000, cfg)
+    nbytes = len(cmds) * OUTCOME_DTYPE.itemsize
+    assert nbytes >= _buffers.MIN_BYTES  # the outcome array comes from the pool
+    first = get_engine("v4@numba", cfg).replay(cmds)
+    total, used = _buffers.pooled_bytes()
+    assert used >= nbytes
+    del first  # its buffers are free again
+    assert _buffers.pooled_bytes()[1] <= used - nbytes
+    second = get_engine("v4@numba", cfg).replay(cmds)
+    assert _buffers.pooled_bytes() == (total, used)  # reused: nothing new mapped
+    third = get_engine("v4@numba", cfg).replay(cmds)  # second holds its buffers: new ones
+    assert _buffers.pooled_bytes()[1] >= used + nbytes
+    assert not np.shares_memory(second.outcomes, third.outcomes)
+    assert second.checksum == third.checksum
+
+
+def test_v4_replay_into_matches_replay():
+    cfg = BookConfig(1, 40, StpMode.CANCEL_BOTH)
+    cmds = random_stream(54, 3000, cfg)
+    res = get_engine("v4@numba", cfg).replay(cmds)
+    out = np.zeros(len(cmds) + 5, dtype=res.outcomes.dtype)
+    fills = np.zeros(len(res.fills), dtype=res.fills.dtype)
+    k = get_engine("v4@numba", cfg).replay_into(cmds, out, fills)
+    assert k == len(res.fills)
+    np.testing.assert_array_equal(out[:len(cmds)], res.outcomes)
+    np.testing.assert_array_equal(fills, res.fills)

@@ -3,6 +3,8 @@ refused at once, before numba and the kernels load; see :mod:`lob.engines.bands`
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from lob.engines.bands import band_memory_limit, check_band
 
 OWNER_MAP_SIZE = 4096  # owners 1..4095 can get a level_sums slot; larger ids use a walk
@@ -27,7 +29,11 @@ def band_bytes(width: int, fok: str) -> int:
 
 def max_band_width(fok: str) -> int:
     """The widest band whose arrays fit the band memory limit (a bisection on the width)."""
-    limit = band_memory_limit()
+    return _max_band_width(fok, band_memory_limit())
+
+
+@lru_cache(maxsize=64)
+def _max_band_width(fok: str, limit: int) -> int:
     lo, hi = 1, limit // 64 + 1  # at least 64 bytes per price
     while lo < hi:
         mid = (lo + hi + 1) // 2

@@ -35,6 +35,7 @@ from lob.semantics import (
 
 _FOK = {"full": k4.FOK_FULL, "early_exit": k4.FOK_EARLY_EXIT, "level_sums": k4.FOK_LEVEL_SUMS}
 _LIMITS = {f: np.iinfo(COMMAND_DTYPE[f]) for f in EXEC_FIELDS}
+_PRESIZE = 1 << 16  # nodes and fill rows reserved from a stream's submit count (2 MB each)
 
 
 class PackedEngine(Interactive):
@@ -162,6 +163,16 @@ class PackedEngine(Interactive):
         need = int(self._S[k4.NEXT_ID]) + submits + 2
         if need > self._IDX.size:  # ids are sequential: size the index once, up front
             self._grow_index(need)
+        # room the stream will likely need, reserved once instead of by several doublings
+        # (each one a kernel re-entry): nodes and fills up to _PRESIZE, never more
+        want = min(submits, _PRESIZE)
+        if self._S[k4.FIXED] == 0 and self._ND.shape[0] < want:
+            self._grow_pool(want - self._ND.shape[0])
+        if self._F.shape[0] < want:
+            f = bf.take_array((want, 4), np.int64)
+            nf = int(self._S[k4.NFILL])
+            f[:nf] = self._F[:nf]
+            self._F, self._lent = f, False
         self._S[k4.NFILL] = 0  # like PyEngine.replay, fills restart with each replay
         return cmds
 

@@ -1,0 +1,337 @@
+"""Where the nanoseconds go: the compiled lineage step by step, every engine side by side, and
+one engine's time per kind of command.
+
+Three functions, each returning a table (a ``pandas.DataFrame``) a notebook or a report can
+print as it is:
+
+* :func:`lineage_profile`: each step of a backend's lineage (``v0+pool@numba`` .. ``v4@numba``)
+  on each workload: the kernel's ns/op and the whole ``replay`` call's ns/op with intervals,
+  the step's mechanism (its one-line description in :mod:`lob.engines.toggles`) and what it
+  bought: the ratio to its parent, per workload, with an interval and the change call of
+  :mod:`lob.measure.stats`;
+* :func:`side_by_side`: every engine the workbench knows that is not pure Python (the
+  compiled lineage, engines behind the C ABI such as ``c_book``, installed ones), measured
+  on the same streams in one run, as ratios to one base engine with intervals; each engine's
+  checksum is compared with the base's, so a ratio is never between engines that did
+  different work;
+* :func:`command_breakdown`: one engine's in-kernel time per class of command (a LIMIT that
+  rests, a LIMIT that trades, a cancel that hits, one that misses, a FOK that is unfillable,
+  ...): each class's share of the commands and of the time, with the clock's own cost
+  beside it. It is the fallback for hardware counters: :func:`hardware_counters` says
+  whether ``perf stat`` can count cycles here (on a VM without a virtual PMU it cannot).
+
+Measurement: rounds are interleaved with :func:`lob.measure.stats.rotations` (every engine
+takes every position equally often); every engine is warmed first with one untimed replay
+of the whole stream (the kernel compiled or loaded, the pre-mapped buffers of the compiled
+book in place); each round builds a fresh engine and replays the whole stream. The *kernel*
+figure is the engine's own timer around its compiled call(s) (``ReplayResult.elapsed_ns``);
+the *replay* figure is the whole ``get_engine`` + ``replay`` call, setup, allocation and
+result wrapping included. ``clock="cpu"`` (the default) reads the measuring thread's CPU
+clock for both (``CLOCK_THREAD_CPUTIME_ID``, by swapping :func:`time.perf_counter_ns` for
+the duration of the measurement): time the thread spends preempted by other processes is not
+counted, which on a shared 2-core machine at a load above 2 is most of what a wall clock
+would measure. ``clock="wall"`` uses the wall clock unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import time
+
+import numpy as np
+import pandas as pd
+
+from lob.measure import stats
+
+DEFAULT_WORKLOADS = ("lobster_replay", "cpp_comprehensive")
+CLOCKS = ("cpu", "wall")
+
+__all__ = ["DEFAULT_WORKLOADS", "command_breakdown", "hardware_counters", "lineage_profile",
+           "measure", "side_by_side"]
+
+
+@contextlib.contextmanager
+def _clock(clock: str):
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {CLOCKS}, got {clock!r}")
+    if clock == "wall":
+        yield time.perf_counter_ns
+        return
+    saved = time.perf_counter_ns
+    time.perf_counter_ns = time.thread_time_ns
+    try:
+        yield time.thread_time_ns
+    finally:
+        time.perf_counter_ns = saved
+
+
+def _workload(workload, scale: float):
+    import lob
+
+    return lob.workload(workload, scale=scale) if isinstance(workload, str) else workload
+
+
+def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7,
+            clock: str = "cpu") -> dict[str, dict]:
+    """Interleaved replays of one workload by each engine.
+
+    ``workload``: a registered name (built at ``scale``) or a built workload. Returns
+    ``{engine: {"kernel": [ns/op per round], "replay": [ns/op per round], "checksum": int}}``,
+    or ``{engine: {"refused": message}}`` for an engine that refuses the workload's book
+    (a band or STP mode it does not take).
+    """
+    import lob
+
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    wl = _workload(workload, scale)
+    cmds, cfg = wl.commands, wl.config
+    n = max(1, len(cmds))
+    out: dict[str, dict] = {}
+    live = []
+    for name in engines:
+        try:
+            res = lob.get_engine(name, cfg).replay(cmds)  # warm-up, untimed
+        except (ValueError, TypeError, NotImplementedError) as e:
+            out[name] = {"refused": str(e).splitlines()[0]}
+            continue
+        out[name] = {"kernel": [], "replay": [], "checksum": res.checksum}
+        del res
+        live.append(name)
+    with _clock(clock) as now:
+        for order in stats.rotations(live, rounds):
+            for name in order:
+                t0 = now()
+                res = lob.get_engine(name, cfg).replay(cmds)
+                t1 = now()
+                out[name]["kernel"].append(res.elapsed_ns / n)
+                out[name]["replay"].append((t1 - t0) / n)
+                del res
+    return out
+
+
+def _median(xs, confidence):
+    mi = stats.median_interval(xs, confidence, of="rounds")
+    lo, hi = mi["ci"] if mi["ci"] else (np.nan, np.nan)
+    return mi["median"], lo, hi
+
+
+def _versus(a: list[float], b: list[float], confidence: float, threshold: float) -> dict:
+    """Per-round ratios a/b (interleaved rounds pair up) with their interval and call."""
+    r = stats.change_of_ratios(np.asarray(a) / np.asarray(b), threshold=threshold,
+                               confidence=confidence, of="interleaved rounds")
+    lo, hi = r["ci"] if r["ci"] else (np.nan, np.nan)
+    return {"ratio": r["median"], "ratio_lo": lo, "ratio_hi": hi, "change": r["change"]}
+
+
+def _time_columns(s: dict, confidence: float) -> dict:
+    k, klo, khi = _median(s["kernel"], confidence)
+    c, clo, chi = _median(s["replay"], confidence)
+    call = np.median(np.asarray(s["replay"]) / np.asarray(s["kernel"]))
+    return {"kernel_ns": k, "kernel_lo": klo, "kernel_hi": khi, "replay_ns": c,
+            "replay_lo": clo, "replay_hi": chi, "replay_over_kernel": float(call)}
+
+
+def lineage_profile(backend: str = "numba", workloads=DEFAULT_WORKLOADS, *,
+                    scale: float = 1.0, rounds: int = 7, clock: str = "cpu",
+                    confidence: float = 0.9, threshold: float = 0.03,
+                    versions: list[str] | None = None) -> pd.DataFrame:
+    """Each lineage step of ``backend`` on each workload, one row per (step, workload).
+
+    Columns: ``step``, ``parent``, ``mechanism`` (the step's description), ``workload``,
+    ``kernel_ns`` with ``kernel_lo``/``kernel_hi`` (median ns/op over the rounds and its
+    ``confidence`` sign-test interval), ``replay_ns`` likewise for the whole call,
+    ``replay_over_kernel`` (median per-round ratio), and what the step bought on that
+    workload: ``vs_parent`` (median per-round ratio step/parent of kernel time, < 1 is
+    faster), ``vs_parent_lo``/``vs_parent_hi`` and ``change`` (``faster``, ``slower``,
+    ``within noise`` beyond ``threshold``, or ``inconclusive``). ``versions`` defaults to
+    the backend's bisection chain (:func:`lob.engines.toggles.chain`).
+    """
+    from lob.engines import toggles as tg
+
+    chain = versions if versions is not None else tg.chain(backend)
+    parents = tg.backend_versions(backend)
+    rows = []
+    for w in workloads:
+        wl = _workload(w, scale)
+        wname = w if isinstance(w, str) else getattr(wl, "name", "workload")
+        s = measure(chain, wl, rounds=rounds, clock=clock)
+        for name in chain:
+            base = name.removesuffix(tg.SUFFIX[backend])
+            parent = parents.get(name)
+            row = {"step": name, "parent": parent, "mechanism": tg.VERSIONS[base]["step"],
+                   "workload": wname}
+            if "refused" in s[name]:
+                rows.append({**row, "note": s[name]["refused"]})
+                continue
+            row.update(_time_columns(s[name], confidence))
+            if parent in s and "kernel" in s[parent]:
+                v = _versus(s[name]["kernel"], s[parent]["kernel"], confidence, threshold)
+                row.update({"vs_parent": v["ratio"], "vs_parent_lo": v["ratio_lo"],
+                            "vs_parent_hi": v["ratio_hi"], "change": v["change"]})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _known_engines(include_python: bool) -> list[str]:
+    import lob
+    from lob.engines import engine_spec
+
+    names = []
+    for name in lob.engine_names():
+        spec = engine_spec(name)
+        if name == "reference" or (spec.backend == "python" and not include_python):
+            continue
+        names.append(name)
+    return names
+
+
+def side_by_side(engines: list[str] | None = None, workloads=DEFAULT_WORKLOADS, *,
+                 base: str | None = None, scale: float = 1.0, rounds: int = 7,
+                 clock: str = "cpu", confidence: float = 0.9, threshold: float = 0.03,
+                 include_python: bool = False) -> pd.DataFrame:
+    """Every engine on the same streams in one run, as ratios to ``base``.
+
+    ``engines`` defaults to every registered engine except ``reference`` and, unless
+    ``include_python``, the pure-Python ones (100x slower: a full-size replay takes
+    minutes). ``base`` defaults to the newest step of the compiled chain. One row per
+    (engine, workload): ``engine``, ``backend``, ``workload``, the kernel and replay
+    ns/op with intervals (as :func:`lineage_profile`), ``vs_base`` (median per-round
+    ratio engine/base of kernel time, > 1 is slower than the base) with its interval and
+    ``change`` call, and ``same_checksum`` (the engine's checksum equals the base's). An
+    engine that refuses the workload's book has a ``note`` and no figures.
+    """
+    from lob.engines import engine_spec
+    from lob.engines import toggles as tg
+
+    names = list(engines) if engines is not None else _known_engines(include_python)
+    if base is None:
+        base = tg.chain("numba")[-1]
+    if base not in names:
+        names.insert(0, base)
+    rows = []
+    for w in workloads:
+        wl = _workload(w, scale)
+        wname = w if isinstance(w, str) else getattr(wl, "name", "workload")
+        s = measure(names, wl, rounds=rounds, clock=clock)
+        if "refused" in s[base]:
+            raise ValueError(f"the base engine {base!r} refuses {wname}: {s[base]['refused']}")
+        for name in names:
+            row = {"engine": name, "backend": engine_spec(name).backend, "workload": wname}
+            if "refused" in s[name]:
+                rows.append({**row, "note": s[name]["refused"]})
+                continue
+            row.update(_time_columns(s[name], confidence))
+            v = _versus(s[name]["kernel"], s[base]["kernel"], confidence, threshold)
+            row.update({"vs_base": v["ratio"], "vs_base_lo": v["ratio_lo"],
+                        "vs_base_hi": v["ratio_hi"], "change": v["change"],
+                        "same_checksum": s[name]["checksum"] == s[base]["checksum"]})
+            rows.append(row)
+    out = pd.DataFrame(rows)
+    out.attrs["base"] = base
+    return out
+
+
+def _command_classes(cmds: np.ndarray, outcomes: np.ndarray) -> np.ndarray:
+    """A class label per command, from its kind and type and what it did."""
+    from lob.semantics import Kind, OrderType, Status
+
+    kind, otype, st = cmds["kind"], cmds["otype"], outcomes["status"]
+    traded = outcomes["fills"] > 0
+    lab = np.full(len(cmds), "other", dtype=object)
+    sub = kind == Kind.SUBMIT
+    rej = st == Status.REJECTED
+    for t in OrderType:
+        m = sub & (otype == t) & ~rej
+        name = t.name
+        if t in (OrderType.LIMIT, OrderType.POST_ONLY):
+            lab[m & traded] = f"{name} trades"
+            lab[m & ~traded & (st == Status.ACCEPTED)] = f"{name} rests untouched"
+            lab[m & ~traded & (st != Status.ACCEPTED)] = f"{name} refused by the book"
+        elif t == OrderType.FOK:
+            lab[m & traded] = "FOK fills"
+            lab[m & ~traded] = "FOK unfillable"
+        else:
+            lab[m & traded] = f"{name} trades"
+            lab[m & ~traded] = f"{name} finds nothing"
+    can = kind == Kind.CANCEL
+    lab[can & (st == Status.CANCELLED)] = "CANCEL hits"
+    lab[can & (st != Status.CANCELLED)] = "CANCEL misses"
+    lab[(kind == Kind.MODIFY) & ~rej] = "MODIFY"
+    lab[(kind == Kind.MASS_CANCEL) & ~rej] = "MASS_CANCEL"
+    lab[rej] = "rejected"
+    return lab
+
+
+def command_breakdown(engine: str, workload, *, scale: float = 1.0,
+                      rounds: int = 3) -> pd.DataFrame:
+    """``engine``'s in-kernel time per class of command on ``workload``.
+
+    The engine must time itself (``clock == "engine"``: the compiled engines read
+    ``clock_gettime`` around each timed command inside the kernel). Over ``rounds`` timed
+    replays on fresh engines each command keeps its lowest duration (a preemption or an
+    interrupt inflates one round, rarely all). One row per class: ``commands``, ``share``
+    of the timed commands, ``median_ns`` and ``p90_ns`` of the class's durations (the
+    clock's own cost included; ``clock_ns`` is one read's median, read in the same
+    process), ``time_share`` (the class's share of the summed durations), and
+    ``untimed_ns_per_op``: the same stream's kernel ns/op without the clock reads, the
+    figure the shares divide. The clock's resolution on a VM is ~10 ns, so a class's median
+    says more than its single values.
+    """
+    import lob
+
+    wl = _workload(workload, scale)
+    cmds, cfg = wl.commands, wl.config
+    eng = lob.get_engine(engine, cfg)
+    if getattr(eng, "clock", None) != "engine":
+        raise ValueError(f"{engine!r} does not time itself inside a replay "
+                         f"(clock={getattr(eng, 'clock', None)!r}); use lob.bench for it")
+    timed = cmds["timed"]
+    best = None
+    untimed = []
+    res = None
+    for _ in range(max(1, rounds)):
+        res, d = lob.get_engine(engine, cfg).replay_timed(cmds)
+        best = d if best is None else np.minimum(best, d)
+        untimed.append(lob.get_engine(engine, cfg).replay(cmds).elapsed_ns / max(1, len(cmds)))
+    labels = _command_classes(cmds, res.outcomes)[timed]
+    clock = eng.clock_overhead()["median_ns"]
+    total = float(best.sum()) or 1.0
+    rows = []
+    for lab in sorted(set(labels)):
+        d = best[labels == lab]
+        rows.append({"class": lab, "commands": int(d.size), "share": d.size / len(best),
+                     "median_ns": float(np.median(d)), "p90_ns": float(np.percentile(d, 90)),
+                     "time_share": float(d.sum()) / total})
+    out = pd.DataFrame(rows).sort_values("time_share", ascending=False, ignore_index=True)
+    out.attrs.update({"engine": engine, "clock_ns": clock,
+                      "untimed_ns_per_op": float(np.median(untimed))})
+    out["clock_ns"] = clock
+    out["untimed_ns_per_op"] = float(np.median(untimed))
+    return out
+
+
+def hardware_counters() -> dict | None:
+    """What ``perf stat`` counts here: ``{"cycles": n, "instructions": n}`` for a trivial
+    command, or None when perf is missing or the machine exposes no hardware counters (a VM
+    without a virtual PMU reports ``<not supported>``), in which case
+    :func:`command_breakdown` is the way to see where time goes."""
+    perf = shutil.which("perf")
+    if perf is None:
+        return None
+    try:
+        r = subprocess.run([perf, "stat", "-x,", "-e", "cycles,instructions", "true"],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    got = {}
+    for line in r.stderr.splitlines():
+        parts = line.split(",")
+        if len(parts) > 2 and parts[2] in ("cycles", "instructions"):
+            try:
+                got[parts[2]] = int(parts[0])
+            except ValueError:
+                return None  # "<not supported>" or "<not counted>"
+    return got if len(got) == 2 else None
