@@ -69,10 +69,11 @@ from lob.semantics import (
     Reason,
     StpMode,
 )
+from lob.workloads.diagnostics import BookShape
 from lob.workloads.fetch import OB_ANALYTICS, DataFetchError, ensure, read_member
 
 __all__ = ["BAND", "RULES", "Capture", "Conversion", "arrival_ms", "band_for", "conversion",
-           "due_offsets_ns", "load_capture", "replay_band", "validate", "versus"]
+           "due_offsets_ns", "load_capture", "replay_band", "validate"]
 
 SUBMIT, CANCEL = int(Kind.SUBMIT), int(Kind.CANCEL)
 LIMIT, POST_ONLY, MARKET, NOTIONAL = (int(OrderType.LIMIT), int(OrderType.POST_ONLY),
@@ -187,7 +188,18 @@ def _convert(cap: Capture, config: BookConfig) -> Conversion:
     from lob.engines import get_engine
 
     eng = get_engine("reference", config)
-    step, index, sides = eng.step, eng._index, eng._sides
+    book = BookShape()  # lob's book, followed from the engine's public outputs
+    index, sides = book.orders, book.sides
+
+    def step(*cmd) -> tuple:
+        """One command on the engine; the followed book updated from its outcome and fills."""
+        out = eng.step(*cmd)
+        fl = ()
+        if out[5]:
+            fl = eng.fills.tolist()[-out[5]:]
+            eng.clear_fills()
+        book.apply(cmd, out, fl)
+        return out
     lo, hi = config.min_price, config.max_price
     n = len(cap)
     oid, exch, price, sat = (a.tolist() for a in (cap.oid, cap.exch_ms, cap.price, cap.sat))
@@ -225,10 +237,10 @@ def _convert(cap: Capture, config: BookConfig) -> Conversion:
         opp = sides[1 - s]
         if not opp:
             return None
-        p, q = opp.peekitem(0 if s == 0 else -1)
+        p, level = opp.peekitem(0 if s == 0 else -1)
         if limit is not None and (p > limit if s == 0 else p < limit):
             return None
-        return q[0]
+        return next(iter(level))  # the id first in time priority
 
     for i in range(n):
         v, a, s = oid[i], action[i], side[i]
@@ -297,10 +309,10 @@ def _convert(cap: Capture, config: BookConfig) -> Conversion:
             first_maker = lob_id.get(maker_of[ks[0]]) if ks else None
             while True:
                 o = first_crossing(s, limit)
-                if o is None or o.id not in snap_lob or o.id == first_maker:
+                if o is None or o not in snap_lob or o == first_maker:
                     break
-                step(CANCEL, 0, 0, 0, 0, 0, o.id, 0)
-                rows.append((CANCEL, 0, 0, 0, 0, -o.id, False, ms))
+                step(CANCEL, 0, 0, 0, 0, 0, o, 0)
+                rows.append((CANCEL, 0, 0, 0, 0, -o, False, ms))
                 c["stale_snapshot_cancelled"] += 1
         out = step(SUBMIT, otype, s, 1, p if otype != MARKET else 0, q, 0, 0)
         rows.append((SUBMIT, otype, s, p if otype in (LIMIT, POST_ONLY) else 0, q, v, timed, ms))
@@ -524,75 +536,3 @@ WORKLOADS = {
         describe=describe_conversion),
 }
 
-
-_VS_ROWS = (  # (label, diagnostics key or callable)
-    ("commands", "commands"), ("timed", "timed"), ("timed submits", "timed_submits"),
-    ("timed cancels", "timed_cancels"), ("timed markets", "timed_markets"),
-    ("resting mean", "resting_mean"), ("resting max", "resting_max"),
-    ("levels max (both sides)", "levels_max"), ("price span mean (ticks)", "span_mean"),
-    ("crossing submits %", "cross_pct"), ("cancels hitting %", "cancel_hit_pct"),
-    ("markets meeting empty side %", "market_empty_pct"),
-    ("fills per timed submit", "fills_mean"), ("fills max", "fills_max"),
-    ("levels walked mean", "levels_walked_mean"), ("levels walked max", "levels_walked_max"),
-)
-
-
-def versus(engine: str = "v2@numba", others: tuple[str, ...] = ("lobster_replay",
-           "mixed_70_20_10"), *, repeat: int = 3, scale: float = 1.0) -> str:
-    """The real stream's diagnostics beside synthetic workloads', and ``engine``'s latency
-    percentiles on each, measured in one run (latency captures interleaved round by round,
-    ``repeat`` rounds, merged per workload). Returns the table as text (markdown).
-
-    Latencies are closed-loop per-op service times in ns from lob's clock; the real
-    stream's own timestamps (ms) play no part in them.
-    """
-    import os
-
-    from lob.measure import bench
-    from lob.measure.results import BenchResult
-    from lob.workloads import build as build_wl
-    from lob.workloads.diagnostics import diagnose
-
-    names = ("bitstamp_btcusd", *others)
-    wls = {n: build_wl(n, scale=scale) for n in names}
-    diags = {n: diagnose(wl) for n, wl in wls.items()}
-    runs: dict[str, list] = {n: [] for n in names}
-    for _ in range(repeat):
-        for n in names:
-            runs[n].append(bench(engine, wls[n], repeat=1, throughput=False,
-                                 diagnostics=False))
-    merged = {n: BenchResult.merge(runs[n]) for n in names}
-
-    def cell(v):
-        if v is None:
-            return "n/a"
-        if isinstance(v, float):
-            return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.2f}" if abs(v) < 1000 else f"{v:,.0f}"
-        return f"{v:,}"
-
-    head = "| | " + " | ".join(names) + " |"
-    lines = [head, "|---" * (len(names) + 1) + "|"]
-    for label, key in _VS_ROWS:
-        lines.append(f"| {label} | " + " | ".join(cell(diags[n][key]) for n in names) + " |")
-    for label, attr in (("count (latency samples)", "count"), ("p50 ns", "p50"),
-                        ("p99 ns", "p99"), ("p99.9 ns", "p99_9")):
-        lines.append(f"| {engine} {label} | " + " | ".join(
-            cell(getattr(merged[n].latency, attr)) for n in names) + " |")
-    clk = merged[names[0]].clock
-    conv = conversion(*BAND)
-    c = conv.counts
-    lines += ["", f"{engine}, closed-loop per-op latency, {repeat} interleaved captures per "
-              f"workload merged; clock read cost {clk.overhead_median_ns:.0f} ns median (not "
-              f"subtracted); load {os.getloadavg()[0]:.2f} at the end; scale {scale:g}.",
-              f"bitstamp_btcusd: band {conv.config.min_price:,}..{conv.config.max_price:,}; "
-              f"{c['post_only_refused']:,} of {c['post_only']:,} post-only orders refused "
-              f"(WOULD_CROSS); venue span {c['span_ms'] / 1000:,.1f} s in ms timestamps "
-              f"({c['timed_commands'] / (c['span_ms'] / 1000):,.0f} commands/s on average)."]
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":  # python -m lob.workloads.bitstamp [engine] [repeat]
-    import sys
-
-    print(versus(sys.argv[1] if len(sys.argv) > 1 else "v2@numba",
-                 repeat=int(sys.argv[2]) if len(sys.argv) > 2 else 3))
