@@ -133,7 +133,8 @@ def shim_stats(eng) -> dict | None:
 def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
                    workloads=("cpp_comprehensive", "lobster_replay"), *, scale: float = 1.0,
                    rounds: int = 7, confidence: float = 0.9) -> dict:
-    """ns/op and p50/p99/p99.9 of ``engine`` beside ``others`` on ``workloads``, interleaved
+    """ns/op and p50/p99/p99.9 of ``engine`` beside ``others`` on ``workloads`` (names at
+    ``scale``, or Workload objects), interleaved
     in ``rounds`` rotating rounds, with ratios engine / other and their intervals; per
     command type medians; the run's conditions. ``c_book`` is built and registered if
     needed. Returns a JSON-able dict (see :func:`report` for a table)."""
@@ -151,8 +152,10 @@ def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
         out["conditions_before"] = run_conditions()
     except Exception:  # conditions are a courtesy here, never a failure
         pass
-    for name in workloads:
-        wl, note = declared_workload(engine, lob.workload(name, scale=scale))
+    for item in workloads:  # a name, or a Workload built by the caller
+        wl = lob.workload(item, scale=scale) if isinstance(item, str) else item
+        name = wl.name
+        wl, note = declared_workload(engine, wl)
         if note:
             out["notes"].append(note)
         cmds = wl.commands
