@@ -54,7 +54,7 @@ def test_names_exactly_the_slow_commit_and_skips_the_broken_one(demo, tmp_path, 
     out = tmp_path / "run"
     code = main(["bisect", "--repo", str(repo), "--good", shas[0], "--bad", shas[-1],
                  "--engine", "demo", "--workload", "mixed_70_20_10", "--scale", "0.001",
-                 "--runs", "2", "--max-runs", "3", "--threshold", "50", "--inner", "3",
+                 "--runs", "5", "--max-runs", "5", "--threshold", "50", "--inner", "3",
                  "--cache", str(cache),
                  "--out", str(out)])
     text = capsys.readouterr().out
@@ -74,7 +74,7 @@ def test_names_exactly_the_slow_commit_and_skips_the_broken_one(demo, tmp_path, 
 def test_a_range_without_change_is_no_change_beyond_noise(demo, capsys):
     repo, shas, cache = demo
     res = bisect_versions(shas[SLOW + 1], shas[-1], "demo", "mixed_70_20_10", repo=repo,
-                          scale=0.001, runs=2, max_runs=3, threshold=0.5, inner=3,
+                          scale=0.001, runs=5, max_runs=5, threshold=0.5, inner=3,
                           cache=cache)
     assert res.line() == "no change beyond noise"
     assert res.first_change is None and len(res.steps) == 1
@@ -128,7 +128,8 @@ def test_interleaved_rounds_and_skips(demo):
     assert [r.index for r in res.revisions if r.status == "skipped"] == [5, 6]
     # the first comparison interleaves good and bad; later rounds good, bad and the probe
     assert m.calls[:4] == [0, 11, 11, 0]
-    assert sorted(m.calls[4:7]) == [0, 5, 11]
+    # no interval before MIN_RATIO_N rounds: the first probe comes after five of them
+    assert sorted(m.calls[10:13]) == [0, 5, 11]
     # every revision between the last good and the change skipped: the change is ambiguous
     m2 = fake(shas, 7, 2.0, broken=(4, 5, 6))
     res = bisect_versions(shas[3], shas[7], "demo", "w", repo=repo, runs=2, log=None,
@@ -146,7 +147,10 @@ def test_bad_input(demo, tmp_path):
     with pytest.raises(ValueError, match="unknown metric"):
         bisect_versions(shas[0], shas[1], "demo", "w", "p42", repo=repo, log=None)
     with pytest.raises(ValueError, match="runs"):
-        bisect_versions(shas[0], shas[1], "demo", "w", repo=repo, runs=1, log=None)
+        bisect_versions(shas[0], shas[1], "demo", "w", repo=repo, runs=0, log=None)
+    with pytest.raises(ValueError, match="max_runs .* must be >= 5"):
+        bisect_versions(shas[0], shas[1], "demo", "w", repo=repo, runs=2, max_runs=3,
+                        log=None)
     with pytest.raises(ValueError, match="cannot measure good"):
         bisect_versions(shas[0], shas[1], "demo", "w", repo=repo, log=None,
                         measure=fake(shas, broken=(0,)))
@@ -158,7 +162,8 @@ def test_bad_input(demo, tmp_path):
 
 
 def test_version_bisection_is_not_in_the_default_batch(tmp_path, monkeypatch):
-    from lob.experiments.registry import batch_names, experiment_names, get_experiment, repo_root
+    from lob.experiments.registry import batch_names, experiment_names, get_experiment
+    from lob.paths import repo_root
 
     for name in ("version_bisection", "bisection"):  # this one, and one of the batch
         text = (repo_root() / "experiments" / f"{name}.yaml").read_text()
@@ -175,3 +180,114 @@ def test_version_bisection_is_not_in_the_default_batch(tmp_path, monkeypatch):
     run_batch(None, "quick", artifacts=tmp_path / "art", progress=False,
               execute=lambda job: ran.append(job.experiment))
     assert ran == ["bisection"]  # `lob main` runs the batch; version_bisection only by name
+
+
+# --- issue 26: nothing lost, no silent wrong answer -----------------------------------------
+
+def _git(repo, *a):
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def test_the_cache_never_touches_the_users_worktrees(tmp_path):
+    """A user's worktree whose folder is absent (an unplugged disk) keeps its admin data."""
+    from lob.studies.gitbisect import Checkouts
+
+    shas = demo_repo(tmp_path / "repo", n_commits=3, slow_at=None, broken_at=None)
+    repo = tmp_path / "repo"
+    _git(repo, "worktree", "add", "--detach", str(tmp_path / "usb" / "wt"), shas[1])
+    import shutil
+
+    shutil.rmtree(tmp_path / "usb")  # absent right now, not gone for good
+    before = _git(repo, "worktree", "list", "--porcelain")
+    m = SubprocessMeasurer(repo, "demo", "mixed_70_20_10", "ns_per_op", scale=0.0005,
+                           inner=1, cache=tmp_path / "cache")
+    assert m(shas[0], 1, False).status == "ok" and m(shas[2], 2, False).status == "ok"
+    assert _git(repo, "worktree", "list", "--porcelain") == before
+    assert str(tmp_path / "usb" / "wt") in before
+    assert _git(repo, "status", "--porcelain") == ""  # index and work tree untouched
+    assert Checkouts(repo, tmp_path / "cache").complete(shas[0]) is not None
+
+
+def test_a_half_built_checkout_is_never_reused(tmp_path, monkeypatch):
+    """Ctrl-C right after git wrote part of a checkout: the next search rebuilds it."""
+    import subprocess
+
+    from lob.studies import gitbisect
+
+    shas = demo_repo(tmp_path / "repo", n_commits=2, slow_at=None, broken_at=None)
+    repo, cache = tmp_path / "repo", tmp_path / "cache"
+    real = subprocess.run
+
+    def interrupted(cmd, *a, **k):
+        r = real(cmd, *a, **k)
+        if "checkout-index" in cmd or "worktree" in cmd and "add" in cmd:
+            for f in cache.rglob("lobdemo/__init__.py"):
+                f.unlink()  # the half that never reached the disk
+            raise KeyboardInterrupt
+        return r
+
+    monkeypatch.setattr(gitbisect.subprocess, "run", interrupted)
+    m = SubprocessMeasurer(repo, "demo", "mixed_70_20_10", "ns_per_op", scale=0.0005,
+                           inner=1, cache=cache)
+    with pytest.raises(KeyboardInterrupt):
+        m(shas[0], 1, False)
+    monkeypatch.setattr(gitbisect.subprocess, "run", real)
+    s = m(shas[0], 2, False)
+    assert s.status == "ok", s.error
+
+
+def test_two_searches_take_turns_on_the_cache(tmp_path):
+    import fcntl
+    import os
+
+    from lob.studies.gitbisect import Checkouts
+
+    shas = demo_repo(tmp_path / "repo", n_commits=2, slow_at=None, broken_at=None)
+    co = Checkouts(tmp_path / "repo", tmp_path / "cache", wait=0.3)
+    co.root.mkdir(parents=True)
+    fd = os.open(co.root / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another search is building a checkout
+    try:
+        with pytest.raises(ValueError, match="busy"):
+            co.path(shas[0])
+    finally:
+        os.close(fd)
+    assert (co.path(shas[0]) / "lobdemo" / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("preset,runs,max_runs,threshold,sigma", [
+    ("default", 5, 15, 0.05, 0.1),  # the CLI's defaults
+    ("quick", 2, 6, 0.2, 0.3),  # experiments/version_bisection.yaml quick
+])
+def test_identical_code_gets_at_most_5pct_false_calls(demo, preset, runs, max_runs,
+                                                      threshold, sigma):
+    """100 searches over 12 commits of identical code (lognormal noise, fixed seeds)."""
+    repo, shas, _ = demo
+    false = 0
+    for seed in range(100):
+        res = bisect_versions(shas[0], shas[-1], "demo", "w", repo=repo, runs=runs,
+                              max_runs=max_runs, threshold=threshold, n_boot=1000,
+                              measure=fake(shas, sigma=sigma, seed=seed), log=None)
+        false += res.first_change is not None
+        assert all(s.decision.split(" (")[0] in ("slower", "faster", "within noise",
+                                                 "inconclusive") for s in res.steps)
+    assert false <= 5, (preset, false)
+
+
+def test_ctrl_c_is_one_line(demo, monkeypatch, capsys, tmp_path):
+    from lob.studies import gitbisect
+
+    repo, shas, _ = demo
+
+    def ctrl_c(self, sha, nonce, hist):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gitbisect.SubprocessMeasurer, "__call__", ctrl_c)
+    code = main(["bisect", "--repo", str(repo), "--good", shas[0], "--bad", shas[1],
+                 "--engine", "demo", "--workload", "mixed_70_20_10",
+                 "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 130 and "interrupted" in err and "Traceback" not in err

@@ -112,3 +112,33 @@ def test_rotations_balance_every_position():
     assert S.rotations([], 2) == [[], []]
     with pytest.raises(ValueError):
         S.rotations(["a"], -1)
+
+
+@pytest.mark.parametrize("sigma", [0.1, 0.3])
+def test_no_ratio_interval_from_fewer_values_than_hold_its_coverage(sigma):
+    """Identical samples: a 95% interval excludes 1 in at most ~5% of cases from
+    MIN_RATIO_N values a side; from three it does so far more often (why there is a floor)."""
+    rng = np.random.default_rng(26)
+    trials = 300
+
+    def false_calls(n, min_n):
+        calls = 0
+        for i in range(trials):
+            a, b = rng.lognormal(0, sigma, n), rng.lognormal(0, sigma, n)
+            _, lo, hi = S.ratio_interval(a, b, n_boot=1000, seed=i, min_n=min_n)
+            calls += S.change(lo, hi) in ("faster", "slower")
+        return calls / trials
+
+    assert false_calls(S.MIN_RATIO_N, S.MIN_RATIO_N) <= 0.06
+    assert false_calls(3, 2) >= 0.07
+    a = rng.lognormal(0, sigma, S.MIN_RATIO_N - 1)
+    assert S.ratio_interval(a, a)[1:] == (None, None)
+
+
+def test_sequential_level_is_bonferroni_over_the_looks():
+    assert S.sequential_level(0.95, 1) == pytest.approx(0.95)
+    assert S.sequential_level(0.95, 5) == pytest.approx(0.99)
+    with pytest.raises(ValueError, match="looks"):
+        S.sequential_level(0.95, 0)
+    with pytest.raises(ValueError, match="confidence"):
+        S.sequential_level(1.5, 2)

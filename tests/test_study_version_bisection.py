@@ -15,7 +15,7 @@ def _result(first_change=True):
     revs = [Revision(i, f"{'ab' * 3}{i:034d}", f"commit {i} " + "x" * 80, status=st,
                      values=[(r, 100.0 + 50 * (i >= 1)) for r in range(n)])
             for i, (st, n) in enumerate([("ok", 4), ("ok", 3), ("skipped", 0), ("ok", 4)])]
-    steps = [Step(1, revs[1].sha, revs[1].subject, 150.0, 100.0, 1.5, 1.4, 1.6, "changed", 3)]
+    steps = [Step(1, revs[1].sha, revs[1].subject, 150.0, 100.0, 1.5, 1.4, 1.6, "slower", 3)]
     line = ("first change: " + revs[1].sha if first_change else "no change beyond noise")
     return SimpleNamespace(revisions=revs, steps=steps, metric="ns_per_op", engine="demo",
                            workload="w", wall_s=12.3, measured=[r for r in revs if r.values],

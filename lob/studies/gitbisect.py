@@ -4,28 +4,32 @@ Which commit of a repository (lob itself, or a package that registers engines th
 ``lob.engines`` entry point) moved ``metric`` of ``engine`` on ``workload``, and by how much?
 :func:`bisect_versions` binary-searches ``git rev-list --first-parent good..bad``:
 
-* each probed revision is checked out into a git worktree under a cache folder
-  (``LOB_BISECT_CACHE``, default ``~/.cache/lob/bisect``) and kept there, so numba's cache,
-  which lives beside the sources, is kept per worktree too;
+* each probed revision is checked out into a cache folder (``LOB_BISECT_CACHE``, default
+  ``~/.cache/lob/bisect``) managed by lob alone (:class:`Checkouts`: the repository is only
+  read, its worktrees are never touched; a checkout is trusted only once it is complete;
+  the cache has a lock) and kept there, so numba's cache, which lives beside the sources,
+  is kept per checkout too;
 * a revision is measured in a fresh process of the current interpreter (this venv) with the
-  worktree first on ``PYTHONPATH`` and as the working directory. The measuring program
-  (:data:`PROBE`) is not imported from any revision: it uses only what every revision of lob
-  and any foreign package provides (``lob.workload``, ``lob.get_engine`` or a ``lob.engines``
-  entry point, ``engine.replay`` timed from outside, ``engine.execute`` one row at a time
-  for per-op latency), so the measuring method is the same at every revision and only the
-  engine's code changes;
+  checkout first on ``PYTHONPATH`` and as the working directory. The measuring program
+  (:mod:`lob.studies.bisect_probe`, run as a script file) is not imported from any
+  revision: it uses only what every revision of lob and any foreign package provides
+  (``lob.workload``, ``lob.get_engine`` or a ``lob.engines`` entry point, ``engine.replay``
+  timed from outside, ``engine.execute`` one row at a time for per-op latency), so the
+  measuring method is the same at every revision and only the engine's code changes;
 * the revisions in play (good, bad, the probe) are measured in rounds, interleaved, in a
   rotating order, so drift of the machine hits them alike; a comparison with good uses only
-  good's values from the same rounds, gets a bootstrap interval of the ratio of medians and
-  is called ``changed`` only when that interval clears ``1 +/- threshold``, ``same`` when it
-  lies inside; otherwise one more round, up to ``max_runs``, then ``within noise`` (no
-  change called). Within the search an undecided probe goes to the side, good or bad, whose
-  median it is nearer, and says so. Looking again after every round is a sequential test:
-  each look uses an interval at level ``1 - (1 - confidence) / looks`` (Bonferroni over the
-  ``max_runs - runs + 1`` looks). In simulation (10% lognormal noise per value, 5 to 15
-  rounds, 5% threshold, 12 commits): 0 false calls in 300 searches without a change; a 30%
-  step at commit 7 named exactly in 100 of 100; a 15% step named in 25, another commit in 6,
-  "no change beyond noise" in 69 (more rounds or a quieter machine buy power);
+  good's values from the same rounds, gets a bootstrap interval of the ratio of medians
+  (none below :data:`lob.measure.stats.MIN_RATIO_N` rounds: from fewer the interval does
+  not hold its coverage) and gets the one call of :func:`lob.measure.stats.change`:
+  ``slower`` or ``faster`` (a change) when the interval clears ``1 +/- threshold``,
+  ``within noise`` when it lies inside; otherwise one more round, up to ``max_runs``, then
+  ``inconclusive`` (no change called). Within the search an undecided probe goes to the
+  side, good or bad, whose median it is nearer, and says so. Looking again after every
+  round is a sequential test: each look uses an interval at
+  :func:`lob.measure.stats.sequential_level` (Bonferroni over the looks that can give an
+  interval). In simulation (tests/test_bisect.py: lognormal noise per value, identical
+  code): no more than 5% false calls at the default and quick settings; with 10% noise,
+  5 to 15 rounds and a 5% threshold, a 30% step at commit 7 of 12 is named exactly;
 * a revision where the engine or the workload does not exist, or the code does not import,
   is skipped, as ``git bisect skip`` does: the search probes a neighbour instead.
 
@@ -61,138 +65,19 @@ from pathlib import Path
 
 import numpy as np
 
-from lob.measure.stats import ratio_interval
+from lob.measure.stats import MIN_RATIO_N, change, ratio_interval, sequential_level
 
+CHANGED = ("slower", "faster")  # the calls of lob.measure.stats.change that name a change
 BISECT_METRICS = {"ns_per_op": "ns/op", "p50": "p50 (ns)", "p99": "p99 (ns)",
                   "p99_9": "p99.9 (ns)", "allocs_per_op": "allocs/op"}
 _METRIC_ALIASES = {"ns/op": "ns_per_op", "p99.9": "p99_9", "allocs/op": "allocs_per_op"}
 
-# The measuring program, run as ``python -c PROBE '<json args>'`` inside a revision's
-# worktree. Keep it to API that every revision has; it prints one ``LOBPROBE {json}`` line.
-PROBE = r'''
-import json, os, sys, time
-args = json.loads(sys.argv[1])
-
-def emit(status, **kw):
-    sys.stdout.write("LOBPROBE " + json.dumps({"status": status, **kw}) + "\n")
-    sys.stdout.flush()
-    sys.exit(0)
-
-def why(e):
-    return f"{type(e).__name__}: {e}"[:500]
-
-try:
-    import numpy as np
-    import lob
-except Exception as e:  # the revision does not import: skip it
-    emit("broken", error="import lob: " + why(e))
-name = args["engine"]
-try:
-    wl = lob.workload(args["workload"], scale=args["scale"])
-    cmds = wl.commands
-except Exception as e:
-    emit("missing", error=f"workload {args['workload']!r}: " + why(e))
-
-def entry_point_factory():
-    # an engine registered through the lob.engines entry point (an EngineSpec or a list);
-    # the entry point named like the engine first; others that fail to load are noted only
-    from importlib.metadata import entry_points
-    eps = sorted(entry_points(group="lob.engines"), key=lambda ep: ep.name != name)
-    notes = []
-    for ep in eps:
-        try:
-            obj = ep.load()
-        except Exception as e:
-            if ep.name == name:
-                raise
-            notes.append(f"entry point {ep.name!r} does not load ({why(e)})")
-            continue
-        for spec in obj if isinstance(obj, (list, tuple)) else [obj]:
-            if getattr(spec, "name", None) == name:
-                return spec.factory, notes
-    return None, notes
-
-via = "registry"
-try:
-    make = lambda: lob.get_engine(name, wl.config)
-    make()
-except ValueError as e:  # not in this revision's registry: a foreign entry point?
-    try:
-        f, notes = entry_point_factory()
-    except Exception as e2:
-        emit("broken", error="entry point: " + why(e2))
-    if f is None:
-        emit("missing", error=f"engine {name!r}: " + why(e) + "".join("; " + n for n in notes))
-    make, via = (lambda: f(wl.config)), "entry point"
-    try:
-        make()
-    except Exception as e2:
-        emit("broken", error=f"engine {name!r}: " + why(e2))
-except Exception as e:
-    emit("broken", error=f"engine {name!r}: " + why(e))
-
-clk = time.perf_counter_ns
-n = max(1, len(cmds))
-
-def per_op():
-    # per-op service time of every timed command, timed here around engine.execute(row)
-    eng = make()
-    ex = eng.execute
-    rows = list(cmds)
-    timed = cmds["timed"].tolist()
-    out = []
-    for r, t in zip(rows, timed):
-        if t:
-            t0 = clk(); ex(r); out.append(clk() - t0)
-        else:
-            ex(r)
-    return np.asarray(out, dtype=np.int64)
-
-def histogram(d):
-    from hdrh.histogram import HdrHistogram
-    h = HdrHistogram(1, 1_000_000_000, 3)
-    v, c = np.unique(np.clip(d, 1, 1_000_000_000), return_counts=True)
-    for vi, ci in zip(v.tolist(), c.tolist()):
-        h.record_value(vi, ci)
-    return h
-
-metric = args["metric"]
-try:
-    make().replay(cmds)  # warm-up: imports, caches, JIT
-    hist = None
-    if metric == "ns_per_op":
-        best = None
-        for _ in range(args["inner"]):
-            eng = make()
-            t0 = clk(); eng.replay(cmds); dt = clk() - t0
-            best = dt if best is None else min(best, dt)
-        value = best / n
-        if args["hist"]:
-            hist = histogram(per_op())
-    elif metric in ("p50", "p99", "p99_9"):
-        hist = histogram(np.concatenate([per_op() for _ in range(args["inner"])]))
-        value = float(hist.get_value_at_percentile({"p50": 50.0, "p99": 99.0,
-                                                    "p99_9": 99.9}[metric]))
-    elif metric == "allocs_per_op":
-        try:
-            from lob.measure.alloc import count_allocations
-        except ImportError as e:
-            emit("missing", error="allocation counting: " + why(e))
-        value = float(count_allocations(make(), cmds).allocs_per_op)
-        if args["hist"]:
-            hist = histogram(per_op())
-    else:
-        emit("broken", error=f"unknown metric {metric!r}")
-except Exception as e:
-    emit("broken", error="measuring: " + why(e))
-sigma = float(os.environ.get("LOB_BISECT_NOISE") or 0)
-if sigma:  # injected noise (tests): multiplicative, reproducible per (seed, nonce)
-    rng = np.random.default_rng([int(os.environ.get("LOB_BISECT_NOISE_SEED") or 0),
-                                 int(args["nonce"])])
-    value *= float(np.exp(rng.normal(0.0, sigma)))
-emit("ok", value=value, hist=hist.encode().decode("ascii") if hist is not None else None,
-     lob_file=getattr(lob, "__file__", None), n=n, via=via)
-'''
+# The measuring program (lob/studies/bisect_probe.py), run as a script file inside a
+# revision's checkout: ``python -c _RUN <probe file> '<json args>'`` (``-c`` keeps the
+# checkout, the working directory, first on sys.path, as a revision's own script would).
+PROBE_FILE = Path(__file__).with_name("bisect_probe.py")
+_RUN = ("import runpy, sys; sys.argv = sys.argv[1:]; "
+        "runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
 def metric_name(metric: str) -> str:
@@ -259,28 +144,103 @@ def cache_root() -> Path:
                 or Path.home() / ".cache" / "lob" / "bisect")
 
 
-class Worktrees:
-    """Detached git worktrees of one repository under a cache folder, one per commit, kept."""
+CHECKOUT_MARK = ".lob-checkout"  # written last into a checkout: it is complete
 
-    def __init__(self, repo, cache: str | os.PathLike | None = None):
+
+class Checkouts:
+    """Checkouts of one repository's commits under a cache folder, one per commit, kept.
+
+    Managed by lob alone: a checkout is the commit's tree written by ``git checkout-index``
+    from a private index file (``GIT_INDEX_FILE``), so the repository is only read: no
+    ``git worktree`` entry, no prune, nothing of the user's worktrees, index or refs is
+    touched. A checkout is built in a staging folder, gets its :data:`CHECKOUT_MARK`
+    (the sha) last and is then renamed into place, so a half-written one (Ctrl-C, a full
+    disk) is never found, let alone trusted; building holds the cache's lock
+    (``<cache>/.lock``, ``flock``), so two searches sharing the cache take turns and
+    reuse each other's checkouts.
+    """
+
+    def __init__(self, repo, cache: str | os.PathLike | None = None, *, wait: float = 600.0):
         self.repo = Path(repo).resolve()
         key = hashlib.sha256(str(self.repo).encode()).hexdigest()[:12]
         self.root = Path(cache or cache_root()) / f"{self.repo.name}-{key}"
+        self.wait = wait
+
+    def complete(self, sha: str) -> Path | None:
+        """The checkout of ``sha`` if one was completed, else None."""
+        p = self.root / sha
+        try:
+            return p if (p / CHECKOUT_MARK).read_text().strip() == sha else None
+        except OSError:
+            return None
 
     def path(self, sha: str) -> Path:
-        p = self.root / sha[:12]
-        if (p / ".git").exists() and _git(p, "rev-parse", "HEAD", check=False) == sha:
-            return p
+        """The checkout of ``sha`` (a full 40-hex commit id), built if missing."""
+        got = self.complete(sha)
+        if got is not None:
+            return got
         self.root.mkdir(parents=True, exist_ok=True)
-        _git(self.repo, "worktree", "prune", check=False)
-        if p.exists():
-            _git(self.repo, "worktree", "remove", "--force", str(p), check=False)
-            if p.exists():
-                import shutil
+        with self._locked():
+            got = self.complete(sha)  # built by another search meanwhile
+            if got is not None:
+                return got
+            for old in self.root.glob(".staging-*"):  # left by an interrupted build
+                _rmtree(old)
+            p = self.root / sha
+            if p.exists():  # an unmarked folder: never trusted
+                _rmtree(p)
+            stage = self.root / f".staging-{sha}-{os.getpid()}"
+            index = stage.with_name(stage.name + ".index")
+            env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+            try:
+                stage.mkdir()
+                for cmd in (["read-tree", sha],
+                            ["checkout-index", "--all", "--force", f"--prefix={stage}/"]):
+                    r = subprocess.run(["git", "-C", str(self.repo), *cmd], env=env,
+                                       capture_output=True, text=True, timeout=600)
+                    if r.returncode != 0:
+                        raise ValueError(f"git {cmd[0]} {sha[:10]}: {r.stderr.strip()}")
+                (stage / CHECKOUT_MARK).write_text(sha + "\n")
+                stage.rename(p)
+            finally:
+                index.unlink(missing_ok=True)
+                if stage.exists():
+                    _rmtree(stage)
+            return p
 
-                shutil.rmtree(p)
-        _git(self.repo, "worktree", "add", "--detach", "--force", str(p), sha)
-        return p
+    def _locked(self):
+        import fcntl
+        from contextlib import contextmanager
+
+        @contextmanager
+        def held():
+            fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                deadline = time.monotonic() + self.wait
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() > deadline:
+                            raise ValueError(f"the bisect cache {self.root} is busy (another "
+                                             f"search builds a checkout there) for more than "
+                                             f"{self.wait:.0f} s") from None
+                        time.sleep(0.1)
+                yield
+            finally:
+                os.close(fd)
+
+        return held()
+
+
+Worktrees = Checkouts  # the name of lob <= 0.1's cache (git worktrees)
+
+
+def _rmtree(p: Path) -> None:
+    import shutil
+
+    shutil.rmtree(p, ignore_errors=True)
 
 
 @dataclass
@@ -297,14 +257,14 @@ class SubprocessMeasurer:
 
     def __init__(self, repo, engine: str, workload: str, metric: str, *, scale: float = 0.002,
                  inner: int = 3, cache=None, timeout: float = 900.0):
-        self.worktrees = Worktrees(repo, cache)
+        self.checkouts = Checkouts(repo, cache)
         self.args = {"engine": engine, "workload": workload, "metric": metric_name(metric),
                      "scale": float(scale), "inner": int(inner)}
         self.timeout = timeout
 
     def __call__(self, sha: str, nonce: int, hist: bool) -> Sample:
         try:
-            wt = self.worktrees.path(sha)
+            wt = self.checkouts.path(sha)
         except ValueError as e:
             return Sample("broken", error=f"checkout: {e}")
         env = dict(os.environ)
@@ -312,7 +272,8 @@ class SubprocessMeasurer:
         env["PYTHONPATH"] = os.pathsep.join([str(wt), *parts])
         args = json.dumps({**self.args, "nonce": int(nonce), "hist": bool(hist)})
         try:
-            p = subprocess.run([sys.executable, "-c", PROBE, args], cwd=wt, env=env,
+            p = subprocess.run([sys.executable, "-c", _RUN, str(PROBE_FILE), args], cwd=wt,
+                               env=env,
                                capture_output=True, text=True, timeout=self.timeout)
         except subprocess.TimeoutExpired:
             return Sample("broken", error=f"timed out after {self.timeout:.0f} s")
@@ -343,7 +304,10 @@ class Step:
     ratio: float | None
     ci_low: float | None
     ci_high: float | None
-    decision: str  # changed | same | within noise | skipped
+    # lob.measure.stats.change's words: slower | faster (a change) | within noise |
+    # inconclusive, with "(nearer bad)" or "(nearer good)" when undecided within the search;
+    # or skipped
+    decision: str
     rounds: int
     reason: str = ""
 
@@ -385,7 +349,7 @@ class BisectResult:
             return "no change beyond noise"
         s = (f"first change: {fc['sha']} {fc['subject']} ({fc['ratio']:.4f}, "
              f"CI {fc['ci_low']:.4f}-{fc['ci_high']:.4f})")
-        if fc.get("decision", "changed") != "changed":
+        if fc.get("decision") not in CHANGED:
             s += " [its own interval does not clear the threshold: nearer bad than good]"
         if self.candidates:
             s += f" [or one of the skipped {', '.join(c[:10] for c in self.candidates)}]"
@@ -434,7 +398,8 @@ class BisectResult:
         a1.set(xlabel="revision (0 = good; dots values, bars medians, dotted skipped)",
                ylabel=unit, title=f"{self.engine} on {self.workload}")
         steps = [s for s in self.steps if s.ratio is not None]
-        colors = {"changed": "tab:red", "same": "grey", "within noise": "tab:olive"}
+        colors = {"slower": "tab:red", "faster": "tab:green", "within noise": "grey",
+                  "inconclusive": "tab:olive"}
         for i, s in enumerate(steps):
             c = colors.get(s.decision.split(" (")[0], "k")
             if s.ci_low is not None:
@@ -450,8 +415,8 @@ class BisectResult:
             a2.set_xscale("log")
         else:
             a2.ticklabel_format(axis="x", useOffset=False)
-        a2.set(xlabel=f"ratio to good ({self.confidence:.0%} bootstrap CI; "
-                                    "red changed, grey same, olive within noise)",
+        a2.set(xlabel=f"ratio to good ({self.confidence:.0%} bootstrap CI; red slower, "
+                      "green faster, grey within noise, olive inconclusive)",
                title="steps of the search, in order")
         fig.tight_layout()
         path = Path(path)
@@ -498,18 +463,22 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
     """
     t0 = time.perf_counter()
     metric = metric_name(metric)
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 2:
-        raise ValueError(f"runs must be an int >= 2 (an interval needs two values), got {runs!r}")
-    max_runs = 3 * runs if max_runs is None else int(max_runs)
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"runs must be an int >= 1, got {runs!r}")
+    max_runs = max(3 * runs, MIN_RATIO_N) if max_runs is None else int(max_runs)
     if max_runs < runs:
         raise ValueError(f"max_runs ({max_runs}) must be >= runs ({runs})")
+    if max_runs < MIN_RATIO_N:
+        raise ValueError(f"max_runs ({max_runs}) must be >= {MIN_RATIO_N}: an interval of "
+                         f"the stated coverage needs {MIN_RATIO_N} rounds a side")
     if not 0 <= threshold < 1:
         raise ValueError(f"threshold must be a fraction in [0, 1), got {threshold!r}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     # every look at a comparison is a test: Bonferroni over the looks keeps the family's
     # false-call rate under 1 - confidence
-    level = 1 - (1 - confidence) / (max_runs - runs + 1)
+    # (only looks that can give an interval count: from MIN_RATIO_N rounds on)
+    level = sequential_level(confidence, max_runs - max(runs, MIN_RATIO_N) + 1)
     revs = revisions(repo, good, bad)
     if measure is None:
         measure = SubprocessMeasurer(repo, engine, workload, metric, scale=scale, inner=inner,
@@ -554,21 +523,18 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
             mine = {rnd: v for rnd, v in probe.values}
             ref = [v for rnd, v in good_r.values if rnd in mine]
             vals = [mine[rnd] for rnd, _ in good_r.values if rnd in mine]
-            ratio, lo, hi = ratio_interval(ref, vals, n_boot=n_boot, confidence=level, min_n=2,
-                                           seed=seed + probe.index)
-            if lo is not None and (lo > 1 + threshold or hi < 1 - threshold):
-                decision = "changed"
-            elif lo is not None and lo >= 1 - threshold and hi <= 1 + threshold:
-                decision = "same"
-            elif done >= max_runs:
-                decision = "within noise"
-                if probe is not bad_r and bad_r.values:  # undecided: which side is it nearer?
-                    bad_v = [v for rnd, v in bad_r.values if rnd in mine]
-                    r_bad = float(np.median(bad_v) / np.median(ref)) if bad_v else 1.0
-                    near_bad = abs(np.log(ratio)) > abs(np.log(ratio) - np.log(r_bad))
-                    decision += " (nearer bad)" if near_bad else " (nearer good)"
-            else:
+            # no interval below MIN_RATIO_N rounds (it would not hold its coverage)
+            ratio, lo, hi = ratio_interval(ref, vals, n_boot=n_boot, confidence=level,
+                                           min_n=MIN_RATIO_N, seed=seed + probe.index)
+            decision = change(lo, hi, threshold)
+            if decision == "inconclusive" and done < max_runs:
                 continue
+            if decision == "inconclusive" and probe is not bad_r and bad_r.values:
+                # undecided at max_runs: which side is it nearer?
+                bad_v = [v for rnd, v in bad_r.values if rnd in mine]
+                r_bad = float(np.median(bad_v) / np.median(ref)) if bad_v else 1.0
+                near_bad = abs(np.log(ratio)) > abs(np.log(ratio) - np.log(r_bad))
+                decision += " (nearer bad)" if near_bad else " (nearer good)"
             return Step(probe.index, probe.sha, probe.subject, float(np.median(vals)),
                         float(np.median(ref)), ratio, lo, hi, decision, done)
 
@@ -583,7 +549,7 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
         raise ValueError(f"cannot measure {'good' if first.index == 0 else 'bad'} revision "
                          f"{first.sha[:10]}: {first.reason}")
     fc, candidates = None, []
-    if first.decision == "changed":
+    if first.decision in CHANGED:
         lo, hi = 0, len(revs) - 1
         hi_step = first
         while hi - lo > 1:
@@ -599,7 +565,7 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
                     raise ValueError(f"revision {step.sha[:10]} stopped measuring: "
                                      f"{step.reason}")
                 continue
-            if step.decision in ("changed", "within noise (nearer bad)"):
+            if step.decision in (*CHANGED, "inconclusive (nearer bad)"):
                 hi, hi_step = i, step
             else:
                 lo = i
@@ -731,11 +697,16 @@ def _cmd_bisect(args) -> int:
 
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         out = artifacts_dir() / "bisect" / f"{stamp}-{args.engine}-{metric_name(args.metric)}"
-    res = bisect_versions(args.good, args.bad, args.engine, args.workload, args.metric,
-                          repo=args.repo, scale=args.scale, runs=args.runs,
-                          max_runs=args.max_runs, threshold=args.threshold / 100,
-                          confidence=args.confidence, inner=args.inner, cache=args.cache,
-                          out=out)
+    try:
+        res = bisect_versions(args.good, args.bad, args.engine, args.workload, args.metric,
+                              repo=args.repo, scale=args.scale, runs=args.runs,
+                              max_runs=args.max_runs, threshold=args.threshold / 100,
+                              confidence=args.confidence, inner=args.inner, cache=args.cache,
+                              out=out)
+    except KeyboardInterrupt:
+        print("\nlob bisect: interrupted; nothing written to the run folder (completed "
+              "checkouts stay cached, a half-built one is discarded)", file=sys.stderr)
+        return 130
     print(f"wrote {out}/bisect.json, bisect.png and {sum(bool(r.hists) for r in res.revisions)} "
           f".hgrm ({res.wall_s:.0f} s)")
     return 0
