@@ -1,0 +1,615 @@
+"""Real order flow beside the synthetic streams: the study behind ``notebooks/real_flow.ipynb``.
+
+The real stream is ``bitstamp_btcusd`` (:mod:`lob.workloads.bitstamp`): 30 minutes of
+Bitstamp BTC/USD market-by-order events from the sample data of the PyPI package
+ob-analytics 0.1.0, converted to lob commands; replayed, it reproduces every real trade fill
+by fill. This module sets it beside lob's synthetic streams:
+
+* :func:`measure_candidates` diagnoses the real stream and every synthetic candidate from a
+  replay's public outputs (:func:`lob.workloads.diagnostics.diagnose` plus the order life,
+  cancel and taker shares of :func:`flow_figures`), and :func:`distances` says which
+  synthetic stream is closest to the real one over :data:`FEATURES` (a computed distance,
+  never a choice by hand); :func:`closest_table` shows the ranking and :func:`misses_table`
+  the features where the real stream lies outside every synthetic stream's range;
+* :func:`measure_streams` takes the real stream, the named comparisons and the closest
+  stream at the latency scale: their diagnostics side by side (:func:`diagnostics_table`,
+  with the validation against the venue's trades as a workload figure) and each engine's
+  closed-loop per-op latency, captures interleaved round by round and merged
+  (:func:`latency_table`: p50 / p99 / p99.9 only where :func:`lob.measure.stats.supported`
+  allows);
+* :func:`measure_open_loop` drives the pipeline's open-loop sender with the venue's own
+  inter-arrival times at 1x and accelerated (:func:`lob.workloads.bitstamp.due_offsets_ns`),
+  :func:`open_loop_table` shows the response times.
+
+The venue's timestamps are **milliseconds**: every rate per second and every order life in
+ms here is derived from them, at millisecond resolution (many events share one ms). The
+synthetic streams carry no clock: their rates are per command, not per second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from lob.measure.stats import rotations, supported
+from lob.studies import conclude as K
+
+__all__ = ["REAL", "QS", "FEATURES", "LOG_FEATURES", "OPS", "check_parameters",
+           "synthetic_names", "order_life", "flow_figures", "diagnose_stream",
+           "measure_candidates", "distances", "closest_table", "misses_table",
+           "measure_streams", "diagnostics_table", "latency_table", "plot_features",
+           "plot_latency", "measure_open_loop", "open_loop_table", "closing_markdown"]
+
+REAL = "bitstamp_btcusd"
+QS = (50, 99, 99.9)  # the percentiles of the latency tables
+# the diagnostics the distance is taken over (scale-free shares, or depths on a log scale)
+FEATURES = ("cancel_share_pct", "taker_share_pct", "cross_pct", "cancel_hit_pct",
+            "fills_mean", "resting_mean", "levels_max", "span_mean", "life_median_ops")
+LOG_FEATURES = frozenset({"resting_mean", "levels_max", "span_mean", "life_median_ops"})
+OPS = ("all", "submit", "cancel")  # per-op latency: every timed command, then by kind
+PRELOAD_NS = 50_000_000  # open loop: the timed stream falls due this long after the pre-load
+# the columns of the side-by-side diagnostics table (diagnose keys and flow_figures keys)
+DIAG_COLUMNS = ("commands", "timed", "cancel_share_pct", "taker_share_pct", "cross_pct",
+                "cancel_hit_pct", "fills_mean", "resting_mean", "levels_max", "span_mean",
+                "life_median_ops", "life_median_ms", "commands_per_s", "takers_per_s",
+                "venue_trades", "trades_reproduced")
+_COUNTS = ("commands", "timed", "levels_max", "venue_trades", "trades_reproduced")
+
+
+def _name(q: float) -> str:
+    return f"p{q:g}"
+
+
+# --- parameters ----------------------------------------------------------------------------
+
+def synthetic_names() -> list[str]:
+    """Every registered workload outside the ``real`` family (the closest-stream candidates)."""
+    from lob.workloads import spec, workload_names
+
+    return [n for n in workload_names() if spec(n).get("family") != "real"]
+
+
+def check_parameters(compare: Sequence[str], candidates: Sequence[str], real_scale: float,
+                     scale: float, candidate_scale: float, repeat: int,
+                     speedups: Sequence[float]) -> list[str]:
+    """One clear ValueError for parameters that do not fit together; returns the candidate
+    list (``candidates`` or, when empty, :func:`synthetic_names`)."""
+    from lob.workloads import workload_names
+
+    known = set(workload_names())
+    cands = list(candidates) or synthetic_names()
+    bad = sorted({n for n in [*compare, *cands] if n not in known})
+    if bad:
+        raise ValueError(f"unknown workloads {bad}; workloads: {', '.join(sorted(known))}")
+    if REAL in compare or REAL in cands:
+        raise ValueError(f"{REAL} is the real stream: name only synthetic streams in compare "
+                         "and candidates")
+    if not compare:
+        raise ValueError("compare is empty: name at least one synthetic stream")
+    if not 0 < real_scale <= 1:
+        raise ValueError(f"real_scale must be in (0, 1] (a prefix of the recording), got "
+                         f"{real_scale!r}")
+    for what, v in (("scale", scale), ("candidate_scale", candidate_scale)):
+        if not (isinstance(v, int | float) and not isinstance(v, bool) and v > 0):
+            raise ValueError(f"{what} must be > 0, got {v!r}")
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat must be >= 1, got {repeat!r}")
+    if any(not (isinstance(s, int | float) and s > 0) for s in speedups):
+        raise ValueError(f"speedups must be > 0 (1: the venue's pace; math.inf: unpaced), "
+                         f"got {list(speedups)!r}")
+    return cands
+
+
+# --- what a stream does, from a replay's outputs ---------------------------------------------
+
+def order_life(commands, outcomes, fills) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) command indices of every order a timed submit rested and a later command
+    took away whole: its cancel, or the command whose fill emptied it. Orders still resting
+    at the end, or removed by a mass cancel, self-trade prevention or a modify, are left out
+    (modifies are not followed)."""
+    from lob.semantics import Kind, OrderType, Status
+
+    k, ot, st = commands["kind"], commands["otype"], outcomes["status"]
+    sub = k == int(Kind.SUBMIT)
+    rests = (sub & commands["timed"].astype(bool)
+             & np.isin(ot, (int(OrderType.LIMIT), int(OrderType.POST_ONLY)))
+             & np.isin(st, (int(Status.ACCEPTED), int(Status.PARTIALLY_FILLED))))
+    ids = outcomes["id"].astype(np.int64)
+    can = (k == int(Kind.CANCEL)) & (st == int(Status.CANCELLED))
+    cids = commands["id"].astype(np.int64)
+    top = int(max(ids.max(initial=0), cids.max(initial=0),
+                  fills["maker"].max(initial=0), fills["taker"].max(initial=0))) + 1
+    start = np.full(top, -1, dtype=np.int64)
+    start[ids[rests]] = np.flatnonzero(rests)
+    end = np.full(top, -1, dtype=np.int64)
+    end[cids[can]] = np.flatnonzero(can)
+    if len(fills):
+        idx_of = np.full(top, -1, dtype=np.int64)
+        idx_of[ids[sub & (ids > 0)]] = np.flatnonzero(sub & (ids > 0))
+        rest_qty = np.zeros(top, dtype=np.int64)
+        rest_qty[ids[rests]] = outcomes["remaining"][rests]
+        order = np.argsort(fills["maker"], kind="stable")  # each maker's fills in time order
+        mk, q = fills["maker"][order].astype(np.int64), fills["qty"][order].astype(np.int64)
+        starts = np.r_[0, np.flatnonzero(np.diff(mk)) + 1]
+        cs = np.cumsum(q)
+        base = np.r_[0, cs[starts[1:] - 1]]
+        cum = cs - np.repeat(base, np.diff(np.r_[starts, len(mk)]))
+        gone = (cum == rest_qty[mk]) & (rest_qty[mk] > 0)
+        end[mk[gone]] = idx_of[fills["taker"][order][gone].astype(np.int64)]
+    ok = (start >= 0) & (end > start)
+    return start[ok], end[ok]
+
+
+def flow_figures(commands, outcomes, fills, arrival_ms=None) -> dict:
+    """Shares over the timed commands (cancels, takers: submits that traded), the median
+    order life in commands (:func:`order_life`) and, given the venue's arrival times
+    ``arrival_ms`` (ms, one per command), the order life in ms and the rates per second of
+    the timed stream (ms resolution)."""
+    from lob.semantics import Kind
+
+    t = commands["timed"].astype(bool)
+    n_t = int(t.sum())
+    k = commands["kind"]
+    taker = t & (k == int(Kind.SUBMIT)) & (outcomes["fills"] > 0)
+    cancels = int((t & (k == int(Kind.CANCEL))).sum())
+    s, e = order_life(commands, outcomes, fills)
+    out = {"cancel_share_pct": round(100.0 * cancels / n_t, 3) if n_t else None,
+           "taker_share_pct": round(100.0 * int(taker.sum()) / n_t, 3) if n_t else None,
+           "takers": int(taker.sum()), "lives": len(s),
+           "life_median_ops": float(np.median(e - s)) if len(s) else None,
+           "life_median_ms": None, "span_s": None, "commands_per_s": None,
+           "takers_per_s": None}
+    if arrival_ms is not None and n_t:
+        ms = np.asarray(arrival_ms, dtype=np.int64)
+        span_s = (int(ms[t].max()) - int(ms[t].min())) / 1000.0
+        out["span_s"] = span_s
+        if len(s):
+            out["life_median_ms"] = float(np.median(ms[e] - ms[s]))
+        if span_s > 0:
+            out["commands_per_s"] = n_t / span_s
+            out["takers_per_s"] = int(taker.sum()) / span_s
+    return out
+
+
+def diagnose_stream(wl, engine: str, *, run=None) -> dict:
+    """One row of diagnostics for workload ``wl`` from a replay on ``engine`` (or ``run``):
+    :func:`~lob.workloads.diagnostics.diagnose`'s scalars, :func:`flow_figures`, and for the
+    real stream the venue's ms clock and its validation (trades reproduced fill by fill)."""
+    from lob.engines.registry import replay
+    from lob.workloads.diagnostics import diagnose
+
+    run = run if run is not None else replay(engine, wl)
+    d = {k: v for k, v in diagnose(wl, run=run).items()
+         if not isinstance(v, list) and not hasattr(v, "columns")}
+    real = wl.name == REAL
+    ms = None
+    row = {"workload": wl.name, **d}
+    if real:
+        from lob.workloads import bitstamp
+
+        ms = bitstamp.arrival_ms(wl)
+        v = bitstamp.validate(engine, wl=wl)
+        row.update(venue_trades=v["trades"], trades_reproduced=v["matched"],
+                   extra_fills=v["extra"], validated=v["ok"])
+    row.update(flow_figures(wl.commands, run.outcomes, run.fills, ms))
+    if not real:
+        row.update(venue_trades=None, trades_reproduced=None, extra_fills=None, validated=None)
+    return row
+
+
+def measure_candidates(engine: str, candidates: Sequence[str], real_scale: float,
+                       candidate_scale: float, *, diagnose=None) -> list[dict]:
+    """Diagnostics of the real stream (prefix ``real_scale``) and of every candidate at
+    ``candidate_scale`` (one replay each on ``engine``). ``diagnose`` (default
+    :func:`diagnose_stream`, given ``(wl, engine)``) is injectable for tests."""
+    from lob.workloads import build
+
+    diagnose = diagnose or diagnose_stream
+    rows = [diagnose(build(REAL, scale=real_scale), engine)]
+    rows += [{**diagnose(build(n, scale=candidate_scale), engine), "scale": candidate_scale}
+             for n in candidates]
+    rows[0]["scale"] = real_scale
+    return rows
+
+
+def _feature(row: Mapping, f: str) -> float | None:
+    v = row.get(f)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return math.log10(1.0 + float(v)) if f in LOG_FEATURES else float(v)
+
+
+def distances(rows: Sequence[Mapping], features: Sequence[str] = FEATURES) -> list[dict]:
+    """Distance of every synthetic row to the real one (the row named :data:`REAL`): the root
+    mean square over ``features`` of the difference divided by that feature's range over all
+    rows (depths on a log scale, :data:`LOG_FEATURES`); a feature one side cannot show (no
+    cancels to hit, no order that lived) counts as the whole range apart, one neither shows
+    is left out. Sorted nearest first: ``[{"workload", "distance", "features"}]``."""
+    real = next((r for r in rows if r["workload"] == REAL), None)
+    if real is None:
+        raise ValueError(f"no {REAL} row to measure distances from")
+    span = {}
+    for f in features:
+        vals = [x for r in rows if (x := _feature(r, f)) is not None]
+        span[f] = (max(vals) - min(vals)) if vals else 0.0
+    out = []
+    for r in rows:
+        if r["workload"] == REAL:
+            continue
+        d2, used = [], 0
+        for f in features:
+            a, b = _feature(real, f), _feature(r, f)
+            if a is None and b is None:
+                continue
+            used += 1
+            if a is None or b is None:  # one side cannot show it (no cancels, no rests)
+                d2.append(1.0)
+            else:
+                d2.append(((a - b) / span[f]) ** 2 if span[f] > 0 else 0.0)
+        out.append({"workload": r["workload"],
+                    "distance": math.sqrt(sum(d2) / used) if used else None,
+                    "features": used})
+    return sorted(out, key=lambda x: (x["distance"] is None, x["distance"] or 0.0))
+
+
+def closest_table(rows: Sequence[Mapping], *, features: Sequence[str] = FEATURES,
+                  compare: Sequence[str] = ()) -> K.Conclusion:
+    """Every candidate's distance to the real stream, nearest first, with the figures it is
+    taken over; says which is closest and where the named comparisons rank."""
+    by = {r["workload"]: r for r in rows}
+    dist = distances(rows, features)
+    table = [{"rank": i + 1, "workload": d["workload"], "distance": d["distance"],
+              "scale": by[d["workload"]].get("scale"),
+              **{f: by[d["workload"]].get(f) for f in features}}
+             for i, d in enumerate(dist)]
+    real = by[REAL]
+    table.append({"rank": None, "workload": REAL, "distance": 0.0, "scale": real.get("scale"),
+                  **{f: real.get(f) for f in features}})
+    t = K.Conclusion("closest synthetic stream", table, key="workload",
+                     kinds={"rank": "count", "distance": "ratio", "scale": "ratio",
+                            **{f: "ratio" for f in features}},
+                     note=f"Distance: root mean square over {len(features)} diagnostics of "
+                          "the difference to the real stream over that diagnostic's range "
+                          "across all rows (depths on a log scale; a "
+                          "diagnostic only one side shows counts as the whole range).")
+    if not dist or dist[0]["distance"] is None:
+        return t.say("No synthetic stream shares a diagnostic with the real stream: no "
+                     "closest stream.")
+    best = dist[0]["workload"]
+    t.say(f"The closest synthetic stream to {REAL} is {best} (distance "
+          f"{t.cell(best, 'distance')}, rank {t.cell(best, 'rank')} of "
+          f"{K.fmt(len(dist))}).")
+    if len(dist) > 1:
+        far = dist[-1]["workload"]
+        t.say(f"The farthest is {far} ({t.cell(far, 'distance')}).")
+    named = [c for c in compare if c in by and c != best]
+    if named:
+        t.say("The named comparisons rank " + ", ".join(
+            f"{c} {t.cell(c, 'rank')} ({t.cell(c, 'distance')})" for c in named) + ".")
+    return t
+
+
+_WORDS = {"cancel_share_pct": "cancel share (%)", "taker_share_pct": "taker share (%)",
+          "cross_pct": "crossing submits (%)", "cancel_hit_pct": "cancels hitting (%)",
+          "fills_mean": "fills per submit", "resting_mean": "resting orders (mean)",
+          "levels_max": "price levels (max)", "span_mean": "price span (ticks, mean)",
+          "life_median_ops": "order life (median, commands)"}
+
+
+def misses_table(rows: Sequence[Mapping], features: Sequence[str] = FEATURES) -> K.Conclusion:
+    """Per diagnostic: the real stream's value beside the synthetic streams' lowest and
+    highest (and which streams hold them); says where the real stream lies outside every
+    synthetic stream's range (what they miss) and where it lies inside."""
+    real = next(r for r in rows if r["workload"] == REAL)
+    syn = [r for r in rows if r["workload"] != REAL]
+    table = []
+    for f in features:
+        have = [(r[f], r["workload"]) for r in syn if r.get(f) is not None]
+        rv = real.get(f)
+        lo = min(have) if have else (None, None)
+        hi = max(have) if have else (None, None)
+        where = ("no value" if rv is None or not have else
+                 "above every synthetic" if rv > hi[0] else
+                 "below every synthetic" if rv < lo[0] else "inside")
+        table.append({"diagnostic": _WORDS.get(f, f), "real": rv, "synthetic_min": lo[0],
+                      "min_stream": lo[1], "synthetic_max": hi[0], "max_stream": hi[1],
+                      "real_is": where})
+    t = K.Conclusion("what the synthetic streams miss", table, key="diagnostic",
+                     kinds={"real": "ratio", "synthetic_min": "ratio",
+                            "synthetic_max": "ratio"})
+    out = [r for r in table if r["real_is"] in ("above every synthetic", "below every synthetic")]
+    for r in out:
+        d = r["diagnostic"]
+        if r["real_is"] == "above every synthetic":
+            t.say(f"The real stream's {d} is {t.cell(d, 'real')}, above every synthetic "
+                  f"stream (highest: {t.cell(d, 'max_stream')}, {t.cell(d, 'synthetic_max')}).")
+        else:
+            t.say(f"The real stream's {d} is {t.cell(d, 'real')}, below every synthetic "
+                  f"stream (lowest: {t.cell(d, 'min_stream')}, {t.cell(d, 'synthetic_min')}).")
+    inside = [r["diagnostic"] for r in table if r["real_is"] == "inside"]
+    if not out:
+        t.say("The real stream lies inside the synthetic streams' range on every diagnostic.")
+    elif inside:
+        t.say("Inside the synthetic range: " + ", ".join(inside) + ".")
+    return t
+
+
+# --- the streams side by side, and their latency ---------------------------------------------
+
+def _split(durations: np.ndarray, commands) -> dict[str, np.ndarray]:
+    """The samples of every timed command, then by kind (when one sample per timed command)."""
+    from lob.semantics import Kind
+
+    out = {"all": durations}
+    kinds = commands["kind"][commands["timed"].astype(bool)]
+    if len(kinds) == len(durations):
+        out["submit"] = durations[kinds == int(Kind.SUBMIT)]
+        out["cancel"] = durations[kinds == int(Kind.CANCEL)]
+    return out
+
+
+def measure_streams(engines: Sequence[str], names: Sequence[str], real_scale: float,
+                    scale: float, repeat: int, out: str | Path | None, *,
+                    capture=None, diagnose=None) -> dict:
+    """The real stream (prefix ``real_scale``) and the synthetic ``names`` at ``scale``:
+    diagnostics (one replay on ``engines[0]``) and each engine's closed-loop per-op latency,
+    ``repeat`` captures per (engine, stream), rounds rotated (:func:`rotations`), merged;
+    ``.hgrm`` files into ``out`` as ``<engine>__<stream>.hgrm``.
+
+    Returns ``{"diag": [rows], "lat": [{"workload", "engine", "op", "count", p50, p99,
+    p99.9}], "clock", "engines"}``. ``capture`` (default :func:`lob.studies.conclude.capture`)
+    and ``diagnose`` (default :func:`diagnose_stream`) are injectable for tests."""
+    from lob.workloads import build
+
+    capture = capture or K.capture
+    diagnose = diagnose or diagnose_stream
+    wls = {REAL: build(REAL, scale=real_scale)}
+    wls.update({n: build(n, scale=scale) for n in names if n != REAL})
+    diag = [diagnose(wl, engines[0]) for wl in wls.values()]
+    pairs = [(e, n) for e in engines for n in wls]
+    samples: dict[tuple, list] = {p: [] for p in pairs}
+    clock = None
+    for order in rotations(pairs, repeat):
+        for e, n in order:
+            cp = capture(e, wls[n])
+            samples[(e, n)].append(np.asarray(cp["durations"], dtype=np.int64))
+            clock = cp["clock"]
+    lat = []
+    for e, n in pairs:
+        parts = [_split(d, wls[n].commands) for d in samples[(e, n)]]  # per capture, merged
+        if out is not None:
+            K.save_hgrm(np.concatenate([p["all"] for p in parts]), Path(out) / f"{e}__{n}.hgrm")
+        for op in OPS:
+            if not all(op in p for p in parts):
+                continue
+            r = K.percentile_row(np.concatenate([p[op] for p in parts]), QS)
+            lat.append({"workload": n, "engine": e, "op": op, "count": r["count"],
+                        **{_name(q): r[_name(q)] for q in QS}})
+    return {"diag": diag, "lat": lat, "clock": clock, "engines": list(engines)}
+
+
+def diagnostics_table(streams: dict, closest: str | None = None) -> K.Conclusion:
+    """The streams' diagnostics side by side (one row per stream); says which synthetic
+    stream is closest, how many of the venue's trades the real stream reproduces and where
+    its rates per second come from (the venue's ms clock)."""
+    rows = [{"workload": r["workload"], **{c: r.get(c) for c in DIAG_COLUMNS}}
+            for r in streams["diag"]]
+    t = K.Conclusion("diagnostics", rows, key="workload",
+                     kinds={**{c: "count" for c in _COUNTS},
+                            **{c: "ratio" for c in DIAG_COLUMNS if c not in _COUNTS}},
+                     note="Rates over the timed commands; order life from a rest to its "
+                          "cancel or last fill; life in ms and rates per second from the "
+                          "venue's millisecond timestamps (real stream only: the synthetic "
+                          "streams carry no clock).")
+    real = next((r for r in rows if r["workload"] == REAL), None)
+    if real is not None and real.get("venue_trades") is not None:
+        ok = next(r for r in streams["diag"] if r["workload"] == REAL).get("validated")
+        if ok:
+            t.say(f"{REAL} replays its venue's trades fill by fill: "
+                  f"{t.cell(REAL, 'trades_reproduced')} of {t.cell(REAL, 'venue_trades')} "
+                  "reproduced, no other fill.")
+        else:
+            t.say(f"{REAL} does NOT reproduce its venue's trades: "
+                  f"{t.cell(REAL, 'trades_reproduced')} of {t.cell(REAL, 'venue_trades')} "
+                  "matched (or other fills appeared).")
+        if real.get("takers_per_s") is not None:
+            t.say(f"On the venue's ms clock it runs {t.cell(REAL, 'commands_per_s')} commands "
+                  f"and {t.cell(REAL, 'takers_per_s')} takers per second; an order that rests "
+                  f"lives {t.cell(REAL, 'life_median_ms')} ms "
+                  f"({t.cell(REAL, 'life_median_ops')} commands) at the median.")
+    if closest is not None and any(r["workload"] == closest for r in rows):
+        t.say(f"{closest} is the synthetic stream closest to it (see the distance table).")
+    return t
+
+
+def latency_table(streams: dict, closest: str | None = None) -> K.Conclusion:
+    """Per stream, engine and op kind: count, p50, p99, p99.9 (shown only where the count
+    supports them). Per engine, compares the real stream's p99 (else p50) over every timed
+    command with each synthetic stream's; names the hidden percentiles."""
+    t = K.Conclusion("latency", streams["lat"], key=["workload", "engine", "op"],
+                     kinds={"op": "label"}, note=K.clock_line(streams["clock"]))
+    for e in streams["engines"]:
+        mine = {r["workload"]: r for r in t.rows if r["engine"] == e and r["op"] == "all"}
+        if REAL not in mine:
+            continue
+        q = next((q for q in (99, 50) if all(supported(q, r["count"]) for r in mine.values())),
+                 None)
+        if q is None:
+            t.say(f"{e}: too few samples for a p50 on every stream.")
+            continue
+        col = _name(q)
+        others = [w for w in mine if w != REAL]
+        if not others:
+            continue
+        rv = mine[REAL][col]
+        lower = [w for w in others if rv < mine[w][col]]
+        higher = [w for w in others if rv > mine[w][col]]
+        same = [w for w in others if rv == mine[w][col]]
+        parts = [f"{e}'s {col} on {REAL} is {t.cell((REAL, e, 'all'), col)} ns"]
+        if lower:
+            parts.append("lower than on " + ", ".join(
+                f"{w} ({t.cell((w, e, 'all'), col)})" for w in lower))
+        if higher:
+            parts.append("higher than on " + ", ".join(
+                f"{w} ({t.cell((w, e, 'all'), col)})" for w in higher))
+        if same:
+            parts.append("the same as on " + ", ".join(same))
+        t.say("; ".join(parts) + ".")
+        if closest in mine:
+            t.say(f"Against the closest synthetic stream ({closest}) the real stream's {col} "
+                  f"is {'lower' if rv < mine[closest][col] else 'higher' if rv > mine[closest][col] else 'the same'}.")  # noqa: E501
+    return K.conclude_suppressed(t)
+
+
+# --- plots -----------------------------------------------------------------------------------
+
+def plot_features(rows: Sequence[Mapping], shown: Sequence[str],
+                  features: Sequence[str] = FEATURES):
+    """Grouped bars: each diagnostic of ``features`` scaled to its range over ``rows`` (0:
+    lowest, 1: highest; depths on a log scale), for the streams ``shown``. Returns the Figure."""
+    import pandas as pd
+
+    from lob.studies import plots as lp
+
+    lp.use()
+    data = {}
+    for f in features:
+        vals = {r["workload"]: _feature(r, f) for r in rows}
+        have = [v for v in vals.values() if v is not None]
+        lo, hi = (min(have), max(have)) if have else (0.0, 0.0)
+        data[_WORDS.get(f, f)] = {w: (None if vals.get(w) is None else
+                                      (vals[w] - lo) / (hi - lo) if hi > lo else 0.0)
+                                  for w in shown}
+    frame = pd.DataFrame(data).T[list(shown)].astype(float)
+    fig, ax = lp.subplots(panel=(9.0, 3.8))
+    frame.plot.bar(ax=ax, rot=0, width=0.8)
+    ax.set(ylabel="position in the range over all streams", xlabel="",
+           title="diagnostics, scaled to their range (0 lowest, 1 highest)")
+    ax.set_ylim(0, 1.05)
+    lp.category_axis(ax, list(frame.index))
+    lp.legend_outside(ax, title="stream")
+    return fig
+
+
+def plot_latency(streams: dict):
+    """One panel per engine: p50 / p99 / p99.9 over every timed command (supported ones
+    only), one line per stream. Returns the Figure."""
+    from lob.studies import plots as lp
+
+    lp.use()
+    engines = streams["engines"]
+    fig, axes = lp.subplots(1, len(engines), panel=(4.6, 3.6), squeeze=False)
+    for ax, e in zip(axes.flat, engines, strict=True):
+        vals = []
+        for r in streams["lat"]:
+            if r["engine"] != e or r["op"] != "all":
+                continue
+            qs = [q for q in QS if supported(q, r["count"])]
+            ys = [r[_name(q)] for q in qs]
+            ax.plot([_name(q) for q in qs], ys, marker="o", label=r["workload"])
+            vals += ys
+        ax.set(title=e, ylabel="ns per op (closed loop)", xlabel="percentile")
+        lp.value_axis(ax, vals)
+        lp.legend_outside(ax, title="stream")
+    return fig
+
+
+# --- open loop: the venue's own pace ----------------------------------------------------------
+
+def _pipeline_row(engine: str, wl, due_ns: np.ndarray):
+    """One open-loop row of ``wl`` through :func:`lob.pipeline.run_pipeline` with the given
+    due times (python transport: the one that takes them)."""
+    from lob.pipeline import run_pipeline
+
+    timed = wl.commands["timed"].astype(bool)
+    span = int(due_ns[-1]) / 1e9
+    rate = int(timed.sum()) / span if span > 0 else math.inf
+    return run_pipeline(engine, wl.commands, rate=rate, due_ns=due_ns, config=wl.config)
+
+
+def measure_open_loop(engine: str, real_scale: float, speedups: Sequence[float],
+                      max_s: float, *, run=None) -> dict:
+    """The real stream through the pipeline's open-loop sender, each command due when the
+    venue's clock (ms) says, ``speedup`` times faster (``math.inf``: all due at once, the
+    capacity-bound row). Each row replays the longest prefix of the stream (at most
+    ``real_scale`` of it) that lasts at most ``max_s`` seconds at its pace, so 1x replays
+    the first ``max_s`` venue seconds and a fast pace the whole prefix.
+
+    Returns ``{"engine", "rows": [{"speedup", "venue_s", "commands", "offered_per_s",
+    "achieved_per_s", "count", p50, p99, p99.9 (response = done - due, ns)}]}``. ``run``
+    (default: :func:`lob.pipeline.run_pipeline` with ``due_ns``; given ``(engine, wl,
+    due_ns)``, returns a :class:`~lob.pipeline.PipelineRun`) is injectable for tests."""
+    from lob.workloads import bitstamp, build
+
+    run = run or _pipeline_row
+    full = build(REAL, scale=real_scale)
+    ms = bitstamp.arrival_ms(full)
+    n_pre = int(np.argmax(full.commands["timed"]))
+    rows = []
+    for sp in speedups:
+        venue_ms = math.inf if math.isinf(sp) else max_s * 1000.0 * sp
+        end = int(np.searchsorted(ms[n_pre:], venue_ms, side="right")) + n_pre
+        end = max(end, n_pre + 1)
+        wl = dataclasses.replace(full, commands=full.commands[:end])
+        due = (np.zeros(end, dtype=np.int64) if math.isinf(sp)
+               else bitstamp.due_offsets_ns(wl, sp)[:end])
+        due[n_pre:] += PRELOAD_NS  # the stream starts once the snapshot pre-load is in
+        res = run(engine, wl, due)
+        r = K.percentile_row(np.asarray(res.latency_ns, dtype=np.int64), QS)
+        n_t = int(wl.commands["timed"].sum())
+        venue_s = (int(ms[end - 1]) - int(ms[n_pre])) / 1000.0
+        rows.append({"speedup": float(sp), "venue_s": venue_s, "commands": n_t,
+                     "offered_per_s": (n_t * sp / venue_s if venue_s > 0 and math.isfinite(sp)
+                                       else None),
+                     "achieved_per_s": float(res.achieved_rate), "count": r["count"],
+                     **{_name(q): r[_name(q)] for q in QS}})
+    return {"engine": engine, "rows": rows}
+
+
+def open_loop_table(ol: dict) -> K.Conclusion:
+    """Response time (due to done, queueing counted) per speed-up of the venue's pace; says
+    how it moves from the slowest to the fastest pace."""
+    t = K.Conclusion(f"open loop ({ol['engine']})", ol["rows"], key="speedup",
+                     kinds={"speedup": "ratio", "commands": "count", "venue_s": "ratio",
+                            "offered_per_s": "ratio", "achieved_per_s": "ratio"},
+                     note="Each command due at the venue's arrival time (ms timestamps, so ms "
+                          "resolution) divided by the speed-up (inf: all due at the start); "
+                          "venue_s: the venue seconds replayed; response = done - due, "
+                          "queueing counted.")
+    rows = t.rows
+    if len(rows) >= 2:
+        a, b = rows[0], rows[-1]
+        q = next((q for q in (99, 50) if supported(q, a["count"]) and supported(q, b["count"])),
+                 None)
+        if q is not None:
+            col = _name(q)
+            t.say(f"From {t.cell(a['speedup'], 'speedup')}x to {t.cell(b['speedup'], 'speedup')}x "
+                  f"the venue's pace, the {col} response goes from "
+                  f"{t.cell(a['speedup'], col)} to {t.cell(b['speedup'], col)} ns.")
+    elif len(rows) == 1:
+        r = rows[0]
+        t.say(f"One pace measured ({t.cell(r['speedup'], 'speedup')}x).")
+    else:
+        t.say("No pace measured.")
+    return K.conclude_suppressed(t)
+
+
+# --- the issue's closing note ---------------------------------------------------------------------
+
+def closing_markdown(streams: dict, engine: str) -> str:
+    """The diagnostics of every stream side by side (columns) with ``engine``'s p50 / p99 /
+    p99.9 over every timed command on each, from one run: markdown text."""
+    names = [r["workload"] for r in streams["diag"]]
+    by = {r["workload"]: r for r in streams["diag"]}
+    lat = {r["workload"]: r for r in streams["lat"] if r["engine"] == engine and r["op"] == "all"}
+    lines = ["| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for c in DIAG_COLUMNS:
+        lines.append(f"| {c} | " + " | ".join(K.fmt(by[n].get(c)) for n in names) + " |")
+    for c in ("count", *(_name(q) for q in QS)):
+        lines.append(f"| {engine} {c}{'' if c == 'count' else ' ns'} | "
+                     + " | ".join(K.fmt(lat.get(n, {}).get(c)) for n in names) + " |")
+    return "\n".join(lines)
