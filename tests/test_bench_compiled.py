@@ -157,3 +157,51 @@ def test_compiled_backend_report():
     (OUT / "report.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     assert res.counters["trades"] > 0  # the timed replay ran the stream
+
+
+def _fmt(t, cols) -> list[str]:
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in t.iterrows():
+        cells = []
+        for c in cols:
+            v = r.get(c)
+            cells.append(f"{v:.3g}" if isinstance(v, float) else str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+@pytest.mark.bench
+def test_lineage_and_side_by_side_report():
+    """The v4 step against its lineage and every other engine (issue 27): the lineage
+    profile, the side-by-side ratios and v4's per-class breakdown, at the seeds' sizes,
+    into ``artifacts/bench/compiled/profile.md`` and ``profile.json``."""
+    from lob.measure import profile as pf
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    cond = run_conditions(params={"rounds": 7, "clock": "cpu"})
+    lin = pf.lineage_profile(rounds=7)
+    sbs = pf.side_by_side(rounds=7)
+    brk = {w: pf.command_breakdown("v4@numba", w, rounds=3) for w in pf.DEFAULT_WORKLOADS}
+    md = ["# The compiled lineage and every engine side by side (issue 27)", "",
+          f"load {cond.get('load_avg', '?')}; CPU time of the measuring thread; medians of 7 "
+          "interleaved rounds with 90% sign-test intervals", "",
+          "## Lineage: each step on each workload", ""]
+    md += _fmt(lin, ["step", "workload", "kernel_ns", "kernel_lo", "kernel_hi", "replay_ns",
+                     "replay_over_kernel", "vs_parent", "vs_parent_lo", "vs_parent_hi",
+                     "change"])
+    md += ["", "## Side by side, ratios to " + sbs.attrs["base"], ""]
+    md += _fmt(sbs, ["engine", "workload", "kernel_ns", "replay_ns", "vs_base", "vs_base_lo",
+                     "vs_base_hi", "change", "same_checksum"])
+    for w, t in brk.items():
+        md += ["", f"## v4@numba per class of command, {w} (in-kernel, one clock read "
+               f"{t.attrs['clock_ns']:.0f} ns; untimed {t.attrs['untimed_ns_per_op']:.1f} "
+               "ns/op)", ""]
+        md += _fmt(t, ["class", "commands", "share", "median_ns", "p90_ns", "time_share"])
+    (OUT / "profile.md").write_text("\n".join(md) + "\n")
+    (OUT / "profile.json").write_text(json.dumps(
+        {"conditions": cond, "lineage": lin.to_dict("records"),
+         "side_by_side": sbs.to_dict("records"),
+         "breakdown": {w: t.to_dict("records") for w, t in brk.items()}},
+        indent=1, default=str))
+    print("\n".join(md))
+    assert sbs[sbs.kernel_ns.notna()].same_checksum.all()

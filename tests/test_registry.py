@@ -46,7 +46,7 @@ def test_a_backend_refuses_toggle_values_it_does_not_implement():
     from lob.engines.compiled.engine import CompiledEngine
     from lob.engines.ladder import LadderEngine
 
-    with pytest.raises(ValueError, match="numba backend implements levels = pool, not 'deque'"):
+    with pytest.raises(ValueError, match=r"implements levels = pool \| packed, not 'deque'"):
         CompiledEngine(BookConfig(1, 10), levels="deque")
     with pytest.raises(ValueError, match="best = scan | bitmap, not 'sorted'"):
         CompiledEngine(BookConfig(1, 10), best="sorted")
