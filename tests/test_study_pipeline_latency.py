@@ -344,21 +344,24 @@ def test_steps_table_calls_each_step_with_the_one_change_rule():
     ratios = {0: [1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01],  # within noise
               1: [0.5, 0.52, 0.48, 0.51, 0.49, 0.5, 0.5],  # faster
               2: [2.0, 2.1, 1.9, 2.2, 1.8, 2.0, 2.05],  # slower
-              3: [0.7, 1.3, 0.8, 1.2, 0.9, 1.25, 0.75]}  # inconclusive
+              3: [0.7, 1.3, 0.8, 1.2, 0.9, 1.25, 0.75],  # inconclusive: across 1
+              4: [0.9, 0.97, 0.93, 0.96, 0.91, 0.92, 0.94]}  # inconclusive: below 1, past 0.95
     runs = _step_runs(ratios, stalled={(1, 1)})
-    variants = [f"v{i}" for i in range(5)]
+    variants = [f"v{i}" for i in range(6)]
     tail = _tail(variants=variants, runs=runs)
     c = _clean(pl.steps_table(tail))
     p99 = {(r["step"], r["pairs"]): r for r in c.rows if r["percentile"] == "p99"}
-    assert [p99[f"v{i} -> v{i + 1}", "all pairs"]["call"] for i in range(4)] == \
-        ["within noise", "faster", "slower", "inconclusive"]
+    assert [p99[f"v{i} -> v{i + 1}", "all pairs"]["call"] for i in range(5)] == \
+        ["within noise", "faster", "slower", "inconclusive", "inconclusive"]
+    assert p99["v4 -> v5", "all pairs"]["interval high"] < 1
     assert p99["v0 -> v1", "pairs without a stall"]["count"] == 6  # round 1 of v1 stalled
     assert p99["v2 -> v3", "pairs without a stall"]["count"] == 7
     text = " ".join(c.sentences)
     assert "within 5% either way, so the step changes the p99 by nothing that matters" in text
     assert "the step lowers the p99 at these rates, by more than 5%" in text
     assert "the step raises the p99 at these rates, by more than 5%" in text
-    assert "no difference beyond the runs' spread" in text
+    assert ("the interval reaches across 1 or across an edge of the 5% band, so the runs "
+            "cannot tell whether the step changes the p99 by more than 5%") in text
     # p50 is the same in every run: within noise everywhere
     assert {r["call"] for r in c.rows if r["percentile"] == "p50"} == {"within noise"}
 

@@ -808,7 +808,9 @@ _STEP_WORDS = {
                     "matters at these rates",
     "faster": "the step lowers the {q} at these rates, by more than {band}%",
     "slower": "the step raises the {q} at these rates, by more than {band}%",
-    "inconclusive": "no difference beyond the runs' spread that this interval can tell",
+    "inconclusive": "the interval reaches across 1 or across an edge of the {band}% band, so "
+                    "the runs cannot tell whether the step changes the {q} by more than "
+                    "{band}%",
 }
 
 
