@@ -11,7 +11,9 @@
 //   sides      lob BUY = 0 / SELL = 1, orderly-chaos SELL = 0 / BUY = 1: oc_side(s) = 1 - s.
 //   prices     lob's band starts at 1, so no price is orderly-chaos's reserved 0.
 //   owners     orderly-chaos has none: owner[id] is kept here (mass cancel by owner,
-//              lob_resting). Without owners there is no self-trade prevention: STP modes
+//              lob_resting), with price[id], side and a live bit (set when it rests, cleared
+//              by a cancel or by the trade callback when a maker is filled): cancels and mass
+//              cancels ask these arrays, not orderly-chaos's hash index. Without owners there is no self-trade prevention: STP modes
 //              other than NONE are refused at lob_create (and declared so).
 //   LIMIT      oc_book_limit.            MARKET  oc_book_market.
 //   POST_ONLY  the best opposite price first (cancelled WOULD_CROSS if it crosses), then
@@ -25,7 +27,7 @@
 //              price: cancel + re-add (to the tail); another price: cancel + oc_book_limit
 //              with the same id (may trade).
 //   MASS_CANCEL ALL: oc_book_clear; other scopes: this shim's list of ids that rested
-//              (compacted as it goes), each looked up with oc_book_get.
+//              (compacted as it goes), matched from the arrays by id, then oc_book_cancel.
 //   fills      the trade callback (called after each operation, in match order) writes
 //              lob's fill records: taker, maker id, maker price, quantity.
 //   validation lob's reasons, before orderly-chaos is called (it never sees a bad command).
@@ -61,6 +63,8 @@ struct lob_book {
     int64_t next_id = 0;             // the last id issued
     std::vector<int32_t> owner;      // owner[id] (index 0 unused)
     std::vector<uint64_t> stamp;     // stamp[id]: sequence of its last (re)insertion
+    std::vector<int32_t> price;      // price[id] while it rests (<= LOB_MAX_PRICE < 2^31)
+    std::vector<uint8_t> flags;      // flags[id]: LIVE | SELL
     uint64_t seq = 0;
     std::vector<int64_t> live;       // ids that rested, first-rest order (some now gone)
     std::vector<oc_level> levels;    // depth pages
@@ -104,6 +108,7 @@ int32_t lob_capabilities(lob_caps *out) {
 
 static void on_trade(const oc_trade *t, void *user) {
     lob_book *b = static_cast<lob_book *>(user);
+    if (t->maker_remaining == 0) b->flags[(size_t)t->maker_id] &= (uint8_t)~1u;  // filled
     if (b->nf >= b->cap) { b->overflow = true; return; }
     b->fills[b->nf++] = lob_fill{(int64_t)t->taker_id, (int64_t)t->maker_id,
                                  (int64_t)t->price, (int64_t)t->quantity};
@@ -142,6 +147,8 @@ extern "C" lob_book *lob_create(const lob_config *cfg, char *err, int64_t err_ca
     try {
         b->owner.push_back(0);
         b->stamp.push_back(0);
+        b->price.push_back(0);
+        b->flags.push_back(0);
     } catch (...) {
         oc_book_free(b->oc);
         delete b;
@@ -235,12 +242,22 @@ uint64_t market(lob_book *b, int side, int64_t id, uint64_t q) {
 // Is id resting? Asked before oc_book_cancel / _get / _reduce: orderly-chaos reports an
 // unknown id by throwing (an OrderBookError with a formatted message, caught by its C API),
 // which costs ~1.5 us; most cancels of the C++ seed's stream name a dead id.
+// (The live bit answers without a hash lookup; lob_check verifies it against oc_book_has.)
+constexpr uint8_t LIVE = 1, SELL = 2;
+
 inline bool resting(const lob_book *b, int64_t id) {
-    return id > 0 && id <= b->next_id && oc_book_has(b->oc, (uint64_t)id);
+    return id > 0 && id <= b->next_id && (b->flags[(size_t)id] & LIVE);
 }
 
-void remember(lob_book *b, int64_t id) {  // id now rests (first time or again)
+void remember(lob_book *b, int64_t id, int side, int64_t price) {  // id rests (again)
     b->stamp[(size_t)id] = ++b->seq;
+    b->price[(size_t)id] = (int32_t)price;
+    b->flags[(size_t)id] = (uint8_t)(LIVE | (side == LOB_SELL ? SELL : 0));
+}
+
+void cancel(lob_book *b, int64_t id) {  // a resting id off the book
+    ok(b, oc_book_cancel(b->oc, (uint64_t)id), "oc_book_cancel");
+    b->flags[(size_t)id] &= (uint8_t)~LIVE;
 }
 
 void compact(lob_book *b) {  // drop ids that no longer rest
@@ -248,12 +265,12 @@ void compact(lob_book *b) {  // drop ids that no longer rest
     b->stats[ST_LIVE_SCANNED] += (int64_t)b->live.size();
     size_t k = 0;
     for (int64_t id : b->live)
-        if (oc_book_has(b->oc, (uint64_t)id)) b->live[k++] = id;
+        if (b->flags[(size_t)id] & LIVE) b->live[k++] = id;
     b->live.resize(k);
 }
 
-void add_live(lob_book *b, int64_t id) {
-    remember(b, id);
+void add_live(lob_book *b, int64_t id, int side, int64_t price) {
+    remember(b, id, side, price);
     if (b->live.size() >= 2 * oc_book_count(b->oc) + 1024) compact(b);
     b->live.push_back(id);
 }
@@ -267,7 +284,7 @@ void limit(lob_book *b, lob_outcome *o, int64_t id, int side, int64_t price, int
                         &filled), "oc_book_limit");
     const int64_t left = qty - (int64_t)filled;
     if (left == 0) { set_out(o, LOB_FILLED, 0, id, 0, filled, b->nf - nf0, 0); return; }
-    if (is_new) add_live(b, id); else remember(b, id);
+    if (is_new) add_live(b, id, side, price); else remember(b, id, side, price);
     set_out(o, filled ? LOB_PARTIALLY_FILLED : LOB_ACCEPTED, 0, id, left, filled,
             b->nf - nf0, 0);
 }
@@ -358,17 +375,17 @@ void modify(lob_book *b, lob_outcome *o, int64_t id, int64_t qty, int64_t price)
                "oc_book_reduce");
         } else if (qty > (int64_t)cur.quantity) {  // to the tail of its level
             b->stats[ST_READDS]++;
-            ok(b, oc_book_cancel(b->oc, (uint64_t)id), "oc_book_cancel");
+            cancel(b, id);
             uint32_t filled = 0;
             ok(b, oc_book_limit(b->oc, cur.side, (uint64_t)id, (uint32_t)qty, cur.price,
                                 &filled), "oc_book_limit");
-            remember(b, id);
+            remember(b, id, side, at);
         }
         set_out(o, LOB_ACCEPTED, 0, id, qty, 0, 0, 0);
         return;
     }
     b->stats[ST_READDS]++;
-    ok(b, oc_book_cancel(b->oc, (uint64_t)id), "oc_book_cancel");
+    cancel(b, id);
     limit(b, o, id, side, price, qty, false);  // already in the live list
 }
 
@@ -377,20 +394,21 @@ void mass_cancel(lob_book *b, lob_outcome *o, const lob_command *c) {
     if (c->otype == LOB_SCOPE_ALL) {
         removed = (int64_t)oc_book_count(b->oc);
         ok(b, oc_book_clear(b->oc), "oc_book_clear");
+        for (int64_t id : b->live) b->flags[(size_t)id] &= (uint8_t)~LIVE;
         b->live.clear();
     } else {
         b->stats[ST_LIVE_SCANNED] += (int64_t)b->live.size();
         size_t k = 0;
         for (int64_t id : b->live) {
-            oc_order r;
-            if (!resting(b, id) || oc_book_get(b->oc, (uint64_t)id, &r) != OC_OK) continue;
-            const int side = r.side == OC_SIDE_BUY ? LOB_BUY : LOB_SELL;
+            const uint8_t f = b->flags[(size_t)id];
+            if (!(f & LIVE)) continue;  // gone: drop
+            const int64_t p = b->price[(size_t)id];
             const bool hit =
-                c->otype == LOB_SCOPE_SIDE ? side == c->side :
+                c->otype == LOB_SCOPE_SIDE ? (f & SELL ? LOB_SELL : LOB_BUY) == c->side :
                 c->otype == LOB_SCOPE_OWNER ? b->owner[(size_t)id] == c->owner :
-                (int64_t)r.price >= c->price && (int64_t)r.price <= c->price_hi;
+                p >= c->price && p <= c->price_hi;
             if (hit) {
-                ok(b, oc_book_cancel(b->oc, (uint64_t)id), "oc_book_cancel");
+                cancel(b, id);
                 removed++;
             } else {
                 b->live[k++] = id;
@@ -419,11 +437,13 @@ void exec(lob_book *b, const lob_command *c, lob_outcome *o) {
             return rejected(o, LOB_REASON_BAD_PRICE);
         b->owner.push_back(c->owner);  // may throw bad_alloc: before the id is taken
         b->stamp.push_back(0);
+        b->price.push_back(0);
+        b->flags.push_back(0);
         b->next_id++;
         return submit(b, o, b->next_id, side, otype, c->price, c->qty);
     case LOB_CANCEL:
         if (resting(b, c->id)) {
-            ok(b, oc_book_cancel(b->oc, (uint64_t)c->id), "oc_book_cancel");
+            cancel(b, c->id);
             return set_out(o, LOB_CANCELLED, 0, c->id, 0, 0, 0, 1);
         }
         return set_out(o, LOB_NOT_FOUND, LOB_REASON_UNKNOWN_ID, c->id, 0, 0, 0, 0);
@@ -583,15 +603,27 @@ int32_t lob_check(const lob_book *b, char *msg, int64_t cap) {
     uint64_t resting = 0;
     for (int64_t id : b->live) {
         if (id <= 0 || id > b->next_id) FAIL("live list holds id %lld", (long long)id);
-        if (!oc_book_has(b->oc, (uint64_t)id)) continue;
+        const bool live = b->flags[(size_t)id] & LIVE;
+        if (live != (oc_book_has(b->oc, (uint64_t)id) != 0))
+            FAIL("the shim's live bit of id %lld is %d, orderly-chaos %s it", (long long)id,
+                 (int)live, live ? "does not hold" : "holds");
+        if (!live) continue;
         resting++;
+        oc_order r;
+        if (oc_book_get(b->oc, (uint64_t)id, &r) != OC_OK ||
+            (int64_t)r.price != b->price[(size_t)id] ||
+            (r.side == OC_SIDE_SELL) != ((b->flags[(size_t)id] & SELL) != 0))
+            FAIL("the shim's price or side of order %lld differs from orderly-chaos's",
+                 (long long)id);
         if (b->owner[(size_t)id] <= 0) FAIL("order %lld has no owner", (long long)id);
     }
     if (resting != oc_book_count(b->oc))
         FAIL("the shim's live list finds %llu resting orders, orderly-chaos holds %llu (an id "
              "missing or listed twice)", (unsigned long long)resting,
              (unsigned long long)oc_book_count(b->oc));
-    if (b->owner.size() != (size_t)b->next_id + 1) FAIL("owner table out of step with ids");
+    if (b->owner.size() != (size_t)b->next_id + 1 || b->flags.size() != b->owner.size() ||
+        b->price.size() != b->owner.size() || b->stamp.size() != b->owner.size())
+        FAIL("id tables out of step with ids");
     return 0;
 }
 
