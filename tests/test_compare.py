@@ -145,3 +145,86 @@ def test_latency_runs_give_repeat_level_percentiles(tmp_path):
     r = compare(side("a", 1.0), side("b", 2.0)).rows.set_index("metric")
     assert list(r.n_a) == [5, 5, 5] and (r.verdict == "slower").all()
     assert r.loc["p50", "ratio"] == pytest.approx(2.0, rel=0.05)
+
+
+# --- issue 26: no silent wrong answer ------------------------------------------------------
+
+@pytest.mark.parametrize("repeat", [5, 2])  # lob bench's default --repeat, and a quick 2
+def test_identical_code_gets_at_most_5pct_false_calls(tmp_path, repeat):
+    """100 comparisons of two sessions of identical code (10% lognormal noise per replay),
+    compare's defaults (5% margin, 95%): at most 5 call slower or faster."""
+    rng = np.random.default_rng(26)
+    false = 0
+    for i in range(100):
+        sides = []
+        for s in ("a", "b"):
+            d = tmp_path / f"{i}{s}"
+            d.mkdir()
+            write_result({"kind": "bench", "engine": "v1", "workload": "w", "conditions": HOST,
+                          "throughput": {"runs_ns_per_op":
+                                         list(1000 * rng.lognormal(0, 0.1, repeat))}},
+                         d / "r.json")
+            sides.append(d)
+        (verdict,) = compare(*sides, n_boot=500, seed=i).rows.verdict
+        false += verdict in ("slower", "faster")
+    assert false <= 5, (repeat, false)
+
+
+def test_different_workload_parameters_or_schema_are_refused_unless_allowed(tmp_path, capsys):
+    from lob.measure.compare import MixedWorkloadsError
+
+    def side(name, **cond):
+        d = tmp_path / name
+        d.mkdir()
+        write_result({"kind": "bench", "engine": "v1", "workload": "w",
+                      "conditions": {**HOST, **cond},
+                      "throughput": {"runs_ns_per_op": [1000.0 + i for i in range(5)]}},
+                     d / "r.json")
+        return d
+
+    a = side("a", seed=1, params={"scale": 0.01, "seed": 1})
+    b = side("b", seed=1, params={"scale": 0.02, "seed": 1})
+    c = side("c", seed=2, params={"scale": 0.01, "seed": 2})
+    same = side("same", seed=1, params={"scale": 0.01, "seed": 1})
+    assert compare(a, same).different == []
+    for other, what in ((b, "scale=0.02"), (c, "seed=2")):
+        with pytest.raises(MixedWorkloadsError, match=what):
+            compare(a, other)
+        assert main(["compare", str(a), str(other)]) == 2
+        assert "allow-different" in capsys.readouterr().err
+        assert main(["compare", str(a), str(other), "--allow-different"]) == 0
+        assert "DIFFERENT (allowed)" in capsys.readouterr().out
+    rec = json.loads((same / "r.json").read_text())
+    rec["schema_version"] = 2
+    (same / "r.json").write_text(json.dumps(rec))
+    with pytest.raises(MixedWorkloadsError, match="schema versions 1, 2"):
+        compare(a, same)
+
+
+def test_dropped_files_are_reported_and_a_gate_fails_on_what_it_could_not_see(tmp_path,
+                                                                             capsys):
+    a = write_side(tmp_path / "a", seed=11)
+    b = write_side(tmp_path / "b", seed=12)
+    full = (b / "v1__mixed_70_20_10__0.json").read_text()
+    (b / "v1__mixed_70_20_10__0.json").write_text(full[: len(full) // 2])  # truncated
+    (b / "notes.json").write_text('{"hello": 1}')
+    c = compare(a, b)
+    text = c.markdown()
+    assert "dropped from B: 2 file(s)" in text and "v1__mixed_70_20_10__0.json (unreadable" in text
+    assert "notes.json (not a result" in text
+    assert main(["compare", str(a), str(b), "--fail-above", "1.5"]) == 1
+    assert "could not see" in capsys.readouterr().out
+    # a metric the gate never saw: B keeps no allocation counts
+    b2 = write_side(tmp_path / "b2", seed=13)
+    for f in b2.glob("*.json"):
+        rec = json.loads(f.read_text())
+        del rec["alloc"]
+        f.write_text(json.dumps(rec))
+    assert "allocs/op only in A" in compare(a, b2).markdown()
+    assert main(["compare", str(a), str(b2), "--fail-above", "1.5"]) == 1
+    assert main(["compare", str(a), str(b2), "--metric", "ns/op", "--fail-above", "1.5"]) == 0
+    # a pair on one side only
+    write_side(tmp_path / "b3", seed=14, engine="v2")
+    write_side(tmp_path / "b3", seed=15)
+    assert "v2/mixed_70_20_10 only in B" in compare(a, tmp_path / "b3").unseen
+    assert main(["compare", str(a), str(tmp_path / "b3"), "--fail-above", "1.5"]) == 1

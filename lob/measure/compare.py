@@ -23,7 +23,13 @@ two sessions: results measured at different times can differ beyond it (two back
 
 Results from different machines (:func:`lob.measure.conditions.machine_key`: hostname,
 CPU model, core count and OS) are refused unless ``allow_mixed``: a ratio across machines
-measures the machines. All metrics here are costs, so a ratio above 1 is ``slower`` (worse).
+measures the machines. Results of one (engine, workload) made with different workload
+parameters (scale, seed, ...) or records of different ``schema_version`` are refused unless
+``allow_different`` (then listed under the table): a ratio across scales measures the scales.
+Files that are not readable results (a truncated JSON, a run's summary.json) are dropped and
+listed; pairs and metrics found on one side only are listed, and ``--fail-above`` fails on
+them and on unreadable files (a gate passes only on what it saw). All metrics here are
+costs, so a ratio above 1 is ``slower`` (worse).
 
 >>> from lob.measure.compare import compare
 >>> c = compare("artifacts/bench-before", "artifacts/bench-after")
@@ -81,17 +87,37 @@ def resolve(spec: str | os.PathLike) -> list[Path]:
     return sorted(f for f in p.rglob("*.json") if f.is_file())
 
 
-def _records(files: list[Path]) -> list[tuple[Path, dict]]:
-    out = []
+def _records(files: list[Path]) -> tuple[list[tuple[Path, dict]], list[tuple[Path, str]]]:
+    """The lob result records among ``files``, and the files dropped with the reason: an
+    unreadable one (``unreadable: ...``: truncated, not JSON) or a JSON that is not a
+    result (``not a result``: e.g. a run's summary.json)."""
+    out, dropped = [], []
     for f in files:
         try:
             rec = json.loads(f.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError) as e:
+            dropped.append((f, f"unreadable: {type(e).__name__}: {e}"))
             continue
         if isinstance(rec, dict) and rec.get("engine") and rec.get("workload") \
                 and isinstance(rec.get("conditions"), dict):
             out.append((f, rec))
-    return out
+        else:
+            dropped.append((f, "not a result (no engine, workload and conditions)"))
+    return out, dropped
+
+
+def workload_identity(rec: dict) -> str:
+    """What makes two results of one (engine, workload) comparable: the workload's
+    parameters (scale, its own) and seed, as recorded (run conditions, else the workload
+    metadata), as a short text (``"?"`` when the record does not say)."""
+    cond = rec.get("conditions") or {}
+    meta = rec.get("workload_meta") or {}
+    params = cond.get("params", meta.get("params"))
+    seed = cond.get("seed", meta.get("seed"))
+    if params is None and seed is None:
+        return "?"
+    params = {k: v for k, v in (params or {}).items() if k != "seed"}
+    return ", ".join([f"{k}={params[k]}" for k in sorted(params)] + [f"seed={seed}"])
 
 
 def _num(x):
@@ -144,20 +170,41 @@ class Side:
     files: list[Path]
     values: dict[tuple[str, str], dict[str, list[float]]] = field(default_factory=dict)
     machines: set = field(default_factory=set)
+    dropped: list[tuple[Path, str]] = field(default_factory=list)  # (file, why)
+    workloads: dict[tuple[str, str], set] = field(default_factory=dict)  # pair -> identities
+    schemas: set = field(default_factory=set)  # schema_version of every record
+
+    @property
+    def unreadable(self) -> list[tuple[Path, str]]:
+        return [(f, why) for f, why in self.dropped if why.startswith("unreadable")]
 
 
 def load_side(spec) -> Side:
     files = resolve(spec)
-    recs = _records(files)
+    recs, dropped = _records(files)
     if not recs:
-        raise ValueError(f"{spec}: no lob result JSON found (looked at {len(files)} files)")
-    side = Side(str(spec), [f for f, _ in recs])
+        raise ValueError(f"{spec}: no lob result JSON found (looked at {len(files)} files"
+                         + (f"; dropped: {_dropped_text(dropped)}" if dropped else "") + ")")
+    side = Side(str(spec), [f for f, _ in recs], dropped=dropped)
     for _, rec in recs:
         side.machines.add(machine_key(rec["conditions"]))
-        pair = side.values.setdefault((str(rec["engine"]), str(rec["workload"])), {})
+        side.schemas.add(rec.get("schema_version"))
+        key = (str(rec["engine"]), str(rec["workload"]))
+        side.workloads.setdefault(key, set()).add(workload_identity(rec))
+        pair = side.values.setdefault(key, {})
         for k, vals in metric_values(rec).items():
             pair.setdefault(k, []).extend(vals)
     return side
+
+
+def _dropped_text(dropped: list[tuple[Path, str]], limit: int = 5) -> str:
+    shown = "; ".join(f"{f.name} ({why[:120]})" for f, why in dropped[:limit])
+    return shown + (f"; and {len(dropped) - limit} more" if len(dropped) > limit else "")
+
+
+class MixedWorkloadsError(ValueError):
+    """Results of different workload parameters, seeds or schema versions were about to be
+    compared silently."""
 
 
 @dataclass
@@ -170,6 +217,8 @@ class Comparison:
     threshold: float
     confidence: float
     mixed: bool
+    unseen: list[str] = field(default_factory=list)  # what one side has and the other not
+    different: list[str] = field(default_factory=list)  # allowed differences, said
 
     def markdown(self) -> str:
         lines = [f"A: {self.a.spec} ({len(self.a.files)} results)  ",
@@ -188,6 +237,14 @@ class Comparison:
         counts = self.rows.verdict.value_counts().to_dict() if len(self.rows) else {}
         lines += ["", "summary: " + (", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
                                      or "nothing in common")]
+        for side, name in ((self.a, "A"), (self.b, "B")):
+            if side.dropped:
+                lines.append(f"dropped from {name}: {len(side.dropped)} file(s): "
+                             + _dropped_text(side.dropped))
+        if self.unseen:
+            lines.append(f"not compared (on one side only): {'; '.join(self.unseen)}")
+        if self.different:
+            lines.append(f"DIFFERENT (allowed): {'; '.join(self.different)}")
         return "\n".join(lines)
 
     def over(self, ratio: float, verdicts=("slower",)):
@@ -236,12 +293,18 @@ class Comparison:
         return path
 
 
-def compare(a, b, *, metrics=None, allow_mixed: bool = False, threshold: float = 0.05,
-            confidence: float = 0.95, n_boot: int = 2000, seed: int = 1) -> Comparison:
+def compare(a, b, *, metrics=None, allow_mixed: bool = False, allow_different: bool = False,
+            threshold: float = 0.05, confidence: float = 0.95, n_boot: int = 2000,
+            seed: int = 1) -> Comparison:
     """Compare result sets ``a`` (before) and ``b`` (after); see the module docstring.
 
     Raises :class:`~lob.measure.results.MixedMachinesError` when the two sides (or the files
-    within a side) come from different machines and ``allow_mixed`` is false.
+    within a side) come from different machines and ``allow_mixed`` is false, and
+    :class:`MixedWorkloadsError` when the results of one (engine, workload) were made with
+    different workload parameters or seeds, or the records have different schema versions,
+    and ``allow_different`` is false (allowed, the differences are listed in the table).
+    Files that are not readable results are dropped and listed (:attr:`Side.dropped`);
+    pairs and metrics found on one side only are listed in :attr:`Comparison.unseen`.
     """
     import pandas as pd
 
@@ -257,11 +320,32 @@ def compare(a, b, *, metrics=None, allow_mixed: bool = False, threshold: float =
         raise MixedMachinesError(f"results from {len(machines)} machines ({listing}); a "
                                  "ratio across machines measures the machines. Pass "
                                  "--allow-mixed (allow_mixed=True) to compare anyway.")
+    different = []
+    schemas = sa.schemas | sb.schemas
+    if len(schemas) > 1:
+        different.append("schema versions " + ", ".join(sorted(map(str, schemas))))
+    for pair in sorted(set(sa.workloads) & set(sb.workloads)):
+        ids = sa.workloads[pair] | sb.workloads[pair]
+        if len(ids) > 1:
+            different.append(f"{pair[0]}/{pair[1]}: A {' | '.join(sorted(sa.workloads[pair]))}"
+                             f" vs B {' | '.join(sorted(sb.workloads[pair]))}")
+    if different and not allow_different:
+        raise MixedWorkloadsError(
+            "results that measure different things: " + "; ".join(different)
+            + ". Pass --allow-different (allow_different=True) to compare anyway.")
+    unseen = [f"{e}/{w} only in {name}"
+              for name, mine, other in (("A", sa, sb), ("B", sb, sa))
+              for e, w in sorted(set(mine.values) - set(other.values))]
     rows = []
     for pair in sorted(set(sa.values) & set(sb.values)):
         va, vb = sa.values[pair], sb.values[pair]
         for k in keys:
             if k not in va or k not in vb:
+                if k in va or k in vb or metrics:
+                    where = "A" if k in va else "B" if k in vb else "neither side"
+                    unseen.append(f"{pair[0]}/{pair[1]}/{METRICS[k]} "
+                                  + (f"only in {where}" if where != "neither side"
+                                     else "on neither side"))
                 continue
             ratio, lo, hi = ratio_interval(va[k], vb[k], n_boot=n_boot,
                                            confidence=confidence, seed=seed)
@@ -272,14 +356,15 @@ def compare(a, b, *, metrics=None, allow_mixed: bool = False, threshold: float =
     cols = ["engine", "workload", "metric", "a", "b", "ratio", "ci_low", "ci_high", "n_a",
             "n_b", "verdict"]
     return Comparison(sa, sb, pd.DataFrame(rows, columns=cols), threshold, confidence,
-                      len(machines) > 1)
+                      len(machines) > 1, unseen, different)
 
 
 # --- CLI ---------------------------------------------------------------------------------
 
 def _cmd_compare(args) -> int:
     c = compare(args.a, args.b, metrics=args.metric or None, allow_mixed=args.allow_mixed,
-                threshold=args.threshold / 100, confidence=args.confidence)
+                allow_different=args.allow_different, threshold=args.threshold / 100,
+                confidence=args.confidence)
     text = c.markdown()
     print(text)
     if args.out:
@@ -292,6 +377,10 @@ def _cmd_compare(args) -> int:
         print("nothing to compare: no (engine, workload, metric) on both sides")
         return 1
     if args.fail_above is not None:
+        blind = c.unseen + [f"{f} ({why})" for side in (c.a, c.b) for f, why in side.unreadable]
+        if blind:  # a gate passes only on what it saw
+            print(f"FAIL: the gate could not see {len(blind)}: " + "; ".join(blind))
+            return 1
         single = c.over(args.fail_above, ("inconclusive",))
         if len(single):
             print(f"not gated (inconclusive: no interval clears the noise): {len(single)} "
@@ -321,8 +410,12 @@ def add_parsers(sub) -> None:
     s.add_argument("--confidence", type=float, default=0.95, help="interval level")
     s.add_argument("--allow-mixed", action="store_true",
                    help="compare results from different machines anyway")
+    s.add_argument("--allow-different", action="store_true",
+                   help="compare results of different workload parameters (scale, seed, ...)"
+                        " or schema versions anyway (the differences are listed)")
     s.add_argument("--out", default=None, help="folder for compare.md and compare.png")
     s.add_argument("--fail-above", type=float, default=None, metavar="RATIO",
-                   help="exit 1 when a comparison is slower than RATIO (B/A) beyond noise "
-                        "(single values, which have no interval, are listed, not gated)")
+                   help="exit 1 when a comparison is slower than RATIO (B/A) beyond noise, "
+                        "or when a pair or metric is on one side only or a result file is "
+                        "unreadable (values without an interval are listed, not gated)")
     s.set_defaults(func=_cmd_compare)
