@@ -148,3 +148,40 @@ def test_open_loop_scenario_rows_mark_unsupported_percentiles():
     assert row["open_p50"] > 0 and row["closed_p50"] > 0 and row["p50_ok"]
     assert math.isnan(row["open_p99"]) and not row["p99_ok"]  # 200 < 1,000 samples
     assert row["capacity"] > 0 and math.isclose(row["fraction"], 0.5)
+
+
+def test_bad_rows_are_refused_before_any_process_starts(cmds, monkeypatch):
+    from lob.pipeline import session as ses
+
+    def no_session(*a, **k):
+        raise AssertionError("a session was started for a bad row")
+
+    monkeypatch.setattr(ses, "PipelineSession", no_session)
+    for kw, msg in (({"rate": 1000, "batch": 0}, "batch must be"), ({"rate": True}, "rate must"),
+                    ({"rate": 1000, "batch": 64, "ring_capacity": 16}, "ring_capacity")):
+        with pytest.raises(ValueError, match=msg):
+            run_pipeline("reference", cmds, **kw)
+    with pytest.raises(ValueError, match="commands is empty"):
+        run_pipeline("reference", cmds[:0], rate=1000)
+
+
+def test_variant_names_and_session_options():
+    from lob.pipeline.transports import CompiledTransport, PythonTransport
+    from lob.pipeline.variants import resolve, runs_on, variant_options
+
+    assert variant_options("chunk/line/realtime") == {"mode": "chunk", "layout": "line",
+                                                      "realtime": True}
+    assert variant_options("command/fields") == {"mode": "command", "layout": "fields",
+                                                 "realtime": False}
+    for bad in ("chunk", "chunk/rows", "fast/line", "chunk/line/fifo", "a/b/c/d"):
+        with pytest.raises(ValueError, match="a variant is"):
+            variant_options(bad)
+    assert resolve("v2", "python", None, None) == (PythonTransport, "chunk", "fields")
+    assert resolve("v2@numba", "compiled", None, None) == (CompiledTransport, "command", "line")
+    assert resolve("v2@numba", "compiled", "chunk", "fields")[1:] == ("chunk", "fields")
+    assert runs_on("v2@numba", "python") and runs_on("v2@numba", "compiled")
+    assert runs_on("reference", "python") and not runs_on("reference", "compiled")
+    with pytest.raises(ValueError, match="transport must be one of"):
+        runs_on("v2", "rust")
+    with pytest.raises(ValueError, match="unknown engine"):
+        resolve("nope", "python", None, None)

@@ -60,9 +60,9 @@ from lob.pipeline.workers import child_main
 from lob.semantics import BookConfig, as_commands
 from lob.system import check_realtime, realtime_allowed, realtime_budget_s
 
-__all__ = ["PipelineSession", "TRANSPORTS", "LAYOUTS", "run_pipeline", "runs_on", "default_mode",
-           "default_layout", "variant_options", "check_realtime", "realtime_allowed",
-           "realtime_budget_s", "check_row"]
+__all__ = ["PipelineSession", "PipelineRun", "PipelineError", "TRANSPORTS", "LAYOUTS",
+           "run_pipeline", "check_row", "runs_on", "default_mode", "default_layout",
+           "variant_options", "check_realtime", "realtime_allowed", "realtime_budget_s"]
 
 _L = 8  # int64 words per cache line (control word w at raw[w * 8])
 

@@ -21,6 +21,7 @@ that worker's ring and timing (:class:`~lob.pipeline.workers.Worker`).
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from typing import ClassVar
 
 import numpy as np
@@ -35,8 +36,9 @@ __all__ = ["Transport", "PythonTransport", "CompiledTransport", "TRANSPORTS", "t
 _L = 8  # int64 words per cache line (control word w at raw[w * 8])
 
 
-class Transport:
-    """One transport: its vocabulary (class attributes) and, per child, its row work."""
+class Transport(ABC):
+    """One transport: its vocabulary (class attributes) and, per child, its row work (the
+    abstract methods each transport implements; the others have a default)."""
 
     name: ClassVar[str] = ""
     default_mode: ClassVar[str] = "chunk"
@@ -66,13 +68,17 @@ class Transport:
         self.role = role
 
     # engine side
+    @abstractmethod
     def warm_engine(self, eng, cmds, out, done) -> None:
         """Run the warm-up ``cmds`` on ``eng`` the way rows will (compile, load, exercise)."""
         raise NotImplementedError
 
     def prepare_book(self, eng, n: int) -> None:
-        """Size ``eng`` for an ``n``-command row before the engine says it is ready."""
+        """Size ``eng`` for an ``n``-command row before the engine says it is ready (by
+        default nothing: the engine grows as it goes)."""
+        return None
 
+    @abstractmethod
     def serve(self, eng, out, done, due, n: int, start_tail: int, peer_pid: int) -> None:
         """Drain ``n`` records from the ring (the first at ``start_tail``; the sender is
         ``peer_pid``): execute, write ``out``, stamp ``done``, copy their ``due`` times."""
@@ -80,8 +86,10 @@ class Transport:
 
     # sender side
     def warm_sender(self, cmds) -> None:
-        """Exercise the sender's loop once on ``cmds`` (nothing to do for Python code)."""
+        """Exercise the sender's loop once on ``cmds`` (by default nothing: Python code)."""
+        return None
 
+    @abstractmethod
     def send(self, cmds, n: int, start: int, period: float, batch: int,
              peer_pid: int) -> int:
         """Publish ``cmds`` in batches, command ``k`` due at ``start + k * period`` -> the
