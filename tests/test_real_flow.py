@@ -14,6 +14,7 @@ import hashlib
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -257,3 +258,89 @@ def test_corrupt_file_is_one_line(wheel, tmp_path, monkeypatch):
     ds = dataclasses.replace(OB_ANALYTICS, sha256=hashlib.sha256(whole).hexdigest())
     with pytest.raises(DataFetchError, match="corrupt or truncated"):
         fetch.ensure(ds)
+
+
+# --- the studies take the real stream by name ----------------------------------------------
+
+REAL_SMALL = 0.02  # about 4,000 timed commands after the 6.5k-order pre-load
+FAST = ("v2@numba", "v3@numba")
+
+
+def test_tail_analysis_takes_the_real_stream(wheel, tmp_path):
+    """Its regime, seed and shape views take a stream the seed did not publish."""
+    from lob.studies import tail_analysis as ta
+
+    scen = ["add_only", "bitstamp_btcusd"]
+    ta.check_parameters(scen, "bitstamp_btcusd", 1, {"bitstamp_btcusd": REAL_SMALL})
+    reg = ta.measure_regime(FAST[0], scen, 0.002, {"bitstamp_btcusd": REAL_SMALL}, 1, tmp_path)
+    row = next(r for r in reg["rows"] if r["scenario"] == "bitstamp_btcusd")
+    assert row["count"] == build("bitstamp_btcusd", scale=REAL_SMALL).n_timed
+    assert row["cancel_hit_pct"] == 100.0  # every cancel of the converted stream hits
+    assert (tmp_path / f"{FAST[0]}__bitstamp_btcusd.hgrm").exists()
+    assert [r["scenario"] for r in ta.seed_table(scen).rows] == ["add_only"]
+    assert [a.get_title() for a in ta.plot_tail_shape(reg).axes[:2]] == scen
+    po = ta.measure_sources("v3", "bitstamp_btcusd", REAL_SMALL)
+    assert ta.sources_table(po, "bitstamp_btcusd", "v3").rows
+
+
+def test_evolution_stress_takes_the_real_stream(wheel, tmp_path):
+    from lob.studies import evolution_stress as es
+
+    wls = ["lobster_replay", "bitstamp_btcusd"]
+    over = {"bitstamp_btcusd": REAL_SMALL}
+    es.check_parameters(wls, over, ["v2+sorted", "v2"])
+    perf = es.measure_throughput(list(FAST), wls, 0.002, over, 1)
+    assert {r["workload"] for r in perf["rows"]} == set(wls)
+    assert perf["shape"]["bitstamp_btcusd"]["cancel_hit_pct"] == 100.0
+    lat = es.measure_latency(FAST[0], wls, 0.002, over, tmp_path)
+    assert "bitstamp_btcusd" in es.latency_table(lat).table_markdown()
+
+
+def test_fok_scan_bottleneck_takes_the_real_stream(wheel, tmp_path):
+    from lob.studies import fok_scan_bottleneck as fok
+
+    wl = build("bitstamp_btcusd", scale=REAL_SMALL)
+    comp = fok.measure_comprehensive(["v1@numba", *FAST], wl, 1, FAST[-1])
+    assert comp["commands"] == len(wl) and comp["diag"]["fok_pct"] == 0.0  # no FOK in it
+    fok.comprehensive_table(comp, ["v1@numba", *FAST])
+    lat = fok.measure_latency([FAST[0]], wl, tmp_path)
+    assert lat["rows"][0]["count"] == wl.n_timed
+    assert (tmp_path / f"{FAST[0]}__bitstamp_btcusd.hgrm").exists()
+
+
+def test_real_flow_study_on_the_real_stream(wheel):
+    """The study's diagnostics of the real stream: the venue's trades reproduced, ms rates."""
+    from lob.studies import real_flow as rf
+
+    wl = build("bitstamp_btcusd", scale=REAL_SMALL)
+    d = rf.diagnose_stream(wl, FAST[0])
+    assert d["validated"] and d["trades_reproduced"] == d["venue_trades"] > 0
+    ms = bitstamp.arrival_ms(wl)
+    t = wl.commands["timed"].astype(bool)
+    assert d["commands_per_s"] == pytest.approx(t.sum() / ((ms[t].max() - ms[t].min()) / 1e3))
+    assert d["life_median_ms"] is not None and d["cancel_hit_pct"] == 100.0
+    t = rf.conversion_table()
+    assert t.value("trades_venue", "value") == 284 and "ms of the venue's clock" in t.text
+
+
+def test_open_loop_rows_follow_the_venue_clock(wheel):
+    """Each pace's row: the prefix that fits the time allowed, due at the venue's ms / speed-up
+    after the pre-load (a fake pipeline returns the due times it was given)."""
+    from lob.studies import real_flow as rf
+
+    seen = {}
+
+    def run(engine, wl, due):
+        seen[len(seen)] = (len(wl), due.copy())
+        return SimpleNamespace(latency_ns=np.full(wl.n_timed, 1000), achieved_rate=1.0)
+
+    ol = rf.measure_open_loop("v2@numba", REAL_SMALL, [1.0, 1000.0], 2.0, run=run)
+    assert [r["speedup"] for r in ol["rows"]] == [1.0, 1000.0, float("inf")]
+    full = build("bitstamp_btcusd", scale=REAL_SMALL)
+    n1, due1 = seen[0]
+    assert n1 < len(full) and ol["rows"][0]["venue_s"] <= 2.0  # 1x: the first 2 venue seconds
+    assert seen[1][0] == seen[2][0] == len(full)  # 1000x and the capacity row: all of it
+    pre = int(np.argmax(full.commands["timed"]))
+    ms = bitstamp.arrival_ms(full)[:n1]
+    assert np.array_equal(due1[pre:], ms[pre:] * 1_000_000 + rf.PRELOAD_NS)
+    assert not due1[:pre].any() and not (seen[2][1][pre:] - rf.PRELOAD_NS).any()

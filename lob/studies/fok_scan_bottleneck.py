@@ -241,13 +241,13 @@ def counters_table(comp: dict, lim: dict, limit_pair: Sequence[str], *,
 
 def measure_latency(engines: Sequence[str], wl, out: str | Path, *, capture=None) -> dict:
     """Closed-loop per-op latency of each engine on ``wl`` (``.hgrm`` saved into ``out`` as
-    ``<engine>__cpp_comprehensive.hgrm``). Returns ``{"rows": [percentile row per engine],
-    "clock"}``."""
+    ``<engine>__<workload name>.hgrm``, ``cpp_comprehensive`` by default). Returns
+    ``{"rows": [percentile row per engine], "clock"}``."""
     capture = capture or K.capture
     rows, clock = [], None
     for e in engines:
         cp = capture(e, wl)
-        K.save_hgrm(cp["durations"], Path(out) / f"{e}__{COMPREHENSIVE}.hgrm")
+        K.save_hgrm(cp["durations"], Path(out) / f"{e}__{getattr(wl, 'name', COMPREHENSIVE)}.hgrm")
         clock = cp["clock"]
         r = K.percentile_row(cp["durations"])
         rows.append({"engine": e, **r, "mean": float(cp["durations"].mean()),

@@ -39,6 +39,7 @@ from lob.measure.stats import rotations, supported
 from lob.studies import conclude as K
 
 __all__ = ["REAL", "QS", "FEATURES", "LOG_FEATURES", "OPS", "check_parameters",
+           "conversion_table",
            "synthetic_names", "order_life", "flow_figures", "diagnose_stream",
            "measure_candidates", "distances", "closest_table", "misses_table",
            "measure_streams", "diagnostics_table", "latency_table", "plot_features",
@@ -102,6 +103,45 @@ def check_parameters(compare: Sequence[str], candidates: Sequence[str], real_sca
         raise ValueError(f"speedups must be > 0 (1: the venue's pace; math.inf: unpaced), "
                          f"got {list(speedups)!r}")
     return cands
+
+
+# --- the conversion --------------------------------------------------------------------------
+
+CONVERSION_KEYS = ("created_orders", "snapshot_orders", "post_only", "post_only_refused",
+                   "post_only_refused_but_kept_by_venue", "limit_takers", "market_sells",
+                   "market_buys", "notional_buys", "cancels", "stale_snapshot_cancelled",
+                   "dropped_above_max_qty", "dropped_outside_band", "dropped_orders",
+                   "dropped_share_pct", "trades_venue", "trades_of_dropped_orders",
+                   "commands", "timed_commands", "span_ms")
+
+
+def conversion_table(counts: Mapping[str, int | float] | None = None,
+                     rules: Mapping[str, str] | None = None) -> K.Conclusion:
+    """What each conversion rule of the real stream did (counts over the whole recording, the
+    default band), with the rule in words; says what share of the created orders was
+    dropped, how many post-only quotes lob refused as the venue did, and the venue span (ms
+    timestamps). ``counts`` / ``rules`` default to :func:`lob.workloads.bitstamp.conversion`'s
+    and :data:`lob.workloads.bitstamp.RULES`."""
+    if counts is None or rules is None:
+        from lob.workloads import bitstamp
+
+        counts = bitstamp.conversion().counts if counts is None else counts
+        rules = bitstamp.RULES if rules is None else rules
+    rows = [{"count": k, "value": counts[k], "rule": rules.get(k, "")}
+            for k in CONVERSION_KEYS if k in counts]
+    t = K.Conclusion("conversion", rows, key="count", kinds={"value": "ratio"})
+    t.say(f"Of {t.cell('created_orders', 'value')} created orders, "
+          f"{t.cell('dropped_orders', 'value')} ({t.cell('dropped_share_pct', 'value')}%) are "
+          f"dropped; lob refuses {t.cell('post_only_refused', 'value')} of "
+          f"{t.cell('post_only', 'value')} post-only quotes as crossing, and "
+          f"{t.cell('post_only_refused_but_kept_by_venue', 'value')} that the venue kept.")
+    t.say(f"The timed stream ({t.cell('timed_commands', 'value')} commands) spans "
+          f"{t.cell('span_ms', 'value')} ms of the venue's clock (millisecond timestamps).")
+    if counts.get("trades_of_dropped_orders"):
+        t.say(f"{t.cell('trades_of_dropped_orders', 'value')} of the venue's "
+              f"{t.cell('trades_venue', 'value')} trades involve a dropped order and cannot "
+              "be replayed.")
+    return t
 
 
 # --- what a stream does, from a replay's outputs ---------------------------------------------
@@ -368,7 +408,7 @@ def measure_streams(engines: Sequence[str], names: Sequence[str], real_scale: fl
     capture = capture or K.capture
     diagnose = diagnose or diagnose_stream
     wls = {REAL: build(REAL, scale=real_scale)}
-    wls.update({n: build(n, scale=scale) for n in names if n != REAL})
+    wls.update({n: build(n, scale=scale) for n in dict.fromkeys(names) if n != REAL})
     diag = [diagnose(wl, engines[0]) for wl in wls.values()]
     pairs = [(e, n) for e in engines for n in wls]
     samples: dict[tuple, list] = {p: [] for p in pairs}
@@ -520,37 +560,43 @@ def plot_latency(streams: dict):
 
 # --- open loop: the venue's own pace ----------------------------------------------------------
 
-def _pipeline_row(engine: str, wl, due_ns: np.ndarray):
-    """One open-loop row of ``wl`` through :func:`lob.pipeline.run_pipeline` with the given
-    due times (python transport: the one that takes them)."""
-    from lob.pipeline import run_pipeline
-
+def _pipeline_row(session, wl, due_ns: np.ndarray):
+    """One open-loop row of ``wl`` on a live :class:`~lob.pipeline.PipelineSession` with the
+    given due times (ns after the row's start); its offered rate is recorded as the timed
+    commands over the span of their due times."""
     timed = wl.commands["timed"].astype(bool)
-    span = int(due_ns[-1]) / 1e9
+    span = (int(due_ns[timed].max()) - int(due_ns[timed].min())) / 1e9
     rate = int(timed.sum()) / span if span > 0 else math.inf
-    return run_pipeline(engine, wl.commands, rate=rate, due_ns=due_ns, config=wl.config)
+    return session.run(wl.commands, rate=rate, due_ns=due_ns)
 
 
 def measure_open_loop(engine: str, real_scale: float, speedups: Sequence[float],
-                      max_s: float, *, run=None) -> dict:
+                      max_s: float, *, capacity: bool = True, run=None) -> dict:
     """The real stream through the pipeline's open-loop sender, each command due when the
-    venue's clock (ms) says, ``speedup`` times faster (``math.inf``: all due at once, the
-    capacity-bound row). Each row replays the longest prefix of the stream (at most
-    ``real_scale`` of it) that lasts at most ``max_s`` seconds at its pace, so 1x replays
-    the first ``max_s`` venue seconds and a fast pace the whole prefix.
+    venue's clock (ms) says, ``speedup`` times faster; ``capacity`` adds a row with every
+    command due at once (``speedup`` inf: the capacity-bound row). Each row replays the
+    longest prefix of the stream (at most ``real_scale`` of it) that lasts at most ``max_s``
+    seconds at its pace, so 1x replays the first ``max_s`` venue seconds and a fast pace the
+    whole prefix.
 
     Returns ``{"engine", "rows": [{"speedup", "venue_s", "commands", "offered_per_s",
     "achieved_per_s", "count", p50, p99, p99.9 (response = done - due, ns)}]}``. ``run``
-    (default: :func:`lob.pipeline.run_pipeline` with ``due_ns``; given ``(engine, wl,
-    due_ns)``, returns a :class:`~lob.pipeline.PipelineRun`) is injectable for tests."""
+    (default: one :class:`~lob.pipeline.PipelineSession` for every row, its rows given
+    ``due_ns``; called as ``run(engine, wl, due_ns)``, it returns a
+    :class:`~lob.pipeline.PipelineRun`) is injectable for tests."""
     from lob.workloads import bitstamp, build
 
-    run = run or _pipeline_row
     full = build(REAL, scale=real_scale)
+    if run is None:
+        from lob.pipeline import PipelineSession
+
+        with PipelineSession(engine, config=full.config) as session:
+            return measure_open_loop(engine, real_scale, speedups, max_s, capacity=capacity,
+                                     run=lambda e, wl, due: _pipeline_row(session, wl, due))
     ms = bitstamp.arrival_ms(full)
     n_pre = int(np.argmax(full.commands["timed"]))
     rows = []
-    for sp in speedups:
+    for sp in [*speedups, *([math.inf] if capacity else [])]:
         venue_ms = math.inf if math.isinf(sp) else max_s * 1000.0 * sp
         end = int(np.searchsorted(ms[n_pre:], venue_ms, side="right")) + n_pre
         end = max(end, n_pre + 1)

@@ -167,6 +167,8 @@ def seed_table(scenarios: Sequence[str], *, machine: str | None = None,
     counts = SEED000_COUNT if counts is None else counts
     rows = []
     for s in scenarios:
+        if s not in counts or s not in percentiles:  # a stream the seed did not publish
+            continue
         n = counts[s]
         row = {"scenario": s, "count": n, **{k: float(v) for k, v in percentiles[s].items()}}
         rows.append({**row, "p99/p50": _tail_ratio(row) if supported(99, n) else None})
@@ -206,7 +208,8 @@ def plot_tail_shape(reg: dict, *, machine: str | None = None,
                 if supported(50, len(d)) else {})
         xs, ys = _shape(mine, len(d)) if mine else ([], [])
         ax.plot(xs, ys, "o-", label=f"lob {reg['engine']} (this machine)")
-        sx, sy = _shape(percentiles[s], counts[s])
+        sx, sy = (_shape(percentiles[s], counts[s]) if s in percentiles and s in counts
+                  else ([], []))  # a stream the seed did not publish: lob's points only
         ax.plot(sx, sy, "k+", ms=9, label=f"seed 000 ({machine})")
         ax.set_xscale("log")
         ax.set_xticks([1 / (1 - q / 100) for q in QS], [f"{q:g}%" for q in QS])
