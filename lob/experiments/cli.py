@@ -16,7 +16,12 @@ def parse_assignment(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise ValueError(f"parameter {text!r} is not key=value")
-    return key.strip(), yaml.safe_load(value) if value.strip() else ""
+    try:
+        return key.strip(), yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError as e:  # one line: where the value stops being YAML
+        why = " ".join(str(getattr(e, "problem", None) or e).split())
+        raise ValueError(f"parameter {text!r}: the value is not valid YAML ({why}); quote "
+                         "a string that holds ':', '[', '{' or '#'") from None
 
 
 def _cmd_list(args) -> int:

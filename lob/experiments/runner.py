@@ -37,19 +37,42 @@ _WORKLOAD_KEYS = ("workload", "workloads", "scenarios", "tail_scenario")
 _AT_LEAST_1 = ("repeat", "runs", "max_runs", "inner", "steps", "n_boot", "top", "batches")
 
 
+def _names_engines(key: str) -> bool:
+    return key in _ENGINE_KEYS or key.endswith(("_engine", "_engines"))
+
+
+def _is_scale(key: str) -> bool:
+    return key in ("scale", "scales") or key.endswith(("_scale", "_scales"))
+
+
 def check_values(experiment: str, params: dict) -> None:
     """Check what the notebook would only find out after its kernel started: engine and
-    workload names are registered, scales are in (0, 100], counts are >= 1, fractions are
-    > 0, every number is finite. Raises ``ValueError`` with a one-line message."""
+    workload names are registered (every ``*_engine`` key too), scales are in (0, 100] and
+    fit in memory for the workloads they apply to (:func:`lob.workloads.check_scale`),
+    counts are >= 1, fractions are > 0, every number is finite, inside dicts and lists too
+    (``scale_overrides: {workload: scale}``: a registered workload and a valid scale).
+    Raises ``ValueError`` with a one-line message."""
     from lob.engines import engine_names
-    from lob.workloads import workload_names
+    from lob.workloads import check_scale, workload_names
 
     def bad(key, why):
         raise ValueError(f"{experiment}: parameter {key!r} {why}")
 
+    def numbers(key, value):  # every number inside value, with where it sits
+        if isinstance(value, dict):
+            for k, v in value.items():
+                yield from numbers(f"{key}.{k}", v)
+        elif isinstance(value, list | tuple):
+            for i, v in enumerate(value):
+                yield from numbers(f"{key}[{i}]", v)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            yield key, value
+
+    named = [v for k in _WORKLOAD_KEYS for v in (params.get(k) if isinstance(
+        params.get(k), list | tuple) else [params.get(k)]) if isinstance(v, str) and v]
     for key, value in params.items():
         values = value if isinstance(value, list | tuple) else [value]
-        if key in _ENGINE_KEYS and params.get("repo", "lob") == "lob":  # else another repo's
+        if _names_engines(key) and params.get("repo", "lob") == "lob":  # else another repo's
             known = engine_names()
             for v in values:
                 if not (v == "" and key == "engine") and v not in known:
@@ -65,18 +88,33 @@ def check_values(experiment: str, params: dict) -> None:
             for v in values:
                 if v not in known:
                     bad(key, f"names unknown workload {v!r}; workloads: {', '.join(known)}")
-        nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-        for v in nums:
+        if key == "scale_overrides" and isinstance(value, dict):
+            known = workload_names()
+            for w, v in value.items():
+                if w not in known:
+                    bad(key, f"names unknown workload {w!r}; workloads: {', '.join(known)}")
+                try:
+                    check_scale(w, v)
+                except ValueError as e:
+                    bad(f"{key}.{w}", str(e))
+        for where, v in numbers(key, value):
             if isinstance(v, float) and not math.isfinite(v):
-                bad(key, f"must be a finite number, got {v}")
-            if (key == "scale" or key.endswith("_scale")) and not 0 < v <= 100:
-                bad(key, f"must be in (0, 100] (1.0 = the published size), got {v}")
+                bad(where, f"must be a finite number, got {v}")
+            if _is_scale(key):
+                if not 0 < v <= 100:
+                    bad(where, f"must be in (0, 100] (1.0 = the published size), got {v}")
+                # the workloads it applies to: those named, else any (the largest decides)
+                for w in named or workload_names():
+                    try:
+                        check_scale(w, v)
+                    except ValueError as e:
+                        bad(where, str(e))
             if key in _AT_LEAST_1 and v < 1:
-                bad(key, f"must be at least 1, got {v}")
+                bad(where, f"must be at least 1, got {v}")
             if key == "fractions" and v <= 0:
-                bad(key, f"must hold fractions > 0, got {v}")
+                bad(where, f"must hold fractions > 0, got {v}")
             if key == "confidence" and not 0 < v < 1:
-                bad(key, f"must be in (0, 1), got {v}")
+                bad(where, f"must be in (0, 1), got {v}")
         if key in _WORKLOAD_KEYS + _ENGINE_KEYS + _AT_LEAST_1 and isinstance(value, list) \
                 and not value:
             bad(key, "is an empty list")

@@ -23,7 +23,7 @@ import numpy as np
 from lob.semantics import COMMAND_DTYPE, BookConfig
 
 __all__ = ["Workload", "WorkloadFileError", "WorkloadFileMissing", "build", "describe",
-           "workload_names", "spec"]
+           "workload_names", "spec", "check_scale", "memory_estimate", "MAX_SCALE"]
 
 FORMAT = "lob-workload"
 SCHEMA_VERSION = 1
@@ -193,12 +193,85 @@ def _check_params(name: str, defaults: dict, params: dict) -> dict:
     return out
 
 
+# --- how large a scale fits ----------------------------------------------------------------
+
+MAX_SCALE = 100.0  # no workload is built larger, whatever the memory
+# Memory a run needs per command, all told: building cpp_comprehensive at scale 1 (2 M
+# commands) peaks at ~162 B a command (ru_maxrss; the generator's temporaries beside the
+# 40-byte rows), and the replay adds its outputs and the book. At scale 100 (200 M commands)
+# a notebook ended as "Kernel died" on a 24 GiB machine.
+BYTES_PER_COMMAND = 200
+_PROBE_SCALE = 0.01
+_COUNTS: dict[str, int] = {}
+
+
+def _commands_per_probe(name: str) -> int | None:
+    """Commands of ``name`` at scale 0.01 (built once, cached); None for a recorded stream
+    (its size does not grow with scale) or one that cannot be built here."""
+    if name not in _COUNTS:
+        if spec(name)["family"] == "real":
+            return None
+        try:
+            _COUNTS[name] = len(build(name, scale=_PROBE_SCALE))
+        except Exception:  # e.g. data not fetched: build() says so itself, later
+            return None
+    return _COUNTS[name]
+
+
+def memory_estimate(name: str, scale: float) -> int | None:
+    """Bytes a run of workload ``name`` at ``scale`` needs, estimated: its commands (a linear
+    extrapolation from scale 0.01, which overestimates the fixed pre-loads) times
+    :data:`BYTES_PER_COMMAND`. None when the size does not grow with scale."""
+    n = _commands_per_probe(name)
+    return None if n is None else int(n * scale / _PROBE_SCALE * BYTES_PER_COMMAND)
+
+
+def available_memory() -> int | None:
+    """Bytes the machine can give a new process now (``MemAvailable``), None if unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import os
+
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_scale(name: str, scale) -> None:
+    """Raise ``ValueError`` (one line) unless workload ``name`` at ``scale`` is in
+    (0, :data:`MAX_SCALE`] and its :func:`memory_estimate` fits in the memory available now.
+    Scales up to 1 (the published sizes) are not estimated: they fit any machine lob runs
+    on. The experiments runner calls this before any kernel starts."""
+    spec(name)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)) \
+            or not 0 < scale <= MAX_SCALE:
+        raise ValueError(f"scale of {name!r} must be a number in (0, {MAX_SCALE:g}], got "
+                         f"{scale!r}")
+    if scale <= 1:
+        return
+    need, have = memory_estimate(name, float(scale)), available_memory()
+    if need is not None and have is not None and need > have:
+        fits = int(have / need * scale * 100) / 100
+        raise ValueError(f"workload {name!r} at scale {scale:g} needs about "
+                         f"{need / 2**30:.1f} GiB ({need // BYTES_PER_COMMAND:,} commands x "
+                         f"~{BYTES_PER_COMMAND} B), more than the {have / 2**30:.1f} GiB "
+                         f"available; at most scale ~{fits:g} here")
+
+
 def build(name: str, **params) -> Workload:
-    """Build a workload: ``scale`` (1.0 = published size), ``seed`` and its own parameters."""
+    """Build a workload: ``scale`` (1.0 = published size), ``seed`` and its own parameters.
+    A scale whose memory need exceeds what is available is refused first
+    (:func:`check_scale`)."""
     if not isinstance(name, str):
         raise TypeError(f"workload name must be a str, got {type(name).__name__}")
     s = spec(name)
     p = _check_params(name, s["defaults"], params)
+    check_scale(name, p["scale"])
     cmds, config = s["build"](**p)
     return Workload(name, s["family"], cmds, config, p["seed"], p, s["description"],
                     s["provenance"])
