@@ -122,8 +122,8 @@ class Plan:
 def plan(engine: str, workload: str, scale: float, transports, pin_compare: bool) -> Plan:
     """The transports ``engine`` runs on, the workload, and the pinnings (unpinned, then
     sender on the first CPU and engine on the second when ``pin_compare`` and 2+ CPUs)."""
-    import lob
     from lob.pipeline.session import runs_on
+    from lob.workloads import build as build_workload
 
     runs = [t for t in transports if runs_on(engine, t)]
     pins: list = [None]
@@ -131,7 +131,7 @@ def plan(engine: str, workload: str, scale: float, transports, pin_compare: bool
     if pin_compare and len(cpus) >= 2:
         pins.append((cpus[0], cpus[1]))
     return Plan(engine, workload, scale, runs, [t for t in transports if t not in runs],
-                lob.workload(workload, scale=scale), pins)
+                build_workload(workload, scale=scale), pins)
 
 
 # --- closed-loop service time ----------------------------------------------------------------
@@ -148,11 +148,11 @@ class Service:
 def measure_service(p: Plan, batches) -> Service:
     """Closed-loop per-op latency (:func:`lob.measure.latency.capture_latency`) and the cost
     per command of the python transport's executor fed chunks of B, both modes."""
-    import lob
+    from lob.engines.registry import get_engine
     from lob.measure.latency import LatencyStats, capture_latency, histogram_from
     from lob.pipeline.sweep import service_time
 
-    cap = capture_latency(lob.get_engine(p.engine, p.wl.config), p.wl.commands)
+    cap = capture_latency(get_engine(p.engine, p.wl.config), p.wl.commands)
     closed = LatencyStats.of(*histogram_from(cap.durations_ns))
     rows = [service_time(p.engine, p.wl.commands, config=p.wl.config, batch=b, mode=m,
                          repeat=SERVICE_REPEAT) for b in batches for m in ("chunk", "command")]
@@ -478,14 +478,15 @@ def measure_tail(p: Plan, *, variants, mode: str, scale: float, repeat: int, ste
     all), then runs every pinning and rate, the variants' order reversed every other round
     (so each step's two variants run back to back in every round). A run whose longest
     publish gap exceeds ``stall_us`` is marked ``stalled``."""
-    import lob
+    from lob.engines.registry import get_engine
     from lob.measure.hiccup import record_hiccups
     from lob.pipeline.session import PipelineSession, variant_options
     from lob.pipeline.sweep import find_capacity
+    from lob.workloads import build as build_workload
 
     tr = p.tail_transport
     vs = _tail_variants(tr, variants, mode)
-    wl = lob.workload(p.workload, scale=scale)
+    wl = build_workload(p.workload, scale=scale)
     rt_of = {v: variant_options(v)["realtime"] for v in vs}
     rows, lats = [], {}
     with contextlib.ExitStack() as stack:
@@ -518,7 +519,7 @@ def measure_tail(p: Plan, *, variants, mode: str, scale: float, repeat: int, ste
                                      "longest gap (µs)": gap_us, "stalled": gap_us > stall_us,
                                      **_pct_cells(lat, ("p50", "p90", "p99", "p99.9"))})
     # the engine alone: its best closed-loop time per command over the same stream
-    eng_ns = min(lob.get_engine(p.engine, wl.config).replay(wl.commands).elapsed_ns
+    eng_ns = min(get_engine(p.engine, wl.config).replay(wl.commands).elapsed_ns
                  for _ in range(ENGINE_REPEAT)) / len(wl.commands)
     return Tail(tr, vs, rt_of, base, tcap["capacity"], unpaced, len(wl.commands), eng_ns,
                 pd.DataFrame(rows), lats, recs)
