@@ -61,7 +61,7 @@ from lob.semantics import BookConfig, as_commands
 from lob.system import check_realtime, realtime_allowed, realtime_budget_s
 
 __all__ = ["PipelineSession", "PipelineRun", "PipelineError", "TRANSPORTS", "LAYOUTS",
-           "run_pipeline", "check_row", "runs_on", "default_mode", "default_layout",
+           "run_pipeline", "check_row", "check_due", "runs_on", "default_mode", "default_layout",
            "variant_options", "check_realtime", "realtime_allowed", "realtime_budget_s"]
 
 _L = 8  # int64 words per cache line (control word w at raw[w * 8])
@@ -88,6 +88,20 @@ def check_row(commands, rate: float, batch: int, ring_capacity: int,
                          "second, /proc/sys/kernel/sched_rt_runtime_us): it would be "
                          "throttled mid-row; run shorter rows")
     return commands
+
+
+def check_due(due_ns, n: int) -> np.ndarray:
+    """Per-command due times of a row (ns after its start: non-negative, non-decreasing, one
+    per command) as int64; ValueError naming what is wrong."""
+    a = np.asarray(due_ns)
+    if a.ndim != 1 or len(a) != n:
+        raise ValueError(f"due_ns must hold one due time per command ({n:,}), got shape "
+                         f"{a.shape}")
+    if not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"due_ns must be integers (ns after the row's start), got {a.dtype}")
+    if n and (a.min() < 0 or np.any(np.diff(a) < 0)):
+        raise ValueError("due_ns must be >= 0 and non-decreasing (ns after the row's start)")
+    return a.astype(np.int64)
 
 
 class PipelineSession:
@@ -220,18 +234,29 @@ class PipelineSession:
 
     # --- rows -----------------------------------------------------------------------------
     def run(self, commands, *, rate: float, batch: int = 1, pin: tuple | None = None,
-            config: BookConfig | None = None, warmup: int = 0, lead_s: float = 0.02
-            ) -> PipelineRun:
+            config: BookConfig | None = None, warmup: int = 0, lead_s: float = 0.02,
+            due_ns=None) -> PipelineRun:
         """One row: ``commands`` at ``rate`` commands/s (``math.inf``: unpaced) in batches of
         ``batch`` -> :class:`~lob.pipeline.run.PipelineRun`. ``pin=(sender_cpu, engine_cpu)``
-        pins the two processes for this row; ``config`` the book (default: the session's)."""
+        pins the two processes for this row; ``config`` the book (default: the session's).
+        ``due_ns`` (python transport): each command's due time in ns after the row's start,
+        instead of the constant pace (``rate`` is then only recorded as the offered rate)."""
         if self.closed:
             raise PipelineError("the session is closed (a row failed or close() was called)")
         commands = check_row(commands, rate, batch, self.capacity, self.realtime)
-        return self._run_row(commands, rate, batch, pin, config, warmup, lead_s)
+        if due_ns is not None:
+            due_ns = self._check_due(due_ns, len(commands))
+        return self._run_row(commands, rate, batch, pin, config, warmup, lead_s, due_ns)
 
-    def _run_row(self, commands, rate, batch, pin, config, warmup, lead_s) -> PipelineRun:
-        """A row whose arguments :func:`check_row` passed."""
+    def _check_due(self, due_ns, n: int) -> np.ndarray:
+        if self.transport != "python":
+            raise ValueError(f"due_ns needs the python transport (this session's is "
+                             f"{self.transport!r})")
+        return check_due(due_ns, n)
+
+    def _run_row(self, commands, rate, batch, pin, config, warmup, lead_s,
+                 due_ns=None) -> PipelineRun:
+        """A row whose arguments :func:`check_row` (and :func:`check_due`) passed."""
         n = len(commands)
         config = config or self.config
         res = self._rows.fit(n)
@@ -243,8 +268,11 @@ class PipelineSession:
                                                  sender_pid=self._procs["sender"].pid)))
         self._conns["sender"].send(("row", dict(common, rate=float(rate), batch=int(batch),
                                                  cpu=ps, lead_ns=int(lead_s * 1e9),
-                                                 engine_pid=self._procs["engine"].pid)))
-        budget = 60.0 + 2 * (n / rate if math.isfinite(rate) else 0.0) + self.timeout_s
+                                                 engine_pid=self._procs["engine"].pid,
+                                                 due_ns=due_ns)))
+        span = (int(due_ns[-1]) / 1e9 if due_ns is not None
+                else n / rate if math.isfinite(rate) else 0.0)
+        budget = 60.0 + 2 * span + self.timeout_s
         msgs = self._wait_all("ok", budget)
         v = row_views(res.buf, n)
         timed = commands["timed"].copy()
@@ -303,7 +331,7 @@ def run_pipeline(engine: str, commands: np.ndarray, *, rate: float, batch: int =
                  pin: tuple[int, int] | None = None, gc_enabled: bool = False, warmup: int = 0,
                  ring_capacity: int = 4096,
                  max_take: int | None = None, lead_s: float = 0.02, timeout_s: float = 10.0,
-                 liveness_s: float = 2.0, session=None) -> PipelineRun:
+                 liveness_s: float = 2.0, session=None, due_ns=None) -> PipelineRun:
     """Run ``commands`` through a sender and an engine process at ``rate`` commands/s.
 
     ``rate=math.inf`` sends unpaced (every command due at start: the achieved rate is the
@@ -314,13 +342,20 @@ def run_pipeline(engine: str, commands: np.ndarray, *, rate: float, batch: int =
     processes (its engine, transport and ring settings apply); without, a session is started
     for this one row and closed after it. The session checks everything; the row's arguments
     are checked (:func:`check_row`) before its processes start, so bad input costs none.
+    ``due_ns`` (python transport only): each command's due time in ns after the row's start
+    (non-decreasing), instead of the constant pace: an open-loop replay of recorded
+    inter-arrival times; ``rate`` is then only recorded as the offered rate.
     """
     if session is not None:
         return session.run(commands, rate=rate, batch=batch, pin=pin, config=config,
-                           warmup=warmup, lead_s=lead_s)
+                           warmup=warmup, lead_s=lead_s, due_ns=due_ns)
     commands = check_row(commands, rate, batch, ring_capacity, realtime)
+    if due_ns is not None:
+        if transport != "python":
+            raise ValueError(f"due_ns needs the python transport, got {transport!r}")
+        due_ns = check_due(due_ns, len(commands))
     with PipelineSession(engine, transport=transport, config=config, mode=mode, layout=layout,
                          realtime=realtime,
                          gc_enabled=gc_enabled, ring_capacity=ring_capacity, max_take=max_take,
                          timeout_s=timeout_s, liveness_s=liveness_s) as s:
-        return s._run_row(commands, rate, batch, pin, None, warmup, lead_s)
+        return s._run_row(commands, rate, batch, pin, None, warmup, lead_s, due_ns)

@@ -91,9 +91,10 @@ class Transport(ABC):
 
     @abstractmethod
     def send(self, cmds, n: int, start: int, period: float, batch: int,
-             peer_pid: int) -> int:
-        """Publish ``cmds`` in batches, command ``k`` due at ``start + k * period`` -> the
-        number of batches that went out more than 1 ms late."""
+             peer_pid: int, offsets=None) -> int:
+        """Publish ``cmds`` in batches, command ``k`` due at ``start + k * period`` (or at
+        ``start + offsets[k]`` when given: recorded inter-arrival times) -> the number of
+        batches that went out more than 1 ms late."""
         raise NotImplementedError
 
 
@@ -140,9 +141,10 @@ class PythonTransport(Transport):
                 j = k
             pos += m
 
-    def send(self, cmds, n, start, period, batch, peer_pid) -> int:
+    def send(self, cmds, n, start, period, batch, peer_pid, offsets=None) -> int:
         prod = self.prod
-        due = start + (np.arange(n, dtype=np.float64) * period).astype(np.int64)
+        due = (start + (np.arange(n, dtype=np.float64) * period).astype(np.int64)
+               if offsets is None else start + np.asarray(offsets, dtype=np.int64))
         late = 0
         for k in range(0, n, batch):
             m = min(batch, n - k)
@@ -249,8 +251,11 @@ class CompiledTransport(Transport):
         send_row(raw, cmds, *compiled_slots(slots, self.w.opts["layout"]), 0, n, now_ns(), 0.0,
                  7, *self._timing(0))
 
-    def send(self, cmds, n, start, period, batch, peer_pid) -> int:
+    def send(self, cmds, n, start, period, batch, peer_pid, offsets=None) -> int:
         from lob.pipeline.compiled import OK, STATUS, send_row
+
+        if offsets is not None:  # the session refuses due_ns on this transport
+            raise ValueError("due_ns needs the python transport")
 
         w = self.w
         k, st, late = send_row(w.raw, cmds, *compiled_slots(w.ring.slots, w.opts["layout"]), 0,

@@ -151,7 +151,8 @@ class SenderWorker(Worker):
         start = now_ns() + job["lead_ns"]
         self.raw[START_NS * _L] = start
         period = 1e9 / rate if math.isfinite(rate) else 0.0
-        late = self.transport.send(cmds, n, start, period, batch, job["engine_pid"])
+        late = self.transport.send(cmds, n, start, period, batch, job["engine_pid"],
+                                   offsets=job.get("due_ns"))
         return {"affinity": affinity, "late_batches_1ms": int(late), "start_ns": int(start)}
 
 
