@@ -456,7 +456,9 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
                     log: Callable[[str], None] | None = _say) -> BisectResult:
     """Binary search of ``good..bad`` for the first revision whose ``metric`` differs from
     good's beyond noise (see the module docstring). ``runs``: rounds before the first
-    decision on a comparison; ``max_runs``: rounds at most (default ``3 * runs``);
+    decision on a comparison (no interval, so no decision, before
+    :data:`~lob.measure.stats.MIN_RATIO_N` rounds); ``max_runs``: rounds at most (default
+    ``3 * runs``, at least ``MIN_RATIO_N``);
     ``threshold``: the relative change an interval must clear; ``inner``: replays per process
     (the process's value is their minimum). ``measure`` replaces the subprocess measurement
     (tests); ``out`` writes the run folder.
@@ -726,9 +728,11 @@ def add_parsers(sub) -> None:
     s.add_argument("--metric", default="ns_per_op", help="ns_per_op | p50 | p99 | p99_9 | "
                                                          "allocs_per_op")
     s.add_argument("--scale", type=float, default=0.002, help="workload scale")
-    s.add_argument("--runs", type=int, default=5, help="rounds before a first decision")
+    s.add_argument("--runs", type=int, default=5,
+                   help="rounds before a first decision (there is no interval before "
+                        f"{MIN_RATIO_N}: fewer values do not hold its coverage)")
     s.add_argument("--max-runs", type=int, default=None,
-                   help="rounds at most per comparison (default 3 x runs)")
+                   help=f"rounds at most per comparison, >= {MIN_RATIO_N} (default 3 x runs)")
     s.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
                    help="a change is called when its interval clears 1 +/- PCT%%")
     s.add_argument("--confidence", type=float, default=0.95, help="interval level")

@@ -26,9 +26,9 @@ def target(repo: str, good: str, bad: str, engine: str) -> dict:
 
     ``repo="demo"`` builds the synthetic repository (:data:`DEMO`) in a fresh temp folder
     (good / bad / engine default to its first commit, last commit and ``demo``; its
-    worktrees cached beside it); ``"lob"`` is lob's own checkout, anything else a path; a
+    checkouts cached beside it); ``"lob"`` is lob's own checkout, anything else a path; a
     real repository needs good, bad and engine (one clear ValueError) and uses the shared
-    worktree cache (``cache`` None)."""
+    checkout cache (``cache`` None)."""
     from lob.paths import repo_root
     from lob.studies.gitbisect import demo_repo
 
@@ -36,7 +36,7 @@ def target(repo: str, good: str, bad: str, engine: str) -> dict:
         scratch = Path(tempfile.mkdtemp(prefix="lob-bisect-demo-"))
         shas = demo_repo(scratch / "repo", **DEMO)
         return {"repo": scratch / "repo", "good": good or shas[0], "bad": bad or shas[-1],
-                "engine": engine or "demo", "cache": scratch / "worktrees"}
+                "engine": engine or "demo", "cache": scratch / "checkouts"}
     if not (good and bad and engine):
         raise ValueError("give good, bad and engine for a real repository")
     return {"repo": repo_root() if repo == "lob" else Path(repo), "good": good, "bad": bad,
