@@ -47,6 +47,7 @@ from lob.pipeline.ring import (
 )
 from lob.pipeline.rows import RowBlock, row_views, slot_fields
 from lob.pipeline.run import PipelineError, PipelineRun
+from lob.pipeline.transports import transport_class
 from lob.pipeline.variants import (
     LAYOUTS,
     TRANSPORTS,
@@ -90,9 +91,12 @@ def check_row(commands, rate: float, batch: int, ring_capacity: int,
     return commands
 
 
-def check_due(due_ns, n: int) -> np.ndarray:
+def check_due(due_ns, n: int, transport: str = "python") -> np.ndarray:
     """Per-command due times of a row (ns after its start: non-negative, non-decreasing, one
-    per command) as int64; ValueError naming what is wrong."""
+    per command) as int64; ValueError naming what is wrong, or a ``transport`` that cannot
+    send on recorded due times (:attr:`~lob.pipeline.transports.Transport.due_times`)."""
+    if not transport_class(transport).due_times:
+        raise ValueError(f"due_ns needs the python transport, got {transport!r}")
     a = np.asarray(due_ns)
     if a.ndim != 1 or len(a) != n:
         raise ValueError(f"due_ns must hold one due time per command ({n:,}), got shape "
@@ -245,14 +249,8 @@ class PipelineSession:
             raise PipelineError("the session is closed (a row failed or close() was called)")
         commands = check_row(commands, rate, batch, self.capacity, self.realtime)
         if due_ns is not None:
-            due_ns = self._check_due(due_ns, len(commands))
+            due_ns = check_due(due_ns, len(commands), self.transport)
         return self._run_row(commands, rate, batch, pin, config, warmup, lead_s, due_ns)
-
-    def _check_due(self, due_ns, n: int) -> np.ndarray:
-        if self.transport != "python":
-            raise ValueError(f"due_ns needs the python transport (this session's is "
-                             f"{self.transport!r})")
-        return check_due(due_ns, n)
 
     def _run_row(self, commands, rate, batch, pin, config, warmup, lead_s,
                  due_ns=None) -> PipelineRun:
@@ -351,9 +349,7 @@ def run_pipeline(engine: str, commands: np.ndarray, *, rate: float, batch: int =
                            warmup=warmup, lead_s=lead_s, due_ns=due_ns)
     commands = check_row(commands, rate, batch, ring_capacity, realtime)
     if due_ns is not None:
-        if transport != "python":
-            raise ValueError(f"due_ns needs the python transport, got {transport!r}")
-        due_ns = check_due(due_ns, len(commands))
+        due_ns = check_due(due_ns, len(commands), transport)
     with PipelineSession(engine, transport=transport, config=config, mode=mode, layout=layout,
                          realtime=realtime,
                          gc_enabled=gc_enabled, ring_capacity=ring_capacity, max_take=max_take,

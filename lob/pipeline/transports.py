@@ -47,6 +47,7 @@ class Transport(ABC):
     backends: ClassVar[tuple[str, ...] | None] = None  # engine backends it runs (None: any)
     engines: ClassVar[str] = "any engine"  # the same, in words
     layouts_why: ClassVar[str] = ""
+    due_times: ClassVar[bool] = False  # sends on per-command due times (``send``'s offsets)
 
     @classmethod
     def runs(cls, backend: str) -> bool:
@@ -104,6 +105,7 @@ class PythonTransport(Transport):
     name = "python"
     default_mode, default_layout, layouts = "chunk", "fields", ("fields",)
     layouts_why = "the python one reads and writes the ring's fields with numpy calls"
+    due_times = True
     SUB_MAX = 4096  # a drained chunk runs in parts of ~check_ms (beats between)
 
     def __init__(self, worker, role: str):
