@@ -332,10 +332,11 @@ def test_open_loop_rows_follow_the_venue_clock(wheel):
 
     def run(engine, wl, due):
         seen[len(seen)] = (len(wl), due.copy())
-        return SimpleNamespace(latency_ns=np.full(wl.n_timed, 1000), achieved_rate=1.0)
+        return SimpleNamespace(latency_ns=np.full(wl.n_timed, 1000), due_ns=due,
+                               done_ns=due + 1000, timed=wl.commands["timed"])
 
     ol = rf.measure_open_loop("v2@numba", REAL_SMALL, [1.0, 1000.0], 2.0, run=run)
-    assert [r["speedup"] for r in ol["rows"]] == [1.0, 1000.0, float("inf")]
+    assert [r["pace"] for r in ol["rows"]] == ["1x", "1000x", "all at once"]
     full = build("bitstamp_btcusd", scale=REAL_SMALL)
     n1, due1 = seen[0]
     assert n1 < len(full) and ol["rows"][0]["venue_s"] <= 2.0  # 1x: the first 2 venue seconds

@@ -160,23 +160,23 @@ def test_latency_table_sentences():
 
 
 def _ol(sp, n, p50, p99):
-    return {"speedup": sp, "venue_s": 10.0, "commands": n, "offered_per_s": 100.0 * sp,
-            "achieved_per_s": 100.0 * sp, "count": n, "p50": p50, "p99": p99, "p99.9": p99}
+    return {"pace": rf._pace(sp), "speedup": sp, "venue_s": 10.0, "commands": n,
+            "offered_per_s": 100.0 * sp, "achieved_per_s": 100.0 * sp, "count": n,
+            "p50": p50, "p99": p99, "p99.9": p99}
 
 
 def test_open_loop_table_sentences():
     t = rf.open_loop_table({"engine": "e", "rows": [_ol(1.0, 2000, 900.0, 2000.0),
                                                      _ol(math.inf, 2000, 5000.0, 9000.0)]})
-    assert "From 1.00x to infx the venue's pace, the p99 response goes from 2,000 to 9,000" \
-        in t.text
+    assert "The p99 response goes from 2,000 ns at 1x to 9,000 ns at all at once." in t.text
     assert check_record(t.record()) == []
     t = rf.open_loop_table({"engine": "e", "rows": [_ol(1.0, 50, 900.0, 2000.0),
                                                      _ol(100.0, 50, 5000.0, 9000.0)]})
-    assert "the p50 response goes from 900 to 5,000" in t.text
+    assert "The p50 response goes from 900 ns at 1x to 5,000 ns at 100x" in t.text
     t = rf.open_loop_table({"engine": "e", "rows": [_ol(1.0, 5, 1.0, 1.0),
                                                      _ol(100.0, 5, 1.0, 1.0)]})
-    assert "goes from" not in t.text and "Percentiles hidden" in t.text
-    assert "One pace measured (1.00x)" in rf.open_loop_table(
+    assert "goes from" not in t.text and "hidden for want of samples: 1x (p50" in t.text
+    assert "One pace measured (1x)" in rf.open_loop_table(
         {"engine": "e", "rows": [_ol(1.0, 50, 1.0, 1.0)]}).text
     assert "No pace measured" in rf.open_loop_table({"engine": "e", "rows": []}).text
 

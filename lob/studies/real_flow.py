@@ -52,7 +52,7 @@ FEATURES = ("cancel_share_pct", "taker_share_pct", "cross_pct", "cancel_hit_pct"
             "fills_mean", "resting_mean", "levels_max", "span_mean", "life_median_ops")
 LOG_FEATURES = frozenset({"resting_mean", "levels_max", "span_mean", "life_median_ops"})
 OPS = ("all", "submit", "cancel")  # per-op latency: every timed command, then by kind
-PRELOAD_NS = 50_000_000  # open loop: the timed stream falls due this long after the pre-load
+PRELOAD_NS = 500_000_000  # open loop: the timed stream falls due this long after the pre-load
 # the columns of the side-by-side diagnostics table (diagnose keys and flow_figures keys)
 DIAG_COLUMNS = ("commands", "timed", "cancel_share_pct", "taker_share_pct", "cross_pct",
                 "cancel_hit_pct", "fills_mean", "resting_mean", "levels_max", "span_mean",
@@ -570,6 +570,11 @@ def _pipeline_row(session, wl, due_ns: np.ndarray):
     return session.run(wl.commands, rate=rate, due_ns=due_ns)
 
 
+def _pace(speedup: float) -> str:
+    """A row's label: ``"100x"`` the venue's pace, ``"all at once"`` for the capacity row."""
+    return "all at once" if math.isinf(speedup) else f"{speedup:g}x"
+
+
 def measure_open_loop(engine: str, real_scale: float, speedups: Sequence[float],
                       max_s: float, *, capacity: bool = True, run=None) -> dict:
     """The real stream through the pipeline's open-loop sender, each command due when the
@@ -579,8 +584,9 @@ def measure_open_loop(engine: str, real_scale: float, speedups: Sequence[float],
     seconds at its pace, so 1x replays the first ``max_s`` venue seconds and a fast pace the
     whole prefix.
 
-    Returns ``{"engine", "rows": [{"speedup", "venue_s", "commands", "offered_per_s",
-    "achieved_per_s", "count", p50, p99, p99.9 (response = done - due, ns)}]}``. ``run``
+    Returns ``{"engine", "rows": [{"pace", "speedup", "venue_s", "commands" (timed),
+    "offered_per_s", "achieved_per_s" (timed commands from the first one due to the last
+    one done), "count", p50, p99, p99.9 (response = done - due, ns)}]}``. ``run``
     (default: one :class:`~lob.pipeline.PipelineSession` for every row, its rows given
     ``due_ns``; called as ``run(engine, wl, due_ns)``, it returns a
     :class:`~lob.pipeline.PipelineRun`) is injectable for tests."""
@@ -606,39 +612,41 @@ def measure_open_loop(engine: str, real_scale: float, speedups: Sequence[float],
         due[n_pre:] += PRELOAD_NS  # the stream starts once the snapshot pre-load is in
         res = run(engine, wl, due)
         r = K.percentile_row(np.asarray(res.latency_ns, dtype=np.int64), QS)
-        n_t = int(wl.commands["timed"].sum())
+        t = np.asarray(res.timed, dtype=bool)
+        n_t = int(t.sum())
+        took = int(res.done_ns[t].max()) - int(res.due_ns[t].min()) if n_t else 0
         venue_s = (int(ms[end - 1]) - int(ms[n_pre])) / 1000.0
-        rows.append({"speedup": float(sp), "venue_s": venue_s, "commands": n_t,
+        rows.append({"pace": _pace(sp), "speedup": float(sp), "venue_s": venue_s,
+                     "commands": n_t,
                      "offered_per_s": (n_t * sp / venue_s if venue_s > 0 and math.isfinite(sp)
                                        else None),
-                     "achieved_per_s": float(res.achieved_rate), "count": r["count"],
-                     **{_name(q): r[_name(q)] for q in QS}})
+                     "achieved_per_s": n_t / (took / 1e9) if took > 0 else None,
+                     "count": r["count"], **{_name(q): r[_name(q)] for q in QS}})
     return {"engine": engine, "rows": rows}
 
 
 def open_loop_table(ol: dict) -> K.Conclusion:
-    """Response time (due to done, queueing counted) per speed-up of the venue's pace; says
-    how it moves from the slowest to the fastest pace."""
-    t = K.Conclusion(f"open loop ({ol['engine']})", ol["rows"], key="speedup",
+    """Response time (due to done, queueing counted) per pace of the venue's clock; says how
+    it moves from the slowest to the fastest pace."""
+    t = K.Conclusion(f"open loop ({ol['engine']})", ol["rows"], key="pace",
                      kinds={"speedup": "ratio", "commands": "count", "venue_s": "ratio",
                             "offered_per_s": "ratio", "achieved_per_s": "ratio"},
                      note="Each command due at the venue's arrival time (ms timestamps, so ms "
-                          "resolution) divided by the speed-up (inf: all due at the start); "
-                          "venue_s: the venue seconds replayed; response = done - due, "
-                          "queueing counted.")
+                          "resolution) divided by the speed-up, the timed stream starting "
+                          "once the snapshot pre-load is in; all at once: every command due "
+                          "together (capacity-bound). venue_s: the venue seconds replayed; "
+                          "response = done - due, queueing counted.")
     rows = t.rows
     if len(rows) >= 2:
-        a, b = rows[0], rows[-1]
-        q = next((q for q in (99, 50) if supported(q, a["count"]) and supported(q, b["count"])),
-                 None)
+        a, b = rows[0]["pace"], rows[-1]["pace"]
+        q = next((q for q in (99, 50) if supported(q, rows[0]["count"])
+                  and supported(q, rows[-1]["count"])), None)
         if q is not None:
             col = _name(q)
-            t.say(f"From {t.cell(a['speedup'], 'speedup')}x to {t.cell(b['speedup'], 'speedup')}x "
-                  f"the venue's pace, the {col} response goes from "
-                  f"{t.cell(a['speedup'], col)} to {t.cell(b['speedup'], col)} ns.")
+            t.say(f"The {col} response goes from {t.cell(a, col)} ns at {a} to "
+                  f"{t.cell(b, col)} ns at {b}.")
     elif len(rows) == 1:
-        r = rows[0]
-        t.say(f"One pace measured ({t.cell(r['speedup'], 'speedup')}x).")
+        t.say(f"One pace measured ({rows[0]['pace']}).")
     else:
         t.say("No pace measured.")
     return K.conclude_suppressed(t)
