@@ -199,6 +199,9 @@ def test_different_workload_parameters_or_schema_are_refused_unless_allowed(tmp_
     (same / "r.json").write_text(json.dumps(rec))
     with pytest.raises(MixedWorkloadsError, match="schema versions 1, 2"):
         compare(a, same)
+    with pytest.raises(MixedWorkloadsError, match="schema version 2 .this lob reads 1"):
+        compare(same, same)
+    assert compare(same, same, allow_different=True).different
 
 
 def test_dropped_files_are_reported_and_a_gate_fails_on_what_it_could_not_see(tmp_path,

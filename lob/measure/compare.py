@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from lob.measure.conditions import machine_key
-from lob.measure.results import MixedMachinesError
+from lob.measure.results import SCHEMA_VERSION, MixedMachinesError
 from lob.measure.stats import change, ratio_interval
 from lob.paths import artifacts_dir
 
@@ -324,6 +324,9 @@ def compare(a, b, *, metrics=None, allow_mixed: bool = False, allow_different: b
     schemas = sa.schemas | sb.schemas
     if len(schemas) > 1:
         different.append("schema versions " + ", ".join(sorted(map(str, schemas))))
+    elif schemas != {SCHEMA_VERSION}:
+        different.append(f"schema version {next(iter(schemas))} (this lob reads "
+                         f"{SCHEMA_VERSION})")
     for pair in sorted(set(sa.workloads) & set(sb.workloads)):
         ids = sa.workloads[pair] | sb.workloads[pair]
         if len(ids) > 1:
