@@ -554,7 +554,7 @@ def plot_latency(streams: dict):
             vals += ys
         ax.set(title=e, ylabel="ns per op (closed loop)", xlabel="percentile")
         lp.value_axis(ax, vals)
-        lp.legend_outside(ax, title="stream")
+    lp.legend_outside(axes.flat[-1], title="stream")  # the same streams in every panel
     return fig
 
 
