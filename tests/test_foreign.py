@@ -660,7 +660,7 @@ def test_orderly_chaos_seed_streams_under_stp_none(oc):
 def test_orderly_chaos_full_cpp_stream_under_stp_none(oc, toml):
     """The C++ seed's full 2,000,000-command stream with STP NONE: orderly_chaos agrees with
     the example C engine (itself checked against reference above) fill for fill."""
-    from lob.engines.foreign.adapters.measure import declared_workload
+    from lob.studies.engines_beside import declared_workload
 
     wl, note = declared_workload(oc, lob.workload("cpp_comprehensive"))
     assert wl.config.stp == StpMode.NONE and "CANCEL_MAKER -> NONE" in note
@@ -670,9 +670,9 @@ def test_orderly_chaos_full_cpp_stream_under_stp_none(oc, toml):
 
 
 def test_measure_beside_runs_interleaved(oc):
-    """adapters.measure: every engine on every workload in each round, ratios with
+    """studies.engines_beside: every engine on every workload in each round, ratios with
     intervals, per-type medians, the shim's counters, the STP change stated."""
-    from lob.engines.foreign.adapters.measure import measure_beside, report
+    from lob.studies.engines_beside import measure_beside, report
 
     r = measure_beside(oc, ("c_book",), ("cpp_comprehensive", "lobster_replay"),
                        scale=0.002, rounds=5)
@@ -704,9 +704,9 @@ def test_lob_engines_lists_band_and_gaps_from_the_declaration(oc, toml):
 
 
 def test_shim_cost_against_native_calls(oc):
-    """adapters.measure.shim_cost: the same LIMIT / MARKET / CANCEL stream through lob's
+    """studies.engines_beside.shim_cost: the same LIMIT / MARKET / CANCEL stream through lob's
     ABI and straight into orderly-chaos's C API trades alike; per-type ratios with intervals."""
-    from lob.engines.foreign.adapters.measure import shim_cost, shim_cost_report
+    from lob.studies.engines_beside import shim_cost, shim_cost_report
 
     r = shim_cost(oc, "lobster_replay", scale=0.005, rounds=5)
     assert r["same_book"] and r["trades"]["shim"] > 0

@@ -115,8 +115,12 @@ def engine_spec(name: str) -> EngineSpec:
     try:
         return reg[name]
     except KeyError:
-        from lob.engines.foreign.adapters import not_built_hint
+        from lob.engines.foreign.adapters import ADAPTERS, not_built_hint
 
+        if name in ADAPTERS and not_built_hint(name) is None:  # built since collected
+            refresh()
+            if name in reg:
+                return reg[name]
         hint = not_built_hint(name)  # a third-party engine's adapter, not built yet
         raise ValueError(hint or
                          f"unknown engine {name!r}; registered engines: {', '.join(reg)}") from None

@@ -43,13 +43,13 @@ SHIM_STATS = ("walks", "depth_pages", "depth_levels", "market_pieces", "readds",
 def c_book(name: str = "c_book") -> str:
     """Build lob's example C engine (examples/c_engine) into the cache with gcc and register
     it in this process as ``name`` (once); returns the name."""
-    import lob
-    from lob.engines.foreign import foreign_specs
+    from lob.engines.foreign import HEADER, foreign_specs
     from lob.engines.foreign.adapters import BuildUnavailable, cache_dir
+    from lob.engines.registry import engine_names, register_engine
 
-    if name in lob.engine_names():
+    if name in engine_names():
         return name
-    src = Path(__file__).resolve().parents[4] / "examples" / "c_engine" / "lob_book.c"
+    src = Path(__file__).resolve().parents[2] / "examples" / "c_engine" / "lob_book.c"
     if not src.is_file():
         raise BuildUnavailable(f"{src} not found: the example C engine is in lob's checkout")
     cc = shutil.which("gcc")
@@ -58,7 +58,7 @@ def c_book(name: str = "c_book") -> str:
     out = cache_dir() / "engines" / "c_book"
     out.mkdir(parents=True, exist_ok=True)
     lib = out / "liblob_c_book.so"
-    header = Path(__file__).resolve().parents[1]
+    header = HEADER.parent
     r = subprocess.run([cc, "-O2", "-std=c11", "-fwrapv", "-fPIC", "-shared", f"-I{header}",
                         str(src), "-o", str(lib)], capture_output=True, text=True)
     if r.returncode:
@@ -67,7 +67,7 @@ def c_book(name: str = "c_book") -> str:
     toml.write_text(f'name = "{name}"\npath = "{lib.name}"\n'
                     f'description = "example C engine (examples/c_engine)"\n')
     for spec in foreign_specs(toml):
-        lob.register_engine(spec)
+        register_engine(spec)
     return name
 
 
@@ -138,8 +138,9 @@ def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
     in ``rounds`` rotating rounds, with ratios engine / other and their intervals; per
     command type medians; the run's conditions. ``c_book`` is built and registered if
     needed. Returns a JSON-able dict (see :func:`report` for a table)."""
-    import lob
+    from lob.engines.registry import get_engine
     from lob.measure.stats import change_of_ratios, rotations
+    from lob.workloads import build as build_workload
 
     if "c_book" in others:
         c_book()
@@ -153,14 +154,14 @@ def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
     except Exception:  # conditions are a courtesy here, never a failure
         pass
     for item in workloads:  # a name, or a Workload built by the caller
-        wl = lob.workload(item, scale=scale) if isinstance(item, str) else item
+        wl = build_workload(item, scale=scale) if isinstance(item, str) else item
         name = wl.name
         wl, note = declared_workload(engine, wl)
         if note:
             out["notes"].append(note)
         cmds = wl.commands
         n = len(cmds)
-        sums = {e: lob.get_engine(e, wl.config).replay(cmds).checksum for e in engines}  # warm
+        sums = {e: get_engine(e, wl.config).replay(cmds).checksum for e in engines}  # warm
         if len(set(sums.values())) != 1:
             raise AssertionError(f"{name}: the engines disagree: {sums}")
         labels = type_labels(cmds)[cmds["timed"].astype(bool)]
@@ -171,9 +172,9 @@ def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
         stats = None
         for order in rotations(engines, rounds):
             for e in order:
-                run = lob.get_engine(e, wl.config).replay(cmds)
+                run = get_engine(e, wl.config).replay(cmds)
                 m[e]["ns_per_op"].append(run.elapsed_ns / n)
-                eng = lob.get_engine(e, wl.config)
+                eng = get_engine(e, wl.config)
                 _, d = eng.replay_timed(cmds)
                 for q in QUANTILES:
                     m[e][f"p{q:g}"].append(float(np.percentile(d, q)))
@@ -216,12 +217,13 @@ def shim_cost(engine: str = "orderly_chaos", workload: str = "lobster_replay", *
     ``rounds`` rounds, same clock. Per type and over all native commands: p50, p99 and work
     ns/op (durations up to ``GAP_NS``), the per-round ratio shim / native with its interval.
     ``same_book`` says whether both runs traded alike (only when every command is native)."""
-    import lob
     from lob.engines.foreign.adapters import adapter
     from lob.engines.foreign.library import load
+    from lob.engines.registry import get_engine
     from lob.measure.stats import change_of_ratios, rotations
+    from lob.workloads import build as build_workload
 
-    wl, note = declared_workload(engine, lob.workload(workload, scale=scale))
+    wl, note = declared_workload(engine, build_workload(workload, scale=scale))
     cmds = np.ascontiguousarray(wl.commands)
     n = len(cmds)
     lib = load(adapter(engine).library, engine)
@@ -239,7 +241,7 @@ def shim_cost(engine: str = "orderly_chaos", workload: str = "lobster_replay", *
         for side in order:
             d = np.full(n, -1, np.int64)
             if side == "shim":
-                eng = lob.get_engine(engine, wl.config)
+                eng = get_engine(engine, wl.config)
                 run, dt = eng.replay_timed(cmds)
                 d[timed] = dt
                 trades["shim"] = len(run.fills)

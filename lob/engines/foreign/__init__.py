@@ -30,7 +30,12 @@ import tomllib
 from pathlib import Path
 
 from lob.engines.base import EngineSpec
-from lob.engines.foreign.engine import ForeignEngine, HarnessForeignEngine, TimedForeignEngine
+from lob.engines.foreign.engine import (
+    ForeignEngine,
+    HarnessForeignEngine,
+    TimedForeignEngine,
+    open_engine,
+)
 from lob.engines.foreign.library import (
     ABI_VERSION,
     HEADER,
@@ -42,14 +47,6 @@ from lob.semantics import BookConfig
 
 ENV = "LOB_ENGINES_TOML"
 BACKEND = "foreign"
-
-
-def open_engine(path: str | os.PathLike, config: BookConfig | None = None,
-                name: str | None = None) -> ForeignEngine:
-    """An engine straight from a library file (no registration)."""
-    lib = load(path, name)
-    cls = TimedForeignEngine if lib.timed else HarnessForeignEngine
-    return cls(lib, config, name or lib.label)
 
 
 def _factory(name: str, path: Path):

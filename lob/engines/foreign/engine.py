@@ -27,6 +27,7 @@ from lob.engines.foreign.library import (
     ForeignEngineError,
     GuardedArray,
     Library,
+    load,
 )
 from lob.semantics import (
     COMMAND_DTYPE,
@@ -292,3 +293,11 @@ class TimedForeignEngine(ForeignEngine):
 class HarnessForeignEngine(ForeignEngine):
     """A foreign engine without ``lob_replay_timed`` (clock = "harness"): the caller times
     ``step``, one ctypes call per command (~1 us of crossing is then in every figure)."""
+
+
+def open_engine(path, config: BookConfig | None = None,
+                name: str | None = None) -> ForeignEngine:
+    """An engine straight from a library file (no registration)."""
+    lib = load(path, name)
+    cls = TimedForeignEngine if lib.timed else HarnessForeignEngine
+    return cls(lib, config, name or lib.label)

@@ -183,16 +183,12 @@ def build(name: str = "orderly_chaos", *, force: bool = False, log=None) -> Path
             raise BuildError(f"compiling adapter {name!r} failed:\n{' '.join(cmd)}\n{first}")
         os.replace(tmp_lib, lib)  # atomic: a concurrent build never sees half a file
     log(f"built {lib}")
-    from lob.engines import registry
-
-    if registry._loaded and name not in registry._REGISTRY:  # registered from now on
-        registry.refresh()
-    return lib
+    return lib  # the registry finds it on the next lookup of its name
 
 
 def _factory(a: Adapter):
     def make(config=None):
-        from lob.engines.foreign import open_engine
+        from lob.engines.foreign.engine import open_engine
 
         return open_engine(_built(a), config, a.name)
 
