@@ -15,10 +15,12 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: $(STAMP)  ## the main job: the default experiment batch, writing artifacts/
+	-$(BIN)/lob engines build orderly_chaos  # no compiler / no index: one line, runs without it
 	$(BIN)/lob main
 
 test: $(STAMP)  ## the test suite (quick sizes + the seed-sized checks that matter) and nbval
 	$(BIN)/ruff check lob tests
+	-$(BIN)/lob engines build orderly_chaos  # no compiler / no index: one line, tests skip it
 	$(BIN)/pytest -q -n 2 --durations=20 tests
 	LOB_ARTIFACTS=$$(mktemp -d) $(BIN)/pytest -q -n 2 --dist loadfile --nbval-lax -p no:cacheprovider notebooks
 
