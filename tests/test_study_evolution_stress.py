@@ -251,3 +251,133 @@ def test_claims_without_the_replay_stream():
                   ENGINES)
     assert list(m) == ["s003_bitmap_narrow", "s003_bitmap_sparse"]
     assert m["s003_bitmap_narrow"]["explain"] == {"against lob's rescanning baseline": ""}
+
+
+# --- an engine outside lob's lineage (orderly_chaos), refused cells, the shim's cost ------------
+
+WHY = "engine 'oc' does not support STP mode CANCEL_MAKER (it declares: NONE)"
+
+
+@pytest.fixture
+def oc_outside(monkeypatch):
+    """'oc' stands for a third-party engine: outside the lineage, refusing lobster_sparse."""
+    from lob.studies import declared
+
+    monkeypatch.setattr(declared, "lineage", lambda engines: [e for e in engines if e != "oc"])
+    monkeypatch.setattr(declared, "refusal", lambda e, wl: WHY if (
+        e == "oc" and wl.name == "lobster_sparse") else None)
+
+
+def test_measure_throughput_skips_a_refused_cell_and_keeps_the_reason(oc_outside):
+    seen = []
+
+    def replay(e, wl):
+        seen.append((e, wl.name))
+        return SimpleNamespace(elapsed_ns=1000, checksum=7, outcomes=None, fills=None)
+
+    import lob.workloads.diagnostics as D
+    orig = D.stream_diagnostics
+    D.stream_diagnostics = lambda c, o, f: {"commands": len(c)}
+    try:
+        p = es.measure_throughput(["oc", "v1"], ["lobster_replay", "lobster_sparse"], 0.0005,
+                                  {}, 1, replay=replay)
+    finally:
+        D.stream_diagnostics = orig
+    assert ("oc", "lobster_sparse") not in seen and ("v1", "lobster_sparse") in seen
+    assert [(r["workload"], r["engine"]) for r in p["rows"]] == [
+        ("lobster_replay", "oc"), ("lobster_replay", "v1"), ("lobster_sparse", "v1")]
+    assert p["skipped"] == [{"workload": "lobster_sparse", "engine": "oc", "reason": WHY}]
+
+
+def test_throughput_table_steps_along_the_lineage_only_and_names_the_outsider(oc_outside):
+    p = perf()
+    p["rows"].insert(0, {"workload": "lobster_replay", "engine": "oc", "commands": 2000,
+                         "mops": 2.5})
+    p["skipped"] = [{"workload": "lobster_sparse", "engine": "oc", "reason": WHY}]
+    t = checked(es.throughput_table(p, ["oc", *ENGINES]))
+    oc = next(r for r in t.rows if r["engine"] == "oc")
+    assert oc["vs_first"] == 2.5 and oc["vs_previous"] is None  # over v0; no step
+    v0 = next(r for r in t.rows if r["engine"] == "v0" and r["workload"] == "lobster_replay")
+    assert v0["vs_previous"] is None and v0["vs_first"] == 1.0
+    assert "On lobster_replay the fastest is v2 (5.00 M ops/s, 5.00x v0)." in t.sentences
+    assert "On lobster_replay, oc (not of lob's lineage) runs 2.50 M ops/s, 2.50x v0." \
+        in t.sentences
+    assert t.sentences[-1] == f"Not run: oc on lobster_sparse ({WHY})."
+    fig = es.plot_throughput(p, ["oc", *ENGINES])  # a panel without oc draws the others
+    assert [len(ax.patches) for ax in fig.axes] == [5, 4]
+    m = es.claims(bitmap_rows(), PAIR, p, ["oc", *ENGINES])
+    assert m["s003_version_steps"]["value"] == 5.0  # v2 / v0, not over oc
+
+
+def ratio(median, change):
+    return {"median": median, "ci": [median * 0.9, median * 1.1], "change": change}
+
+
+def beside_data(shim=True):
+    pt = {"LIMIT": {"n": 90, "p50": 100.0, "p99": 900.0},
+          "FOK": {"n": 10, "p50": 40.0, "p99": 600.0}}
+    w = {"commands": 100, "timed": 100, "engines": {}, "ratios": {}, "per_type": {}}
+    eng = {k: {"median": 200.0, "min": 150.0} for k in
+           ("ns_per_op", "work_ns_per_op", "p50", "p99", "p99.9")}
+    cheap = {k: {"median": 50.0, "min": 40.0} for k in eng}
+    repl = {**w, "stp": "NONE", "engines": {"oc": eng, "c_book": cheap},
+            "ratios": {"c_book": {"work_ns_per_op": ratio(4.0, "slower")}},
+            "per_type": {"oc": {"LIMIT": pt["LIMIT"]}, "c_book": {"LIMIT": pt["LIMIT"]}}}
+    cpp = {**w, "stp": "NONE", "engines": {"oc": eng, "c_book": cheap},
+           "ratios": {"c_book": {"work_ns_per_op": ratio(3.0, "slower")}},
+           "per_type": {"oc": pt, "c_book": pt}}
+    res = {"rounds": 5, "others": ["c_book"], "workloads": {"lobster_replay": repl,
+                                                            "cpp_comprehensive": cpp},
+           "notes": ["cpp_comprehensive: STP CANCEL_MAKER -> NONE for every engine"]}
+    sc = {"workload": "lobster_replay", "types": {
+        "LIMIT": {"n": 90, "work": {"ratio": ratio(1.0, "inconclusive")}},
+        "all native": {"n": 90, "work": {"ratio": ratio(0.5, "faster")}}}}
+    return {"beside": res, "shim": sc if shim else None}
+
+
+def test_beside_table_labels_the_stp_copy_and_quotes_the_ratios():
+    t = checked(es.beside_table("oc", beside_data()))
+    assert {r["stream"] for r in t.rows} == {"lobster_replay",
+                                            "cpp_comprehensive (STP NONE copy)"}
+    assert t.sentences[:3] == [
+        "On lobster_replay, oc's work ns/op is 4.00x c_book's (slower).",
+        "On cpp_comprehensive (STP NONE copy), oc's work ns/op is 3.00x c_book's (slower).",
+        "Run as a copy, for every engine alike: cpp_comprehensive: STP CANCEL_MAKER -> NONE "
+        "for every engine."]
+    assert t.value(("lobster_replay", "oc"), "oc_over") is None
+
+
+def test_shim_table_says_which_costs_are_the_emulations_per_type():
+    t = checked(es.shim_table("oc", beside_data()))
+    assert [(r["stream"], r["type"]) for r in t.rows] == [
+        ("lobster_replay", "LIMIT"), ("cpp_comprehensive (STP NONE copy)", "LIMIT"),
+        ("cpp_comprehensive (STP NONE copy)", "FOK")]
+    assert t.value(("lobster_replay", "LIMIT"), "shim_over_native") == 1.0
+    assert t.value(("cpp_comprehensive (STP NONE copy)", "LIMIT"), "shim_over_native") is None
+    assert t.sentences[0].startswith("Emulated by the shim (the engine's C API has no call for "
+                                     "them): FOK;")
+    assert t.sentences[1] == ("LIMIT on lobster_replay: shim / native work ns/op 1.00 (no call: "
+                              "the interval straddles 1, or too few rounds).")
+    t = checked(es.shim_table("oc", beside_data(shim=False), how={"LIMIT": "native: x"}))
+    assert t.sentences == ["No native driver in this engine's library: the shim's own cost "
+                           "is not split."]
+
+
+def test_measure_beside_runs_each_outsider_and_goes_on_without_c_book(oc_outside):
+    calls, said = [], []
+
+    def c_book():
+        raise RuntimeError("no C compiler: gcc not found")
+
+    def no_shim(*a, **k):
+        raise AttributeError("oc_raw_replay")
+
+    m = SimpleNamespace(
+        c_book=c_book, shim_cost=no_shim,
+        measure_beside=lambda e, others, workloads, scale, rounds: calls.append(
+            (e, others, workloads, scale, rounds)) or {"engine": e})
+    out = es.measure_beside(["oc", "v1", "v2"], 0.5, 2, say=said.append, measure=m)
+    assert calls == [("oc", ("v2@numba",), es.BESIDE_WORKLOADS, 0.5, es.BESIDE_ROUNDS)]
+    assert out == {"oc": {"beside": {"engine": "oc"}, "shim": None}}
+    assert said == ["c_book is not available here (no C compiler: gcc not found); measured "
+                    "without it"]

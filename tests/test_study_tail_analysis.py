@@ -36,10 +36,15 @@ def diag(empty=None, hit=None, mass=None, commands=10_000):
             "cancel_hit_pct": hit, "resting_before_mass_cancel_mean": mass}
 
 
-def fake_run(monkeypatch, samples: dict, diags: dict, *, untimed=7):
+def fake_run(monkeypatch, samples: dict, diags: dict, *, untimed=7, refuse=None):
     """A workload/capture pair standing in for lob: the workload carries the scenario name in
-    ``commands``; diagnostics come from ``diags``. Returns (workload, capture, calls)."""
+    ``commands``; diagnostics come from ``diags``; ``refuse`` maps (engine, scenario) to an
+    engine's refusal line. Returns (workload, capture, calls)."""
+    from lob.studies import declared
+
     calls = []
+    refuse = refuse or {}
+    monkeypatch.setattr(declared, "refusal", lambda e, wl: refuse.get((e, wl.commands)))
 
     def workload(name, scale):
         return SimpleNamespace(commands=name, scale=scale)
@@ -299,3 +304,60 @@ def test_measure_sources_and_measure_on_the_reference_engine():
     m = ta.measure("reference", wl, 2)
     assert m["row"]["count"] == 2 * len(po) and m["diag"]["commands"] == len(wl.commands)
     assert m["untimed"] == len(wl.commands) - len(po) and m["clock"]
+
+
+# --- an engine that declares less (orderly_chaos: STP NONE only) ---------------------------------
+
+WHY = "engine 'oc' does not support STP mode CANCEL_MAKER (it declares: NONE)"
+
+
+def test_measure_versions_skips_a_cell_outside_an_engines_capabilities_and_says_why(
+        monkeypatch, tmp_path):
+    samples = {"s": narrow(), "stp": narrow()}
+    workload, capture, calls = fake_run(monkeypatch, samples, {s: diag() for s in samples},
+                                        refuse={("oc", "stp"): WHY})
+    vers = ta.measure_versions(["oc", "a"], ["s", "stp"], 0.1, 1, False, tmp_path,
+                               workload=workload, capture=capture)
+    assert ("oc", "stp", True) not in calls and ("a", "stp", True) in calls
+    assert [(r["scenario"], r["engine"]) for r in vers["rows"]] == [
+        ("s", "oc"), ("s", "a"), ("stp", "a")]  # no row from another stream
+    assert vers["skipped"] == [{"scenario": "stp", "engine": "oc", "reason": WHY}]
+    assert not (tmp_path / "oc__stp.hgrm").exists()
+    t = ta.percentiles_table(vers)
+    assert t.check() == []
+    assert f"Not run: oc on stp ({WHY})." in t.sentences
+
+
+def test_measure_regime_skips_a_scenario_the_engine_refuses(monkeypatch):
+    workload, capture, _ = fake_run(monkeypatch, {"n": narrow(), "stp": narrow()},
+                                    {"n": diag(), "stp": diag()}, refuse={("eng", "stp"): WHY})
+    reg = ta.measure_regime("eng", ["n", "stp"], 0.5, {}, 1, None, workload=workload,
+                            capture=capture)
+    assert [r["scenario"] for r in reg["rows"]] == ["n"] and "stp" not in ta.claims(reg)
+    t = ta.regime_table(reg)
+    assert t.check() == [] and f"Not run: stp ({WHY})." in t.sentences
+
+
+def test_the_real_refusal_of_orderly_chaos_on_stp_sweep_when_built():
+    from lob.engines.foreign.adapters import not_built_hint
+    from lob.studies import declared
+    from lob.workloads import build
+
+    if not_built_hint("orderly_chaos"):
+        pytest.skip(not_built_hint("orderly_chaos"))
+    assert declared.refusal("orderly_chaos", build("mixed_70_20_10", scale=0.001)) is None
+    why = declared.refusal("orderly_chaos", build("stp_sweep", scale=0.001))
+    assert why.startswith("engine 'orderly_chaos' does not support STP mode CANCEL_MAKER")
+    assert declared.refusal("v3", build("stp_sweep", scale=0.001)) is None
+
+
+def test_built_only_drops_an_adapter_not_built_with_one_line(monkeypatch):
+    from lob.engines.foreign import adapters
+    from lob.studies import declared
+
+    said = []
+    monkeypatch.setattr(adapters, "not_built_hint",
+                        lambda e: "engine 'oc' is not built yet: run X" if e == "oc" else None)
+    assert declared.built_only(["oc", "v3"], say=said.append) == ["v3"]
+    assert said == ["engine 'oc' is not built yet: run X; this run goes on without it"]
+    assert declared.built_only(["v0", "v3"], say=said.append) == ["v0", "v3"] and len(said) == 1

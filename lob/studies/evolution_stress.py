@@ -28,7 +28,8 @@ __all__ = ["SORTED_NAME", "SORTED", "BASELINE", "BITMAP_WORKLOADS", "COSTLY_STEP
            "register_sorted", "check_parameters", "best_rule", "measure_throughput",
            "throughput_table", "shape_table", "measure_latency", "latency_table",
            "plot_throughput", "seed_versions_table", "bitmap_pairs", "measure_bitmap",
-           "bitmap_table", "claims"]
+           "bitmap_table", "claims", "SHIM_HOW", "BESIDE", "BESIDE_WORKLOADS", "measure_beside",
+           "beside_table", "shim_table", "shim_name"]
 
 # lobster's v4 -> v5 added a bitmap to a ladder that tracks its best price without rescanning;
 # lob's lineage has only a rescanning baseline (best=scan), so the bitmap pair's baseline is v2
@@ -102,57 +103,82 @@ def measure_throughput(engines: Sequence[str], workloads: Sequence[str], scale: 
     """Per workload, the engines interleaved round by round
     (:func:`~lob.studies.study.interleaved_throughput`); M ops/s from the best round. Returns
     ``{"rows": [{"workload", "engine", "commands", "mops"}], "shape": {workload: regime
-    diagnostics of the last replay}}``."""
+    diagnostics of the last replay}, "skipped": [{"workload", "engine", "reason"}]}``: an
+    engine whose declared capabilities exclude a workload (config or commands) is not run on
+    it, and the reason is kept."""
+    from lob.studies.declared import refusal
     from lob.workloads import build
     from lob.workloads.diagnostics import stream_diagnostics
 
-    rows, shape = [], {}
+    rows, shape, skipped = [], {}, []
     for w in workloads:
         wl = build(w, scale=_scale(w, scale, scale_overrides))
-        t = interleaved_throughput(list(engines), wl, repeat, replay=replay)
-        sums = {t[e]["last"].checksum for e in engines}
+        run = []
+        for e in engines:
+            why = refusal(e, wl)
+            if why:  # outside the engine's declared capabilities: named, never run
+                skipped.append({"workload": w, "engine": e, "reason": why})
+            else:
+                run.append(e)
+        if not run:
+            continue
+        t = interleaved_throughput(run, wl, repeat, replay=replay)
+        sums = {t[e]["last"].checksum for e in run}
         if len(sums) != 1:
             raise RuntimeError(f"engines disagree on {w}: checksums "
-                               + ", ".join(f"{e}={t[e]['last'].checksum}" for e in engines))
-        for e in engines:
+                               + ", ".join(f"{e}={t[e]['last'].checksum}" for e in run))
+        for e in run:
             rows.append({"workload": w, "engine": e, "commands": len(wl.commands),
                          "mops": _mops(t[e]["ns_per_op"])})
-        rr = t[engines[-1]]["last"]
+        rr = t[run[-1]]["last"]
         shape[w] = stream_diagnostics(wl.commands, rr.outcomes, rr.fills)
-    return {"rows": rows, "shape": shape}
+    return {"rows": rows, "shape": shape, "skipped": skipped}
 
 
-def _with_ratios(rows: list[dict]) -> list[dict]:
-    """Each row with ``vs_first`` (over the workload's first engine) and ``vs_previous``
-    (over the engine before it: that step's effect)."""
-    out, first, prev = [], {}, {}
-    for r in rows:
+def _with_ratios(rows: list[dict], lineage: Sequence[str] | None = None) -> list[dict]:
+    """Each row with ``vs_first`` (over the workload's first engine of ``lineage``) and
+    ``vs_previous`` (over the lineage engine before it: that step's effect; None for an
+    engine outside the lineage, which is no step). ``lineage`` None: every engine."""
+    on = [r for r in rows if lineage is None or r["engine"] in lineage]
+    first, prev, step = {}, {}, {}
+    for r in on:
         w = r["workload"]
-        r = dict(r)
         first.setdefault(w, r["mops"])
-        r["vs_first"] = r["mops"] / first[w]
-        r["vs_previous"] = r["mops"] / prev[w] if w in prev else None
+        step[id(r)] = r["mops"] / prev[w] if w in prev else None
         prev[w] = r["mops"]
-        out.append(r)
-    return out
+    return [{**r, "vs_first": r["mops"] / first[r["workload"]] if r["workload"] in first
+             else None, "vs_previous": step.get(id(r))} for r in rows]
 
 
 def throughput_table(perf: dict, engines: Sequence[str]) -> K.Conclusion:
     """M ops/s per workload and engine, over the first engine and over the previous one; per
-    workload the fastest, and every step that keeps less than :data:`COSTLY_STEP` of its
-    parent's throughput."""
-    rows = _with_ratios(perf["rows"])
+    workload the fastest, and every step of lob's lineage that keeps less than
+    :data:`COSTLY_STEP` of its parent's throughput. Engines outside the lineage (a
+    third-party engine) get ``vs_first`` over the lineage's first and a sentence of their
+    own; the (workload, engine) cells not run are named with the engine's reason."""
+    from lob.studies.declared import lineage
+
+    lin = lineage(engines)
+    first = lin[0] if lin else engines[0]
+    rows = _with_ratios(perf["rows"], lin or None)
     t = K.Conclusion("throughput", rows, key=["workload", "engine"],
                      kinds={"commands": "count", "vs_first": "ratio", "vs_previous": "ratio"})
     for w in dict.fromkeys(r["workload"] for r in rows):
         mine = [r for r in rows if r["workload"] == w]
+        have = {r["engine"] for r in mine}
         top = max(mine, key=lambda r: r["mops"])["engine"]
         t.say(f"On {w} the fastest is {top} ({t.cell((w, top), 'mops')} M ops/s, "
-              f"{t.cell((w, top), 'vs_first')}x {engines[0]}).")
-        for prev, e in pairwise(engines):
+              f"{t.cell((w, top), 'vs_first')}x {first}).")
+        for prev, e in pairwise([e for e in lin if e in have]):
             if t.value((w, e), "vs_previous") < COSTLY_STEP:
                 t.say(f"On {w}, {e} keeps only {t.cell((w, e), 'vs_previous')}x the throughput "
                       f"of {prev}: that step costs more than it gains on this stream.")
+        for e in engines:
+            if e not in lin and e in have and e != top and first in have:
+                t.say(f"On {w}, {e} (not of lob's lineage) runs {t.cell((w, e), 'mops')} M "
+                      f"ops/s, {t.cell((w, e), 'vs_first')}x {first}.")
+    for sk in perf.get("skipped", []):
+        t.say(f"Not run: {sk['engine']} on {sk['workload']} ({sk['reason']}).")
     return t
 
 
@@ -173,7 +199,7 @@ def plot_throughput(perf: dict, engines: Sequence[str]):
     fig, axes = lp.subplots(1, len(workloads), panel=(3.6, 3.6), squeeze=False)
     for ax, w in zip(axes.flat, workloads, strict=True):
         d = pd.Series({r["engine"]: r["mops"] for r in perf["rows"] if r["workload"] == w})
-        lp.bars(ax, d.loc[list(engines)], ylabel="M ops/s (best repeat)",
+        lp.bars(ax, d.loc[[e for e in engines if e in d.index]], ylabel="M ops/s (best repeat)",
                 title=f"{w}\n({perf['shape'][w]['commands']:,} cmds)")
     if lp.overlaps(fig):
         raise RuntimeError(f"throughput_per_workload: texts overlap: {lp.overlaps(fig)}")
@@ -235,7 +261,9 @@ def seed_versions_table(mops: Mapping[str, float] | None = None,
 def bitmap_pairs(engines: Sequence[str], bitmap_pair: Sequence[str]) -> list[tuple[str, str]]:
     """The bitmap pair, then every step of ``engines`` from a rescanning version to a bitmap
     one (lob's own rescanning baseline)."""
-    return [tuple(bitmap_pair)] + [(a, b) for a, b in pairwise(engines)
+    from lob.studies.declared import lineage
+
+    return [tuple(bitmap_pair)] + [(a, b) for a, b in pairwise(lineage(engines))
                                    if best_rule(a) == "scan" and best_rule(b) == "bitmap"]
 
 
@@ -298,7 +326,9 @@ def claims(bitmap_rows: list[dict], bitmap_pair: Sequence[str], perf: dict,
     sparse stream (its baseline named in the diagnostics), and the lineage's first-to-last
     step on the replay stream (when that stream ran)."""
     from lob.studies.claims import measurement
+    from lob.studies.declared import lineage
 
+    engines = lineage(engines) or list(engines)  # the version steps: lob's lineage only
     pair = _pair_label(bitmap_pair)
     resc = [r for r in bitmap_rows if r["baseline_best"] == "scan"]
     out = {}
@@ -312,11 +342,154 @@ def claims(bitmap_rows: list[dict], bitmap_pair: Sequence[str], perf: dict,
             explain={"against lob's rescanning baseline": ", ".join(
                 f"{K.fmt(x['with_over_without'])}x" for x in resc if x["workload"] == w)},
             detail=f"{pair} M ops/s")
-    if REPLAY in perf["shape"]:
-        m = {r["engine"]: r["mops"] for r in perf["rows"] if r["workload"] == REPLAY}
+    m = {r["engine"]: r["mops"] for r in perf["rows"] if r["workload"] == REPLAY}
+    if REPLAY in perf["shape"] and engines[0] in m and engines[-1] in m:
         out["s003_version_steps"] = measurement(
             m[engines[-1]] / m[engines[0]],
             diagnostics={"resting_mean": perf["shape"][REPLAY]["resting_mean"]},
             explain={"lob's steps": " -> ".join(engines)},
             detail=f"{engines[-1]} / {engines[0]} M ops/s")
     return out
+
+
+# --- a third-party engine beside lob's, and which of its costs are its shim's -------------------
+
+# how the orderly_chaos shim runs each command type over orderly-chaos's C API (the header of
+# lob/engines/foreign/adapters/orderly_chaos.cpp): "native" is one call of that API, so the
+# cost is orderly-chaos's own; the rest is the shim's emulation of what the API lacks
+SHIM_HOW = {
+    "LIMIT": "native: oc_book_limit", "MARKET": "native: oc_book_market",
+    "CANCEL": "native: oc_book_cancel (unknown ids answered by the shim's live bit)",
+    "POST_ONLY": "emulated: best-price check, then oc_book_limit",
+    "IOC": "emulated: depth walk (oc_book_depth pages), then oc_book_market",
+    "FOK": "emulated: depth walk (oc_book_depth pages), then oc_book_market",
+    "NOTIONAL": "emulated: depth walk, then oc_book_market",
+    "MODIFY": "emulated: oc_book_reduce, or cancel + re-add",
+    "MASS_CANCEL:ALL": "native: oc_book_clear (+ the shim's arrays)",
+    "MASS_CANCEL:SIDE": "emulated: the shim's id list, oc_book_cancel per hit",
+    "MASS_CANCEL:OWNER": "emulated: the shim's id list, oc_book_cancel per hit",
+    "MASS_CANCEL:PRICE_RANGE": "emulated: the shim's id list, oc_book_cancel per hit"}
+BESIDE = ("v2@numba", "c_book")  # lob's allocation-free kernel, lob's example C engine
+BESIDE_WORKLOADS = ("lobster_replay", "cpp_comprehensive")
+BESIDE_ROUNDS = 5  # rotating rounds at least (5: the first with an interval of the median)
+SHIM_CALL = {"within noise": "no cost of the shim's shown",
+             "slower": "the shim adds cost",
+             "faster": "the shim is faster: it answers some commands from its own arrays",
+             "inconclusive": "no call: the interval straddles 1, or too few rounds"}
+
+
+def measure_beside(engines: Sequence[str], scale: float, repeat: int, *, say=print,
+                   measure=None) -> dict:
+    """Each engine of ``engines`` outside lob's lineage (a third-party engine behind the C
+    ABI) beside :data:`BESIDE` on :data:`BESIDE_WORKLOADS` at ``scale``, interleaved in
+    ``max(repeat, BESIDE_ROUNDS)`` rotating rounds (the adapters' ``measure_beside``: ns/op,
+    work ns/op, p50/p99/p99.9, per command type), and the shim against the engine driven
+    natively on ``lobster_replay`` (``shim_cost``) when its library has a native driver. A
+    stream whose config the engine does not declare runs as a copy with a declared STP mode
+    for every engine alike, and is labelled so. Engines that cannot be built here (no C
+    compiler for ``c_book``) are left out with one line to ``say``. Returns ``{engine:
+    {"beside": ..., "shim": ... or None}}``."""
+    from lob.studies import declared
+
+    m = measure or declared._measure_module()
+    others = list(BESIDE)
+    if "c_book" in others:
+        try:
+            m.c_book()
+        except Exception as e:  # no C compiler: one line, then without it
+            say(f"c_book is not available here ({e}); measured without it")
+            others.remove("c_book")
+    rounds = max(repeat, BESIDE_ROUNDS)
+    out = {}
+    for e in [e for e in engines if e not in declared.lineage(engines)]:
+        res = m.measure_beside(e, tuple(others), BESIDE_WORKLOADS, scale=scale, rounds=rounds)
+        try:
+            shim = m.shim_cost(e, BESIDE_WORKLOADS[0], scale=scale, rounds=rounds)
+        except AttributeError:  # the library has no native driver: no shim / native split
+            shim = None
+        out[e] = {"beside": res, "shim": shim}
+    return out
+
+
+def _stream(name: str, w: dict, notes: Sequence[str]) -> str:
+    """A stream's label: its name, and ``(STP NONE copy)`` when it ran with a changed STP."""
+    return f"{name} (STP {w['stp']} copy)" if any(n.startswith(f"{name}:") for n in notes) \
+        else name
+
+
+def beside_table(engine: str, b: dict) -> K.Conclusion:
+    """ns/op (median of the rounds), work ns/op (per-op durations up to 50 us: preemption left
+    out), p50/p99/p99.9 per stream and engine, and ``engine`` over each other engine (work
+    ns/op: the median of the per-round ratios, its interval's call); a stream run as an STP
+    copy is labelled so in its rows and named in a sentence."""
+    res = b["beside"]
+    rows = []
+    for name, w in res["workloads"].items():
+        label = _stream(name, w, res["notes"])
+        for e, v in w["engines"].items():
+            r = w["ratios"].get(e, {}).get("work_ns_per_op")
+            rows.append({"stream": label, "engine": e, "count": w["timed"],
+                         "ns_op": v["ns_per_op"]["median"],
+                         "work_ns_op": v["work_ns_per_op"]["median"],
+                         **{k: v[k]["median"] for k in ("p50", "p99", "p99.9")},
+                         f"{engine}_over": None if r is None else r["median"],
+                         "call": None if r is None else r["change"]})
+    t = K.Conclusion(f"beside ({engine})", rows, key=["stream", "engine"],
+                     kinds={f"{engine}_over": "ratio", "call": "label"},
+                     note=f"{res['rounds']} rotating rounds; {engine}_over: {engine}'s work "
+                          f"ns/op over the row engine's (median of the per-round ratios)")
+    for name, w in res["workloads"].items():
+        label = _stream(name, w, res["notes"])
+        for o in w["ratios"]:
+            t.say(f"On {label}, {engine}'s work ns/op is {t.cell((label, o), f'{engine}_over')}"
+                  f"x {o}'s ({t.cell((label, o), 'call')}).")
+    for n in res["notes"]:
+        t.say(f"Run as a copy, for every engine alike: {n}.")
+    return K.conclude_suppressed(t)
+
+
+def shim_table(engine: str, b: dict, *, how: dict | None = None) -> K.Conclusion:
+    """Per stream and command type: ``engine``'s p50 / p99 beside the others', how its shim
+    runs the type (:data:`SHIM_HOW`: one native call, or emulated), and on the native types of
+    ``lobster_replay`` the shim's work ns/op over the engine driven natively, with its call.
+    Sentences: which types are emulated (their cost beyond a native engine's is the shim's),
+    and per native type what the shim / native ratio says."""
+    how = SHIM_HOW if how is None else how
+    res, shim = b["beside"], b["shim"]
+    native = (shim or {}).get("types", {})
+    rows = []
+    for name, w in res["workloads"].items():
+        label = _stream(name, w, res["notes"])
+        pt = w["per_type"]
+        for typ, v in pt.get(engine, {}).items():
+            x = native.get(typ, {}).get("work", {}).get("ratio") if name == shim_name(b) \
+                else None
+            rows.append({"stream": label, "type": typ, "n": v["n"],
+                         **{f"{e} p50": pt[e][typ]["p50"] for e in pt if typ in pt[e]},
+                         **{f"{e} p99": pt[e][typ]["p99"] for e in pt if typ in pt[e]},
+                         "shim": how.get(typ, "?"),
+                         "shim_over_native": None if x is None else x["median"],
+                         "call": None if x is None else SHIM_CALL[x["change"]]})
+    t = K.Conclusion(f"shim cost ({engine})", rows, key=["stream", "type"],
+                     kinds={"shim": "label", "shim_over_native": "ratio", "call": "label"},
+                     note="p50 / p99: ns per command of that type, medians over the rounds; "
+                          "shim_over_native: work ns/op through lob's ABI over the same "
+                          "commands sent straight to the engine's C API")
+    emulated = list(dict.fromkeys(r["type"] for r in rows
+                                  if str(r["shim"]).startswith("emulated")))
+    if emulated:
+        t.say(f"Emulated by the shim (the engine's C API has no call for them): "
+              f"{', '.join(emulated)}; what they cost beyond a native engine's figure is the "
+              f"shim's emulation.")
+    for r in rows:
+        if r["shim_over_native"] is not None:
+            t.say(f"{r['type']} on {r['stream']}: shim / native work ns/op "
+                  f"{t.cell((r['stream'], r['type']), 'shim_over_native')} ({r['call']}).")
+    if shim is None:
+        t.say("No native driver in this engine's library: the shim's own cost is not split.")
+    return K.conclude_suppressed(t)
+
+
+def shim_name(b: dict) -> str | None:
+    """The stream the shim / native split ran on (None without one)."""
+    return (b.get("shim") or {}).get("workload")

@@ -106,13 +106,21 @@ def measure_regime(engine: str, scenarios: Sequence[str], claim_scale: float,
     """Every scenario on ``engine`` at ``claim_scale`` (or its override), ``.hgrm`` saved
     into ``out`` as ``<engine>__<scenario>.hgrm``.
 
-    Returns ``{"engine", "rows": [one regime row per scenario], "diag": {scenario: diag},
-    "samples": {scenario: durations}, "clock"}``."""
+    A scenario outside the engine's declared capabilities is not run (``skipped``, with the
+    reason). Returns ``{"engine", "rows": [one regime row per scenario run], "diag":
+    {scenario: diag}, "samples": {scenario: durations}, "clock", "skipped"}``."""
+    from lob.studies.declared import refusal
+
     workload = workload or _workload
-    rows, diag, samples, clock = [], {}, {}, None
+    rows, diag, samples, clock, skipped = [], {}, {}, None, []
     for s in scenarios:
         sc = scale_overrides.get(s, claim_scale)
-        m = measure(engine, workload(s, sc), repeat, capture=capture)
+        wl = workload(s, sc)
+        why = refusal(engine, wl)
+        if why:  # outside the engine's declared capabilities: named, not run
+            skipped.append({"scenario": s, "engine": engine, "reason": why})
+            continue
+        m = measure(engine, wl, repeat, capture=capture)
         clock, samples[s], diag[s], r = m["clock"], m["durations"], m["diag"], m["row"]
         if out is not None:
             K.save_hgrm(m["durations"], Path(out) / f"{engine}__{s}.hgrm")
@@ -122,7 +130,8 @@ def measure_regime(engine: str, scenarios: Sequence[str], claim_scale: float,
                      "market_empty_pct": m["diag"]["market_empty_pct"],
                      "cancel_hit_pct": m["diag"]["cancel_hit_pct"],
                      "resting_before_mass_cancel": m["diag"]["resting_before_mass_cancel_mean"]})
-    return {"engine": engine, "rows": rows, "diag": diag, "samples": samples, "clock": clock}
+    return {"engine": engine, "rows": rows, "diag": diag, "samples": samples, "clock": clock,
+            "skipped": skipped}
 
 
 def regime_table(reg: dict) -> K.Conclusion:
@@ -148,6 +157,8 @@ def regime_table(reg: dict) -> K.Conclusion:
         t.say("Most market orders met an empty book in " + ", ".join(
             f"{s} ({t.cell(s, 'market_empty_pct')}%)" for s in empty)
             + ": their p50 measures an empty-book check, as the seed's does.")
+    for sk in reg.get("skipped", []):
+        t.say(f"Not run: {sk['scenario']} ({sk['reason']}).")
     return K.conclude_suppressed(t)
 
 
@@ -241,13 +252,23 @@ def measure_versions(engines: Sequence[str], scenarios: Sequence[str], scale: fl
     """Every engine on every scenario at ``scale``; the last engine also with the cyclic GC
     off when ``gc_compare``. ``.hgrm`` of the GC-on captures saved into ``out``.
 
+    A (scenario, engine) cell outside the engine's declared capabilities (orderly_chaos on
+    ``stp_sweep``, an STP CANCEL_MAKER stream) is not run: it is listed in ``skipped`` with
+    the reason, never replaced by another stream.
+
     Returns ``{"rows": [{"scenario", "engine", "gc": "on"|"off", "count", p50.., "max",
-    "market_empty_pct"}], "clock"}``."""
+    "market_empty_pct"}], "clock", "skipped": [{"scenario", "engine", "reason"}]}``."""
+    from lob.studies.declared import refusal
+
     workload = workload or _workload
-    rows, clock = [], None
+    rows, skipped, clock = [], [], None
     for s in scenarios:
         wl = workload(s, scale)
         for e in engines:
+            why = refusal(e, wl)
+            if why:  # outside the engine's declared capabilities: named, never run
+                skipped.append({"scenario": s, "engine": e, "reason": why})
+                continue
             for g in ([True, False] if (gc_compare and e == engines[-1]) else [True]):
                 m = measure(e, wl, repeat, gc_enabled=g, capture=capture)
                 if g and out is not None:
@@ -257,13 +278,14 @@ def measure_versions(engines: Sequence[str], scenarios: Sequence[str], scale: fl
                              "count": r["count"], **{_pname(q): r[_pname(q)] for q in QS},
                              "max": r["max"], "market_empty_pct": m["diag"]["market_empty_pct"]})
                 clock = m["clock"]
-    return {"rows": rows, "clock": clock}
+    return {"rows": rows, "clock": clock, "skipped": skipped}
 
 
 def percentiles_table(vers: dict) -> K.Conclusion:
     """The GC-on percentiles of every (scenario, engine); with more than one engine, which
     engine has the lowest p50 in which scenarios (scenarios without a supported p50 are left
-    out of that sentence), then the percentiles hidden for want of samples."""
+    out of that sentence), the (scenario, engine) cells not run with the engine's reason,
+    then the percentiles hidden for want of samples."""
     rows = [{k: v for k, v in r.items() if k != "gc"} for r in vers["rows"] if r["gc"] == "on"]
     t = K.Conclusion("percentiles", rows, key=["scenario", "engine"],
                      kinds={"market_empty_pct": "ratio"}, note=K.clock_line(vers["clock"]))
@@ -277,6 +299,8 @@ def percentiles_table(vers: dict) -> K.Conclusion:
         for e in engines:
             if e in best:
                 t.say(f"{e} has the lowest p50 in {', '.join(best[e])}.")
+    for sk in vers.get("skipped", []):
+        t.say(f"Not run: {sk['engine']} on {sk['scenario']} ({sk['reason']}).")
     return K.conclude_suppressed(t)
 
 
