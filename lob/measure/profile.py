@@ -265,8 +265,8 @@ def _command_classes(cmds: np.ndarray, outcomes: np.ndarray) -> np.ndarray:
     return lab
 
 
-def command_breakdown(engine: str, workload, *, scale: float = 1.0,
-                      rounds: int = 3) -> pd.DataFrame:
+def command_breakdown(engine: str, workload, *, scale: float = 1.0, rounds: int = 3,
+                      clock: str = "cpu") -> pd.DataFrame:
     """``engine``'s in-kernel time per class of command on ``workload``.
 
     The engine must time itself (``clock == "engine"``: the compiled engines read
@@ -277,8 +277,9 @@ def command_breakdown(engine: str, workload, *, scale: float = 1.0,
     clock's own cost included; ``clock_ns`` is one read's median, read in the same
     process), ``time_share`` (the class's share of the summed durations), and
     ``untimed_ns_per_op``: the same stream's kernel ns/op without the clock reads, the
-    figure the shares divide. The clock's resolution on a VM is ~10 ns, so a class's median
-    says more than its single values.
+    figure the shares divide (read with ``clock``, as :func:`measure` does). The in-kernel
+    clock's resolution on a VM is ~10 ns, so a class's median says more than its single
+    values.
     """
     import lob
 
@@ -295,7 +296,10 @@ def command_breakdown(engine: str, workload, *, scale: float = 1.0,
     for _ in range(max(1, rounds)):
         res, d = lob.get_engine(engine, cfg).replay_timed(cmds)
         best = d if best is None else np.minimum(best, d)
-        untimed.append(lob.get_engine(engine, cfg).replay(cmds).elapsed_ns / max(1, len(cmds)))
+        with _clock(clock):
+            plain = lob.get_engine(engine, cfg).replay(cmds)
+        untimed.append(plain.elapsed_ns / max(1, len(cmds)))
+        del plain
     labels = _command_classes(cmds, res.outcomes)[timed]
     clock = eng.clock_overhead()["median_ns"]
     total = float(best.sum()) or 1.0
