@@ -336,3 +336,74 @@ def test_latency_table_at_the_pivot_and_nothing_hidden():
     t = checked(fok.latency_table({"rows": [row], "clock": None}))
     assert t.text == "v2's p99 over its p50 is 10, no change beyond the noise band."
     assert t.note == "Clock: not reported by this engine."
+
+
+# --- an engine that declares less (orderly_chaos: STP NONE only) --------------------------------
+
+WHY = "engine 'oc' does not support STP mode CANCEL_MAKER (it declares: NONE)"
+
+
+@pytest.fixture
+def oc_refuses(monkeypatch):
+    from lob.studies import declared
+
+    monkeypatch.setattr(declared, "refusal",
+                        lambda e, wl: WHY if e == "oc" and wl.config.stp.name != "NONE" else None)
+
+
+def stream(stp="CANCEL_MAKER"):
+    from lob.semantics import BookConfig, StpMode
+
+    return SimpleNamespace(name="cpp_comprehensive", commands=[0] * 10,
+                           config=BookConfig(1, 99, StpMode[stp]))
+
+
+def test_measure_latency_runs_a_labelled_stp_copy_for_every_engine_beside_a_refusing_one(
+        oc_refuses, tmp_path):
+    cap = fake_capture({"v2": durations(100, 300), "oc": durations(100, 2000)})
+    seen = []
+
+    def copy(engines, wl):
+        seen.append(list(engines))
+        return stream("NONE"), "cpp_comprehensive: STP CANCEL_MAKER -> NONE for every engine"
+
+    lat = fok.measure_latency(["v2", "oc"], stream(), tmp_path, capture=cap, copy=copy)
+    assert [r["engine"] for r in lat["rows"]] == ["v2"]  # the seed's stream: oc not on it
+    assert [r["engine"] for r in lat["copy"]["rows"]] == ["v2", "oc"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "oc__cpp_comprehensive_stp_none.hgrm", "v2__cpp_comprehensive.hgrm",
+        "v2__cpp_comprehensive_stp_none.hgrm"]
+    assert [r["engine"] for r in checked(fok.latency_table(lat)).rows] == ["v2"]
+    t = checked(fok.copy_latency_table(lat))
+    assert t.name == "latency (cpp_comprehensive, STP NONE copy)"
+    assert t.sentences[0] == (
+        "The same commands with another STP mode, so an engine that declares only it runs "
+        "beside the others: cpp_comprehensive: STP CANCEL_MAKER -> NONE for every engine. "
+        "These rows are not the seed's stream.")
+    assert t.sentences[2] == "oc's p99 over its p50 is 20, a wide tail."
+
+
+def test_measure_latency_without_a_refusal_has_no_copy(oc_refuses, tmp_path):
+    cap = fake_capture({"v2": durations(100, 300)})
+    lat = fok.measure_latency(["v2"], stream(), tmp_path, capture=cap)
+    assert lat["copy"] is None and fok.copy_latency_table(lat) is None
+
+
+def test_measure_comprehensive_refuses_a_lineage_engine_that_declares_less(oc_refuses):
+    with pytest.raises(ValueError, match=r"^lineage: engine 'oc' does not support STP mode "
+                                         r"CANCEL_MAKER .* belongs in `latency`"):
+        fok.measure_comprehensive(["v0", "oc", "v2"], stream(), 1, "v2")
+
+
+def test_stp_none_copy_of_the_real_stream_when_orderly_chaos_is_built():
+    from lob.engines.foreign.adapters import not_built_hint
+    from lob.studies import declared
+    from lob.workloads import build
+
+    if not_built_hint("orderly_chaos"):
+        pytest.skip(not_built_hint("orderly_chaos"))
+    wl = build(fok.COMPREHENSIVE, scale=0.0005)
+    assert declared.stp_none_copy(["v2"], wl) == (wl, None)
+    cp, note = declared.stp_none_copy(["v2", "orderly_chaos"], wl)
+    assert cp.config.stp.name == "NONE" and cp.commands is wl.commands
+    assert note.startswith("cpp_comprehensive: STP CANCEL_MAKER -> NONE")

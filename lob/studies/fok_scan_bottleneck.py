@@ -29,6 +29,7 @@ __all__ = ["SEED_COMMANDS", "COMPREHENSIVE", "LIMIT_ONLY", "TAIL_PIVOT", "SWEEP_
            "check_parameters", "toggles_of", "fok_of", "step", "measure_comprehensive",
            "comprehensive_table", "regime", "measure_limit_pairs", "limit_interval",
            "limit_table", "counters_table", "measure_latency", "latency_table",
+           "copy_latency_table",
            "measure_depth_sweep", "seed_sweep_row", "depth_sweep_table",
            "plot_v1_v2_vs_depth", "measure_fok_depth", "fok_depth_table", "plot_fok_vs_depth",
            "claims"]
@@ -99,7 +100,14 @@ def measure_comprehensive(lineage: Sequence[str], wl, repeat: int, counters_engi
     from lob.engines.registry import replay as lob_replay
     from lob.workloads.diagnostics import stream_diagnostics
 
+    from lob.studies.declared import refusal
+
     replay = replay or lob_replay
+    for e in lineage:
+        why = refusal(e, wl) if isinstance(e, str) and hasattr(wl, "config") else None
+        if why:  # the lineage's ratios need the seed's stream itself: one line, no copy
+            raise ValueError(f"lineage: {why}; an engine that declares less belongs in "
+                             f"`latency`, which measures it beside the others on a copy")
     t = interleaved_throughput(list(lineage), wl, repeat, replay=replay)
     last = {e: t[e]["last"] for e in lineage}
     _check_agree(last, "the comprehensive stream")
@@ -239,20 +247,45 @@ def counters_table(comp: dict, lim: dict, limit_pair: Sequence[str], *,
 
 # --- latency on the comprehensive stream -------------------------------------------------------
 
-def measure_latency(engines: Sequence[str], wl, out: str | Path, *, capture=None) -> dict:
-    """Closed-loop per-op latency of each engine on ``wl`` (``.hgrm`` saved into ``out`` as
-    ``<engine>__<workload name>.hgrm``, ``cpp_comprehensive`` by default). Returns
-    ``{"rows": [percentile row per engine], "clock"}``."""
-    capture = capture or K.capture
+def _latency_rows(engines: Sequence[str], wl, out: str | Path, capture, suffix: str = ""):
     rows, clock = [], None
     for e in engines:
         cp = capture(e, wl)
-        K.save_hgrm(cp["durations"], Path(out) / f"{e}__{getattr(wl, 'name', COMPREHENSIVE)}.hgrm")
+        name = getattr(wl, "name", COMPREHENSIVE)
+        K.save_hgrm(cp["durations"], Path(out) / f"{e}__{name}{suffix}.hgrm")
         clock = cp["clock"]
         r = K.percentile_row(cp["durations"])
         rows.append({"engine": e, **r, "mean": float(cp["durations"].mean()),
                      "p99/p50": r["p99"] / r["p50"] if isinstance(r["p99"], float) else None})
-    return {"rows": rows, "clock": clock}
+    return rows, clock
+
+
+def measure_latency(engines: Sequence[str], wl, out: str | Path, *, capture=None,
+                    copy=None) -> dict:
+    """Closed-loop per-op latency of each engine on ``wl`` (``.hgrm`` saved into ``out`` as
+    ``<engine>__<workload name>.hgrm``, ``cpp_comprehensive`` by default).
+
+    An engine whose declared capabilities exclude ``wl`` (orderly_chaos declares STP NONE
+    only; the C++ seed's streams run with CANCEL_MAKER) is left out of ``rows``; instead every
+    engine is measured on the STP copy the engine declares (``copy``: ``(engines, wl) ->
+    (copy, note)``, default :func:`lob.studies.declared.stp_none_copy`; ``.hgrm`` named
+    ``<engine>__<workload>_stp_<mode>.hgrm``), so it stands beside the others on one stream,
+    apart from the seed's. Returns ``{"rows": [percentile row per engine run on wl], "clock",
+    "copy": None or {"note", "stp", "rows"}}``."""
+    from lob.studies import declared
+
+    capture = capture or K.capture
+    copy = copy or declared.stp_none_copy
+    other, note = copy(engines, wl) if hasattr(wl, "config") else (wl, None)
+    ok = engines if note is None else [e for e in engines if declared.refusal(e, wl) is None]
+    rows, clock = _latency_rows(ok, wl, out, capture)
+    res = {"rows": rows, "clock": clock, "copy": None}
+    if note is not None:
+        stp = other.config.stp.name
+        crow, cclock = _latency_rows(engines, other, out, capture, f"_stp_{stp.lower()}")
+        res["copy"] = {"note": note, "stp": stp, "rows": crow}
+        res["clock"] = clock or cclock
+    return res
 
 
 def latency_table(lat: dict) -> K.Conclusion:
@@ -262,6 +295,25 @@ def latency_table(lat: dict) -> K.Conclusion:
                      kinds={"warmup_dropped": "count", "p99/p50": "ratio"},
                      note=K.clock_line(lat["clock"]))
     for r in lat["rows"]:
+        e = r["engine"]
+        K.conclude_ratio(t, e, "p99/p50", what=f"{e}'s p99 over its p50", pivot=TAIL_PIVOT,
+                         above="a wide tail", below="a narrow tail")
+    return K.conclude_suppressed(t)
+
+
+def copy_latency_table(lat: dict) -> K.Conclusion | None:
+    """The latency of every latency engine on the STP copy (None when none ran): its own
+    table, apart from the seed's stream, with the change named in a sentence and each
+    engine's p99 / p50 in words."""
+    c = lat.get("copy")
+    if not c:
+        return None
+    t = K.Conclusion(f"latency ({COMPREHENSIVE}, STP {c['stp']} copy)", c["rows"], key="engine",
+                     kinds={"warmup_dropped": "count", "p99/p50": "ratio"},
+                     note=K.clock_line(lat["clock"]))
+    t.say(f"The same commands with another STP mode, so an engine that declares only it runs "
+          f"beside the others: {c['note']}. These rows are not the seed's stream.")
+    for r in c["rows"]:
         e = r["engine"]
         K.conclude_ratio(t, e, "p99/p50", what=f"{e}'s p99 over its p50", pivot=TAIL_PIVOT,
                          above="a wide tail", below="a narrow tail")
