@@ -98,9 +98,8 @@ def measure_comprehensive(lineage: Sequence[str], wl, repeat: int, counters_engi
     Returns ``{"commands", "ns_op": {engine: ns}, "diag", "counters", "counters_engine"}``.
     """
     from lob.engines.registry import replay as lob_replay
-    from lob.workloads.diagnostics import stream_diagnostics
-
     from lob.studies.declared import refusal
+    from lob.workloads.diagnostics import stream_diagnostics
 
     replay = replay or lob_replay
     for e in lineage:
