@@ -162,13 +162,13 @@ def owner_slot(OS, S, owner):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def rest(ND, L, IDX, LV, B, OS, S, free, best0, best1, oid, owner, side, price, qty):
+def rest(ND, L, IDX, LV, B, OS, S, C, free, best0, best1, oid, owner, side, price, qty):
     """Put an order at the tail of its level; returns (free, best0, best1). The caller
     guarantees a free node and counts it (live count, quantity in)."""
-    w = S[WIDTH]
+    w = C[0]
     node = free
     free = ND[node].nxt
-    x = price - S[LO]
+    x = price - C[1]
     row = side * w + x
     ND[node].qty = qty
     ND[node].own = owner
@@ -181,37 +181,37 @@ def rest(ND, L, IDX, LV, B, OS, S, free, best0, best1, oid, owner, side, price, 
         ND[t].nxt = node
     else:
         L[row, HEAD] = node
-        bm_set(B, S[NW0], S[NW1], side, x)
+        bm_set(B, C[2], C[3], side, x)
         if side == 0:
             if x > best0:
                 best0 = x
         elif best1 < 0 or x < best1:
             best1 = x
     L[row, TAIL] = node
-    if S[FOK_MODE] == FOK_LEVEL_SUMS:
+    if C[4]:
         L[row, SUM] += qty
-        if S[OWNSUMS]:
+        if C[5]:
             slot = owner_slot(OS, S, owner)
             ND[node].slot = slot
             if slot >= 0:
-                OS[S[OSLOT_SIZE] + row * S[K] + slot] += qty
+                OS[C[6] + row * C[7] + slot] += qty
     IDX[oid] = node
     LV[oid >> 6] |= _ONE << np.uint64(oid & 63)
     return free, best0, best1
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def add_sums(ND, L, OS, S, node, row, q):
+def add_sums(ND, L, OS, C, node, row, q):
     """Add q to the open quantity of the node's level (and its owner slot there)."""
     L[row, SUM] += q
-    if S[OWNSUMS]:
+    if C[5]:
         slot = ND[node].slot
         if slot >= 0:
-            OS[S[OSLOT_SIZE] + row * S[K] + slot] += q
+            OS[C[6] + row * C[7] + slot] += q
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def drop(ND, L, LV, B, OS, S, free, best0, best1, node):
+def drop(ND, L, LV, B, OS, C, free, best0, best1, node):
     """Take a resting order off the book and free its node; returns (free, best0, best1).
     The caller counts it (live count, quantity removed or traded)."""
     row = ND[node].row
@@ -225,23 +225,32 @@ def drop(ND, L, LV, B, OS, S, free, best0, best1, node):
         ND[n].prv = p
     else:
         L[row, TAIL] = p
-    if S[FOK_MODE] == FOK_LEVEL_SUMS:
-        add_sums(ND, L, OS, S, node, row, -ND[node].qty)
+    if C[4]:
+        add_sums(ND, L, OS, C, node, row, -ND[node].qty)
     if n < 0 and p < 0:  # the level is now empty
-        w = S[WIDTH]
+        w = C[0]
         if row < w:
-            bm_clear(B, S[NW0], S[NW1], 0, row)
+            bm_clear(B, C[2], C[3], 0, row)
             if best0 == row:
-                best0 = bm_prev(B, S[NW0], S[NW1], 0, row - 1)
+                best0 = bm_prev(B, C[2], C[3], 0, row - 1)
         else:
             x = row - w
-            bm_clear(B, S[NW0], S[NW1], 1, x)
+            bm_clear(B, C[2], C[3], 1, x)
             if best1 == x:
-                best1 = bm_next(B, S[NW0], S[NW1], 1, x + 1)
+                best1 = bm_next(B, C[2], C[3], 1, x + 1)
     oid = ND[node].oid
     LV[oid >> 6] &= ~(_ONE << np.uint64(oid & 63))
     ND[node].nxt = free
     return node, best0, best1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def consts(S):
+    """The book's constants the helpers read, as one tuple held in registers: (width,
+    min price, bitmap words, summary words, level sums kept, owner sums kept, owner-map
+    size, owner slots per level)."""
+    return (S[WIDTH], S[LO], S[NW0], S[NW1], S[FOK_MODE] == FOK_LEVEL_SUMS, S[OWNSUMS] != 0,
+            S[OSLOT_SIZE], S[K])
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -344,6 +353,7 @@ def mass_cancel(out, i, ND, L, LV, B, OS, S, scope, side, owner, plo, phi):
     free = S[FREE]
     best0 = S[BEST0]
     best1 = S[BEST1]
+    C = consts(S)
     n = 0
     qrem = 0
     for s in range(2):
@@ -356,7 +366,7 @@ def mass_cancel(out, i, ND, L, LV, B, OS, S, scope, side, owner, plo, phi):
                 nxt = ND[node].nxt
                 if scope != SCOPE_OWNER or ND[node].own == owner:
                     qrem += ND[node].qty
-                    free, best0, best1 = drop(ND, L, LV, B, OS, S, free, best0, best1, node)
+                    free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, node)
                     n += 1
                 node = nxt
             x = bm_next(B, S[NW0], S[NW1], s, x + 1)
@@ -395,6 +405,7 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
     hi = S[HI]
     stp = S[STP]
     sums = S[FOK_MODE] == FOK_LEVEL_SUMS
+    C = consts(S)
     grow = S[FIXED] == 0
     fcap = F.shape[0]
     icap = IDX.size
@@ -471,7 +482,7 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
                 node = IDX[oid]
                 qrem += ND[node].qty
                 nlive -= 1
-                free, best0, best1 = drop(ND, L, LV, B, OS, S, free, best0, best1, node)
+                free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, node)
                 put(out, i, CANCELLED, 0, oid, 0, 0, 0, 1)  # remaining=0: the C++ convention
         elif kind == MODIFY:
             oid = c.id
@@ -495,19 +506,19 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
                         qrem += oq - qty
                         ND[node].qty = qty
                         if sums:
-                            add_sums(ND, L, OS, S, node, row, qty - oq)
+                            add_sums(ND, L, OS, C, node, row, qty - oq)
                     else:  # loses priority: to the tail of its level
                         qrem += oq
-                        free, best0, best1 = drop(ND, L, LV, B, OS, S, free, best0, best1,
+                        free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1,
                                                   node)
-                        free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, free, best0,
+                        free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, C, free, best0,
                                                   best1, oid, owner, side, old_price, qty)
                         qin += qty
                     put(out, i, ACCEPTED, 0, oid, qty, 0, 0, 0)
                 else:  # a new price: off the book, then matched as a LIMIT
                     qrem += oq
                     nlive -= 1
-                    free, best0, best1 = drop(ND, L, LV, B, OS, S, free, best0, best1, node)
+                    free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, node)
                     otype = LIMIT
                     go = True
         elif kind == MASS_CANCEL:
@@ -547,7 +558,7 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
                     if stp != STP_TAKER:
                         qrem += ND[m].qty
                         nlive -= 1
-                        free, best0, best1 = drop(ND, L, LV, B, OS, S, free, best0, best1, m)
+                        free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, m)
                         removed += 1
                     if stp != STP_MAKER:
                         stopped = True
@@ -567,11 +578,11 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
                 nf += 1
                 if take == mq:  # traded, not removed
                     nlive -= 1
-                    free, best0, best1 = drop(ND, L, LV, B, OS, S, free, best0, best1, m)
+                    free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, m)
                 else:
                     ND[m].qty = mq - take
                     if sums:
-                        add_sums(ND, L, OS, S, m, row, -take)
+                        add_sums(ND, L, OS, C, m, row, -take)
             qtraded += filled
             reason = R_SELF_TRADE if stopped else 0
             if notional:
@@ -584,7 +595,7 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
             elif left == 0:
                 put(out, i, FILLED, 0, oid, 0, filled, nfills, removed)
             elif (otype == LIMIT or otype == POST_ONLY) and not stopped:
-                free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, free, best0, best1, oid,
+                free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, C, free, best0, best1, oid,
                                           owner, side, price, left)
                 nlive += 1
                 qin += left
