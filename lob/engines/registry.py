@@ -54,26 +54,57 @@ def _load() -> dict[str, EngineSpec]:
     global _loaded
     if _loaded:
         return _REGISTRY
-    reg: dict[str, EngineSpec] = {}
+    found: list[tuple[EngineSpec, str]] = []
     for mod in MEMBERS:
         for spec in importlib.import_module(mod).ENGINES:
-            _add(reg, spec, spec.source)  # "lob"; a foreign engine names its TOML
+            found.append((spec, spec.source))  # "lob"; a foreign engine names its TOML
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(ep, "dist", None)
         source = f"{dist.name if dist is not None else '?'} ({ep.value})"
         try:
             specs = _specs(ep.load())
             for spec in specs:
-                _add(reg, spec, source)
+                if not isinstance(spec, EngineSpec):
+                    raise TypeError(f"{source}: expected a lob.engines.registry.EngineSpec, "
+                                    f"got {type(spec).__name__}")
+            found.extend((spec, source) for spec in specs)
         except Exception as e:  # a broken plugin must not make lob unusable
             warnings.warn(f"lob.engines entry point {ep.name!r} from {source} skipped: "
                           f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
+    reg: dict[str, EngineSpec] = {}
+    _CLASHES.clear()
+    for name, group in _by_name(found).items():
+        if len(group) == 1:
+            _add(reg, *group[0])
+            continue
+        own = [g for g in group if g[1] == "lob"]
+        others = [src for _, src in group if src != "lob"]
+        if len(own) == 1:  # lob's engine stays; the other definition is refused
+            _add(reg, *own[0])
+            msg = (f"engine {name!r} from {' and from '.join(others)} is not registered: lob's "
+                   f"own engine has that name; rename it there")
+        else:
+            msg = _CLASHES[name] = (f"engine {name!r} is defined twice, by "
+                                    f"{' and by '.join(src for _, src in group)}; neither "
+                                    f"is registered: rename one of them")
+        warnings.warn(msg, RuntimeWarning, stacklevel=2)
     for spec in _REGISTRY.values():  # interactive registrations made before this load
         _add(reg, spec, "interactive")
     _REGISTRY.clear()
     _REGISTRY.update(reg)
     _loaded = True
     return _REGISTRY
+
+
+# names defined by two sources other than lob (neither registered): name -> the message
+_CLASHES: dict[str, str] = {}
+
+
+def _by_name(found: list[tuple[EngineSpec, str]]) -> dict[str, list[tuple[EngineSpec, str]]]:
+    groups: dict[str, list[tuple[EngineSpec, str]]] = {}
+    for spec, source in found:
+        groups.setdefault(spec.name, []).append((spec, source))
+    return groups
 
 
 def refresh() -> list[str]:
@@ -121,7 +152,7 @@ def engine_spec(name: str) -> EngineSpec:
             refresh()
             if name in reg:
                 return reg[name]
-        hint = not_built_hint(name)  # a third-party engine's adapter, not built yet
+        hint = not_built_hint(name) or _CLASHES.get(name)  # an adapter not built yet
         raise ValueError(hint or
                          f"unknown engine {name!r}; registered engines: {', '.join(reg)}") from None
 
@@ -148,8 +179,43 @@ def engine_capabilities(name: str):
     return ALL if f is None else f()
 
 
+def foreign_libraries(values) -> dict[str, dict]:
+    """``{engine: {"path", "sha256"}}`` for every registered engine named anywhere in
+    ``values`` (a dict, list or str, e.g. an experiment's parameters) whose factory says
+    which library file it runs (foreign engines), read without loading it: what a run id
+    and a summary record, so that a rebuilt library is a different run. ``{}`` if none."""
+    names: set[str] = set()
+
+    def walk(v):
+        if isinstance(v, str):
+            names.add(v)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list | tuple):
+            for x in v:
+                walk(x)
+
+    walk(values)
+    reg = _load()
+    out = {}
+    for n in sorted(names & set(reg)):
+        f = getattr(reg[n].factory, "library", None)
+        if f is not None:
+            out[n] = f()
+    return out
+
+
+def foreign_libraries_key(params) -> dict:
+    """``{"foreign_libraries": ...}`` for the foreign engines ``params`` names, ``{}`` when it
+    names none (so the run ids of every other run stay as they were)."""
+    libs = foreign_libraries(params)
+    return {"foreign_libraries": libs} if libs else {}
+
+
 __all__ = ["ENTRY_POINT_GROUP", "MEMBERS", "EngineSpec", "engine_capabilities", "engine_names",
-           "engine_spec", "get_engine", "refresh", "register_engine"]
+           "engine_spec", "foreign_libraries", "foreign_libraries_key", "get_engine", "refresh",
+           "register_engine"]
 
 
 def replay(engine: str, wl):

@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from lob.engines.foreign import crash
+from lob.engines.registry import foreign_libraries_key
 from lob.measure.conditions import run_conditions
 from lob.paths import artifacts_dir, repo_root
 
@@ -143,6 +145,7 @@ def execute_notebook(job: Job) -> None:
 
     _kernel_env()
     out = Path(job.run_dir)
+    crash.arm()  # the kernel marks foreign engine calls: a crash in one is named (explain)
     # kernel "python3" resolves to this interpreter: jupyter_client swaps a spec's "python"
     # for sys.executable, and the venv's own kernelspec comes first on its jupyter path
     pm.execute_notebook(_with_kernelspec(job.notebook), str(out / f"{job.experiment}.ipynb"),
@@ -176,6 +179,7 @@ def _write_summary(job: Job, rec: RunRecord, out: Path) -> None:
     summary["run"] = {k: v for k, v in asdict(rec).items()
                       if k not in ("status", "error", "extra")}
     summary["run"]["notebook"] = f"{job.experiment}.ipynb"
+    summary["run"].update(foreign_libraries_key(rec.params))  # which library ran, by hash
     cond = summary.setdefault("conditions", run_conditions())
     if isinstance(cond, dict):  # where it ran is a condition of the measurement
         cond.update(executor=rec.executor, worker_host=rec.host,
@@ -192,6 +196,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 def describe_error(exc: BaseException) -> tuple[str, dict]:
     """The error text for the manifest, and details: a notebook error names its cell."""
+    exc = crash.explain(exc)  # a dead kernel: which foreign engine, signal and command
     ename = getattr(exc, "ename", None)
     if ename is None:  # not papermill's PapermillExecutionError
         return f"{type(exc).__name__}: {str(exc)[-2000:]}", {}

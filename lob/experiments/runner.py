@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from lob.engines.registry import foreign_libraries_key
 from lob.experiments.executors import open_executor
 from lob.experiments.job import (
     MANIFEST,
@@ -129,7 +130,7 @@ def plan(names: Iterable[str], preset: str = "default", overrides: dict | None =
         exp: Experiment = get_experiment(name)
         for params in exp.param_sets(preset, overrides):  # a grid: one job per point
             check_values(name, params)
-            rid = run_id(name, preset, params)
+            rid = run_id(name, preset, {**params, **foreign_libraries_key(params)})
             jobs.setdefault(str(art / name / rid), Job(
                 experiment=name, notebook=str(exp.notebook), preset=preset, params=params,
                 run_id=rid, run_dir=str(art / name / rid), artifacts=str(art),

@@ -3,18 +3,42 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 
 def _cmd_bench(args) -> int:
+    from lob.engines.foreign import ForeignEngineError, crash
+    from lob.engines.registry import engine_spec
     from lob.measure.bench import bench
 
-    res = bench(args.engine, args.workload, repeat=args.repeat, scale=args.scale, seed=args.seed,
-                alloc=args.alloc, gc=not args.no_gc, progress=not args.no_progress,
-                latency=not args.no_latency, out=args.out)
+    if engine_spec(args.engine).backend == "foreign" and not os.environ.get(crash.ENV):
+        return crash.run_child(_argv(args))  # a crash of the engine is reported, not mute
+    try:
+        res = bench(args.engine, args.workload, repeat=args.repeat, scale=args.scale,
+                    seed=args.seed, alloc=args.alloc, gc=not args.no_gc,
+                    progress=not args.no_progress, latency=not args.no_latency, out=args.out)
+    except ForeignEngineError as e:  # one line: which engine misbehaved, and how
+        print(f"lob bench: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as e:
+        print(f"lob bench: interrupted{': ' + str(e) if str(e) else ''}", file=sys.stderr)
+        return 130
     print(res.table())
     stem = f"{res.engine}__{res.workload}"
     print(f"wrote {args.out}/{stem}.hgrm and {stem}.json")
     return 0
+
+
+def _argv(args) -> list[str]:
+    """The ``lob bench`` command line of ``args`` (for the child process)."""
+    argv = ["bench", "--engine", args.engine, "--workload", args.workload, "--scale",
+            repr(args.scale), "--repeat", str(args.repeat), "--out", str(args.out)]
+    if args.seed is not None:
+        argv += ["--seed", str(args.seed)]
+    flags = {"--alloc": args.alloc, "--no-gc": args.no_gc, "--no-latency": args.no_latency,
+             "--no-progress": args.no_progress}
+    return argv + [f for f, on in flags.items() if on]
 
 
 def add_parsers(sub) -> None:

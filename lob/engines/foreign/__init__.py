@@ -41,6 +41,7 @@ from lob.engines.foreign.library import (
     HEADER,
     ForeignEngineError,
     Library,
+    identity,
     load,
 )
 from lob.semantics import BookConfig
@@ -55,6 +56,7 @@ def _factory(name: str, path: Path):
 
     make.__qualname__ = f"foreign_engine[{name}]"
     make.capabilities = lambda: load(path, name).caps  # read without building a book
+    make.library = lambda: identity(path)  # path and content hash, without loading it
     return make
 
 

@@ -10,12 +10,15 @@ engine stopped.
 from __future__ import annotations
 
 import ctypes
+import os
+import threading
 import time
 
 import numpy as np
 
 from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int, store_fills
 from lob.engines.capabilities import Unsupported
+from lob.engines.foreign import crash
 from lob.engines.foreign.library import (
     ERRORS,
     LEVEL_DTYPE,
@@ -32,13 +35,32 @@ from lob.engines.foreign.library import (
 from lob.semantics import (
     COMMAND_DTYPE,
     FILL_DTYPE,
+    MAX_QTY,
     OUTCOME_DTYPE,
     BookConfig,
+    Kind,
+    Reason,
+    Status,
     as_commands,
     command_field,
 )
 
-_MAX_FILL_CAP = 1 << 31
+TIMEOUT_ENV = "LOB_FOREIGN_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 600.0  # one library call (a whole replay); $LOB_FOREIGN_TIMEOUT_S
+_N_STATUS, _N_REASON = len(Status), len(Reason)
+_SUBMIT, _REJECTED = int(Kind.SUBMIT), int(Status.REJECTED)  # plain ints: enum lookups cost
+
+
+def default_timeout() -> float:
+    """Seconds one foreign library call may take (``$LOB_FOREIGN_TIMEOUT_S``, else 600)."""
+    v = os.environ.get(TIMEOUT_ENV)
+    try:
+        t = float(v) if v else DEFAULT_TIMEOUT_S
+    except ValueError:
+        raise ValueError(f"${TIMEOUT_ENV} must be a number of seconds, got {v!r}") from None
+    if not t > 0:
+        raise ValueError(f"${TIMEOUT_ENV} must be > 0, got {v!r}")
+    return t
 
 
 def command_text(row) -> str:
@@ -78,6 +100,9 @@ class ForeignEngine(Interactive):
         self.name = name or lib.label
         self.config = config
         self._handle = None
+        self._stuck = ""  # why the book cannot be used again (a call that never returned)
+        self._submits = 0  # SUBMITs run on this book: at most that many orders rest
+        self.timeout = default_timeout()  # s per library call (Ctrl-C always honoured)
         self.capabilities = lib.caps  # what lob_capabilities declares
         self.max_band_width = lib.caps.max_band_width  # `lob engines` shows it
         why = lib.caps.config_refusal(self.name, config)
@@ -106,15 +131,157 @@ class ForeignEngine(Interactive):
 
     def __del__(self):
         h, self._handle = getattr(self, "_handle", None), None
-        if h:
+        if h and not getattr(self, "_stuck", ""):  # a stuck call still uses the book
             try:
                 self._lib.destroy(h)
             except Exception:  # interpreter shutdown
                 pass
 
     # --- the driver ---------------------------------------------------------------------
+    def _invoke(self, fn, args, call: str, cmds: np.ndarray | None = None, first: int = 0,
+                threaded: bool = True):
+        """``fn(*args)`` with the crash marker set (:mod:`.crash`) and, when ``threaded``, in
+        a worker thread (ctypes releases the GIL) that this thread waits for: Ctrl-C is
+        honoured and a call longer than ``self.timeout`` s raises. Either leaves the call
+        running (it cannot be stopped from outside) and the book unusable. Returns
+        (result, ns inside the call)."""
+        if self._stuck:
+            raise ForeignEngineError(self._stuck)
+        n = 0 if cmds is None else len(cmds) - first
+        m = crash.enter(self.name, call, first, n,
+                        command_text(cmds[first]) if crash.armed() and n > 0 else "")
+        if not threaded:
+            t0 = time.perf_counter_ns()
+            rc = fn(*args)
+            ns = time.perf_counter_ns() - t0
+            crash.leave(m)
+            return rc, ns
+        box: list = []
+
+        def run():
+            t0 = time.perf_counter_ns()
+            r = fn(*args)
+            box.append((r, time.perf_counter_ns() - t0))
+
+        t = threading.Thread(target=run, name=f"lob foreign {self.name} {call}", daemon=True)
+        deadline = time.monotonic() + self.timeout
+        t.start()
+        where = f"{call}" + (f" (commands {first}.. of this call: {command_text(cmds[first])})"
+                             if n > 0 else "")
+        try:
+            while t.is_alive():
+                t.join(min(0.2, max(0.0, deadline - time.monotonic())))
+                if t.is_alive() and time.monotonic() >= deadline:
+                    self._stuck = (f"foreign engine {self.name!r} did not return from "
+                                   f"{where} within {self.timeout:g} s; the call still runs "
+                                   f"(on a CPU until this process exits) and this book cannot "
+                                   f"be used again (raise ${TIMEOUT_ENV} for longer calls)")
+                    crash.leave(m, abandoned=True)
+                    raise ForeignEngineError(self._stuck)
+        except KeyboardInterrupt:
+            crash.leave(m, abandoned=True)
+            self._stuck = (f"foreign engine {self.name!r} was interrupted inside {where}; the "
+                           f"call still runs and this book cannot be used again")
+            raise KeyboardInterrupt(self._stuck) from None
+        crash.leave(m)
+        if not box:
+            raise ForeignEngineError(f"foreign engine {self.name!r}: {call} failed in its "
+                                     f"worker thread")
+        return box[0]
+
+    def _validate(self, cmds: np.ndarray, i: int, out: np.ndarray, fills: np.ndarray) -> None:
+        """Refuse impossible outputs of one call (commands ``cmds[i:i+len(out)]``): statuses,
+        reasons, negative counts, fill counts that differ from the fills written, fills with
+        an impossible quantity, price or ids. One :class:`ForeignEngineError` naming the
+        engine and the command; nothing of the replay is kept."""
+        if len(out) == 0 and len(fills) == 0:
+            return
+        if len(out) == 1 and self._one_ok(int(cmds["kind"][i]), out[0].item(), fills):
+            return  # the per-command path: plain-int checks (the numpy ones cost ~100 us)
+        bad = None  # (row within out, what)
+        st, rs = out["status"], out["reason"]
+        checks = [
+            ((st < 0) | (st >= _N_STATUS), lambda j: f"status {int(st[j])} is not a lob Status "
+                                                     f"(0..{_N_STATUS - 1})"),
+            ((rs < 0) | (rs >= _N_REASON), lambda j: f"reason {int(rs[j])} is not a lob Reason "
+                                                     f"(0..{_N_REASON - 1})"),
+        ]
+        for f in ("remaining", "filled", "fills", "removed"):
+            col = out[f]
+            checks.append((col < 0, lambda j, f=f, col=col: f"{f} = {int(col[j])} is negative"))
+        sub = cmds["kind"][i:i + len(out)] == Kind.SUBMIT
+        checks.append((sub & (st != Status.REJECTED) & (out["id"] < 1),
+                       lambda j: f"an accepted SUBMIT got id {int(out['id'][j])} (ids are "
+                                 f"1, 2, ...)"))
+        for mask, what in checks:
+            if mask.any():
+                j = int(np.flatnonzero(mask)[0])
+                bad = (j, what(j))
+                break
+        if bad is None:
+            counted = int(out["fills"].sum())
+            if counted != len(fills):
+                bad = (None, f"its outcomes count {counted} fills but it wrote {len(fills)}")
+        if bad is None and len(fills):
+            row = np.repeat(np.arange(len(out)), out["fills"])
+            lo, hi = self.config.min_price, self.config.max_price
+            fq, fp = fills["qty"], fills["price"]
+            fchecks = [
+                ((fq < 1) | (fq > MAX_QTY), lambda x: f"a fill of qty {int(fq[x])}"),
+                ((fp < lo) | (fp > hi), lambda x: f"a fill at price {int(fp[x])}, outside "
+                                                  f"the band {lo}..{hi}"),
+                (fills["taker"] != out["id"][row],
+                 lambda x: f"a fill with taker id {int(fills['taker'][x])}, not the command's "
+                           f"order id {int(out['id'][row[x]])}"),
+                ((fills["maker"] < 1) | (fills["maker"] == fills["taker"]),
+                 lambda x: f"a fill with maker id {int(fills['maker'][x])}"),
+            ]
+            for mask, what in fchecks:
+                if mask.any():
+                    x = int(np.flatnonzero(mask)[0])
+                    bad = (int(row[x]), what(x))
+                    break
+            if bad is None:
+                starts = np.concatenate(([0], np.cumsum(out["fills"])[:-1]))
+                has = out["fills"] > 0
+                per_row = np.zeros(len(out), dtype=np.int64)
+                per_row[has] = np.add.reduceat(fq, starts[has])
+                wrong = per_row != out["filled"]
+                if wrong.any():
+                    j = int(np.flatnonzero(wrong)[0])
+                    bad = (j, f"filled = {int(out['filled'][j])} but its fills trade "
+                              f"{int(per_row[j])}")
+        if bad is not None:
+            j, what = bad
+            at = (f"command {i + j} ({command_text(cmds[i + j])})" if j is not None
+                  else f"commands {i}..{i + len(out) - 1}")
+            raise ForeignEngineError(f"foreign engine {self.name!r} returned an impossible "
+                                     f"result for {at}: {what}. The engine is broken; "
+                                     f"nothing of this replay is kept")
+
+    def _one_ok(self, kind: int, o: tuple, fills: np.ndarray) -> bool:
+        """Whether one outcome and its fills pass every check of :meth:`_validate` (which
+        then says what failed); plain ints."""
+        status, reason, oid, remaining, filled, nfills, removed = o
+        if not (0 <= status < _N_STATUS and 0 <= reason < _N_REASON and remaining >= 0
+                and filled >= 0 and removed >= 0 and nfills == len(fills)):
+            return False
+        if kind == _SUBMIT and status != _REJECTED and oid < 1:
+            return False
+        if nfills:
+            lo, hi = self.config.min_price, self.config.max_price
+            total = 0
+            for taker, maker, price, qty in fills.tolist():
+                if not (0 < qty <= MAX_QTY and lo <= price <= hi and taker == oid
+                        and maker >= 1 and maker != taker):
+                    return False
+                total += qty
+            return total == filled
+        return filled == 0
+
     def _drive(self, cmds: np.ndarray, out: GuardedArray, fills: GuardedArray, nf: int,
-               ns: GuardedArray | None = None) -> tuple[GuardedArray, int, int]:
+               ns: GuardedArray | None = None, threaded: bool = True
+               ) -> tuple[GuardedArray, int, int]:
         """Run ``cmds`` into ``out`` and ``fills[nf:]``, growing ``fills`` when asked.
         Returns (fills buffer, fills count, ns spent inside the library calls)."""
         n = len(cmds)
@@ -124,6 +291,7 @@ class ForeignEngine(Interactive):
         fsz = FILL_DTYPE.itemsize
         timed = ns is not None
         fn = self._lib.replay_timed if timed else self._lib.replay
+        call = "lob_replay_timed" if timed else "lob_replay"
         i = elapsed = 0
         while True:
             cap = fills.cap - nf
@@ -131,9 +299,8 @@ class ForeignEngine(Interactive):
                     fills.addr + nf * fsz, cap, self._pdone, self._pk]
             if timed:
                 args.append(ns.addr + i * 8)
-            t0 = time.perf_counter_ns()
-            rc = fn(*args)
-            elapsed += time.perf_counter_ns() - t0
+            rc, spent = self._invoke(fn, args, call, cmds, i, threaded)
+            elapsed += spent
             out.check(self.name, "outcome")
             fills.check(self.name, "fill")
             if timed:
@@ -143,6 +310,9 @@ class ForeignEngine(Interactive):
                 raise ForeignEngineError(
                     f"foreign engine {self.name!r} reported {done} commands run of {n - i} and "
                     f"{k} fills written into room for {cap}: impossible counts")
+            self._validate(cmds, i, out.arr[i:i + done], fills.arr[nf:nf + k])
+            self._submits += (int(cmds["kind"][i] == _SUBMIT) if done == 1 else
+                              int(np.count_nonzero(cmds["kind"][i:i + done] == Kind.SUBMIT)))
             i += done
             nf += k
             if rc == OK:
@@ -159,10 +329,20 @@ class ForeignEngine(Interactive):
                 raise ForeignEngineError(
                     f"foreign engine {self.name!r}: lob_replay failed at command {i} with "
                     f"{ERRORS.get(rc, f'unknown code {rc}')}" + (f": {msg}" if msg else ""))
-            if fills.cap >= _MAX_FILL_CAP:
-                raise ForeignEngineError(f"foreign engine {self.name!r} keeps asking for more "
-                                         f"fill space beyond {_MAX_FILL_CAP} records")
-            fills = fills.grown(max(2 * fills.cap, 1024), nf)
+            # a command fills each resting order at most once, and at most every order
+            # submitted so far rests: more room than that is never needed
+            bound = self._submits + 1
+            room = fills.cap - nf
+            if room >= bound:
+                if done == 0 and k == 0:
+                    raise ForeignEngineError(
+                        f"foreign engine {self.name!r} asked for more fill space "
+                        f"(LOB_NEED_FILL_SPACE) before command {i} ({command_text(cmds[i])}) "
+                        f"with room for {room} fills, more than the {self._submits} orders "
+                        f"that can rest on its book (a command fills each resting order at "
+                        f"most once): the engine is broken")
+                continue  # it made progress: call again from where it stopped
+            fills = fills.grown(max(2 * fills.cap, nf + bound, 1024), nf)
 
     def _cmds(self, commands) -> np.ndarray:
         """The command array, refused up front (:class:`Unsupported`) if it uses what the
@@ -210,7 +390,8 @@ class ForeignEngine(Interactive):
         row["timed"] = False
         if not self.capabilities.complete:
             row = self._cmds(row)
-        self._frec, self._nf, _ = self._drive(row, self._one_out, self._frec, self._nf)
+        self._frec, self._nf, _ = self._drive(row, self._one_out, self._frec, self._nf,
+                                              threaded=False)  # one command: no thread hop
         return self._one_out.arr[0].item()
 
     # --- fills and views --------------------------------------------------------------------
@@ -254,7 +435,8 @@ class ForeignEngine(Interactive):
         if self._lib.check is None:
             return
         msg = ctypes.create_string_buffer(512)
-        if self._lib.check(self._handle, msg, len(msg)):
+        rc, _ = self._invoke(self._lib.check, (self._handle, msg, len(msg)), "lob_check")
+        if rc:
             raise AssertionError(f"{self.name}: {msg.value.decode(errors='replace')}")
 
     def __repr__(self) -> str:

@@ -15,7 +15,11 @@ filled with a canary pattern, verified after every call (:class:`GuardedArray`).
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import mmap
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -83,8 +87,59 @@ OPTIONAL = {
 }
 
 
+def cache_dir() -> Path:
+    """``$LOB_CACHE``, else ``$XDG_CACHE_HOME/lob``, else ``~/.cache/lob``."""
+    v = os.environ.get("LOB_CACHE")
+    if v:
+        return Path(v)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "lob"
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def identity(path: str | os.PathLike) -> dict:
+    """``{"path": absolute path, "sha256": content hash or None if missing}`` of a library
+    file, without loading it."""
+    p = Path(path).resolve()
+    try:
+        return {"path": str(p), "sha256": file_sha256(p)}
+    except OSError:
+        return {"path": str(p), "sha256": None}
+
+
+def _content_copy(path: Path, digest: str) -> Path:
+    """A copy of ``path`` named by its content hash (made once, atomically). Loading the
+    copy, not ``path``, is what makes a library rebuilt in place load as the new code: the
+    dynamic loader returns the mapping it already has for a path (or inode) it has opened,
+    so ``dlopen`` of a rewritten file in the same process would run the old code."""
+    d = cache_dir() / "loaded" / digest[:24]
+    dest = d / path.name
+    if dest.is_file():
+        return dest
+    d.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".part-")
+    os.close(fd)
+    try:
+        shutil.copyfile(path, tmp)
+        os.replace(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return dest
+
+
 class Library:
-    """A loaded, checked foreign engine library: its functions as ctypes callables."""
+    """A loaded, checked foreign engine library: its functions as ctypes callables.
+
+    ``path`` is the file named by the user; ``sha256`` its content hash when loaded (the
+    code that runs: the library is loaded from a copy named by that hash)."""
 
     def __init__(self, path: str | os.PathLike, label: str | None = None):
         path = Path(path)
@@ -96,7 +151,9 @@ class Library:
                 f"(build it first, e.g. `make -C examples/c_engine` for the example engine, "
                 f"or fix `path` in its TOML)")
         try:
-            self._dll = ctypes.CDLL(str(path.resolve()))
+            self.sha256 = file_sha256(path)
+            self.loaded_from = _content_copy(path, self.sha256)
+            self._dll = ctypes.CDLL(str(self.loaded_from))
         except OSError as e:
             raise ForeignEngineError(
                 f"foreign engine {self.label!r}: {path} is not a loadable shared library "
@@ -151,6 +208,11 @@ class Library:
                 f"lob_capabilities, lob_create's error message and LOB_UNSUPPORTED)")
 
     @property
+    def identity(self) -> dict:
+        """Which library this is: ``{"path": ..., "sha256": ...}`` (for run ids, summaries)."""
+        return {"path": str(self.path.resolve()), "sha256": self.sha256}  # as loaded
+
+    @property
     def timed(self) -> bool:
         return self.replay_timed is not None
 
@@ -163,14 +225,16 @@ class Library:
         return buf.value.decode(errors="replace").strip()
 
 
-_LOADED: dict[tuple[str, float], Library] = {}
+_LOADED: dict[tuple[str, int, int, int], Library] = {}
 
 
 def load(path: str | os.PathLike, label: str | None = None) -> Library:
-    """The checked library at ``path`` (loaded once per file version)."""
+    """The checked library at ``path``: loaded again whenever the file changed (its size,
+    inode or mtime in ns, then its content hash), from a copy named by that hash."""
     p = Path(path)
     try:
-        key = (str(p.resolve()), p.stat().st_mtime)
+        st = p.stat()
+        key = (str(p.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
     except OSError:
         return Library(p, label)  # raises the missing-file error
     lib = _LOADED.get(key)
@@ -185,20 +249,42 @@ CANARY = np.frombuffer(b"\xa5\x5a\xc3\x3c\x0f\xf0\x96\x69", dtype=np.uint8)
 GUARD_BYTES = 4096
 GUARD = np.resize(CANARY, GUARD_BYTES)
 _GUARD_BYTES_STR = GUARD.tobytes()
+FENCE_BYTES = 64 << 20  # inaccessible address space after the canary (no memory used)
+_PAGE = mmap.PAGESIZE
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _mprotect = _libc.mprotect
+    _mprotect.argtypes, _mprotect.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], \
+        ctypes.c_int
+except (OSError, AttributeError):  # not a POSIX libc: canary only
+    _mprotect = None
 
 
 class GuardedArray:
-    """A numpy record array of ``cap`` rows followed by a canary-filled guard region.
+    """A numpy record array of ``cap`` rows followed by a canary-filled guard region, then
+    (on POSIX) a fence of ``FENCE_BYTES`` of address space that cannot be written.
 
-    ``check(what)`` verifies the guard after a foreign call; a write past ``cap`` rows
-    raises :class:`ForeignEngineError` instead of passing unnoticed.
+    ``check(what)`` verifies the canary after a foreign call: a write up to 4 KiB past
+    ``cap`` rows raises :class:`ForeignEngineError`. A longer run of writes past the end
+    reaches the fence and stops the engine with SIGSEGV at the first byte, before it can
+    touch any other memory (reported as a crash of that engine, see :mod:`.crash`), instead
+    of corrupting the heap silently.
     """
 
     def __init__(self, dtype: np.dtype, cap: int):
         self.dtype = np.dtype(dtype)
         self.cap = int(cap)
         nbytes = self.cap * self.dtype.itemsize
-        self.raw = np.empty(nbytes + GUARD_BYTES, dtype=np.uint8)
+        used = nbytes + GUARD_BYTES
+        if _mprotect is None:
+            self.raw = np.empty(used, dtype=np.uint8)
+        else:  # end the canary on a page boundary, the fence right after it
+            pad = -used % _PAGE
+            self._map = mmap.mmap(-1, pad + used + FENCE_BYTES)
+            base = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
+            if _mprotect(base + pad + used, FENCE_BYTES, 0) != 0:  # PROT_NONE
+                raise OSError(ctypes.get_errno(), "mprotect of the guard fence failed")
+            self.raw = np.frombuffer(self._map, dtype=np.uint8, count=used, offset=pad)
         self.raw[:nbytes] = 0  # touch the pages here, not inside a timed call
         self.raw[nbytes:] = GUARD
         self.arr = self.raw[:nbytes].view(self.dtype)

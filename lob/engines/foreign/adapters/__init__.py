@@ -33,7 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lob.engines.base import EngineSpec
-from lob.engines.foreign.library import HEADER, ForeignEngineError, load
+from lob.engines.foreign.library import (
+    HEADER,
+    ForeignEngineError,
+    cache_dir,
+    identity,
+    load,
+)
 
 HERE = Path(__file__).resolve().parent
 CXXFLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared")
@@ -93,15 +99,6 @@ ADAPTERS = {
         includes=("include", "src", "third_party/robin_map/include"),
         licenses=("LICENSE", "THIRD_PARTY_NOTICES.md", "third_party/robin_map/LICENSE")),
 }
-
-
-def cache_dir() -> Path:
-    """``$LOB_CACHE``, else ``$XDG_CACHE_HOME/lob``, else ``~/.cache/lob``."""
-    v = os.environ.get("LOB_CACHE")
-    if v:
-        return Path(v)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "lob"
 
 
 def adapter(name: str) -> Adapter:
@@ -194,6 +191,7 @@ def _factory(a: Adapter):
 
     make.__qualname__ = f"adapter[{a.name}]"
     make.capabilities = lambda: load(_built(a), a.name).caps
+    make.library = lambda: identity(a.library)
     return make
 
 
