@@ -21,6 +21,12 @@ def _claim(**kw) -> C.Claim:
     return C.Claim(**base)
 
 
+def _pt(v, **kw) -> dict:
+    """A measurement with a tight noise interval around ``v``: judged as the point would be
+    (the single-point rule needs an interval to judge at all)."""
+    return C.measurement(v, ci=(v * (1 - 1e-6), v * (1 + 1e-6)), **kw)
+
+
 # --- the definitions ------------------------------------------------------------------------
 
 def test_claims_load_and_cover_the_issue_list():
@@ -146,26 +152,26 @@ def test_not_measured():
 
 
 def test_ratio_reproduced_within_tolerance():
-    v = C.judge(_claim(), C.measurement(2.4))
-    assert v.verdict == "reproduced" and "1.20x the seed's" in v.reason
+    v = C.judge(_claim(), _pt(2.4))
+    assert v.verdict == "reproduced" and "the whole interval is inside" in v.reason
 
 
 def test_ratio_direction_only_names_the_measured_reason():
-    v = C.judge(_claim(value=13.1), C.measurement(63.2, explain={"v1/v2 at depth 525": 0.58}))
+    v = C.judge(_claim(value=13.1), _pt(63.2, explain={"v1/v2 at depth 525": 0.58}))
     assert v.verdict == "direction only"
-    assert "lob 63.2 vs seed 13.1" in v.reason and "v1/v2 at depth 525: 0.58" in v.reason
+    assert "lob 63.2, interval" in v.reason and "v1/v2 at depth 525: 0.58" in v.reason
 
 
 def test_ratio_other_side_of_pivot_is_not_reproduced():
-    assert C.judge(_claim(), C.measurement(0.9)).verdict == "not reproduced"
-    assert C.judge(_claim(), C.measurement(1.0)).verdict == "not reproduced"  # on the pivot
+    assert C.judge(_claim(), _pt(0.9)).verdict == "not reproduced"
+    assert C.judge(_claim(), _pt(1.0)).verdict == "not reproduced"  # on the pivot
 
 
 def test_ratio_pivot_other_than_one():
     c = _claim(value=68.5, pivot=10, tolerance=0.5)
-    assert C.judge(c, C.measurement(40.0)).verdict == "reproduced"
-    assert C.judge(c, C.measurement(12.0)).verdict == "direction only"
-    assert C.judge(c, C.measurement(3.0)).verdict == "not reproduced"
+    assert C.judge(c, _pt(40.0)).verdict == "reproduced"
+    assert C.judge(c, _pt(12.0)).verdict == "direction only"
+    assert C.judge(c, _pt(3.0)).verdict == "not reproduced"
 
 
 def test_ratio_noise_interval_around_pivot_is_no_direction():
@@ -201,7 +207,7 @@ def test_interval_outside_the_band_is_direction_only_or_not_reproduced():
 
 def test_interval_across_a_tolerance_edge_is_inconclusive():
     c = _limit_only()
-    assert C.judge(c, C.measurement(1.62)).verdict == "reproduced"  # the point alone: inside
+    assert C.judge(c, _pt(1.62)).verdict == "reproduced"  # the point alone: inside
     v = C.judge(c, C.measurement(1.62, ci=(1.55, 1.65)))
     assert v.verdict == "inconclusive" and "inconclusive" in C.VERDICTS
     assert v.reason.startswith("interval 1.55-1.65 straddles the tolerance edge 1.59")
@@ -221,13 +227,14 @@ def test_interval_across_the_pivot_is_still_no_direction():
     assert v.verdict == "not reproduced" and "no direction" in v.reason
 
 
-def test_no_interval_keeps_the_point_verdict_and_says_so():
+def test_no_interval_is_a_single_point_and_says_so():
     c = _limit_only()
     ok = C.judge(c, C.measurement(1.62, detail="v0 / v1 ns/op"))
-    assert ok.verdict == "reproduced" and ok.lob_figure == \
+    assert ok.verdict == "inconclusive: single point" and ok.lob_figure == \
         "1.62 [no interval available] (v0 / v1 ns/op)"
+    assert "neither reproduce nor refute" in ok.reason
     low = C.judge(c, C.measurement(1.58, ci_what="no interval: 3 repeat(s), too few"))
-    assert low.verdict == "direction only"
+    assert low.verdict == "inconclusive: single point"
     assert low.lob_figure == "1.58 [no interval available: 3 repeat(s), too few]"
     band = _claim(kind="band", value=[15, 19])  # kinds that do not use an interval: no note
     assert "interval" not in C.judge(band, C.measurement(18.2)).lob_figure
@@ -264,14 +271,14 @@ def test_inconclusive_is_tallied_and_listed():
 
 def test_magnitude_only_claim():
     c = _claim(value=1.0, pivot=None, tolerance=0.25)
-    assert C.judge(c, C.measurement(1.1)).verdict == "reproduced"
-    assert C.judge(c, C.measurement(1.6)).verdict == "not reproduced"
+    assert C.judge(c, _pt(1.1)).verdict == "reproduced"
+    assert C.judge(c, _pt(1.6)).verdict == "not reproduced"
 
 
 def test_direction_claim():
     c = _claim(kind="direction", direction="up", value=None, tolerance=None)
-    assert C.judge(c, C.measurement(1.3)).verdict == "reproduced"
-    assert C.judge(c, C.measurement(0.7)).verdict == "not reproduced"
+    assert C.judge(c, _pt(1.3)).verdict == "reproduced"
+    assert C.judge(c, _pt(0.7)).verdict == "not reproduced"
 
 
 def test_exact_claim_compares_every_counter():
@@ -310,10 +317,10 @@ def _regime(**kw) -> C.RegimeCheck:
 
 def test_regime_min_fails_and_names_the_diagnostic():
     c = _claim(regime=(_regime(diagnostic="market_empty_pct", min=90, seed="~98%"),))
-    v = C.judge(c, C.measurement(2.0, diagnostics={"market_empty_pct": 0.0}))
+    v = C.judge(c, _pt(2.0, diagnostics={"market_empty_pct": 0.0}))
     assert v.verdict == "not comparable"
     assert v.reason == "market_empty_pct = 0 (needs >= 90; seed: ~98%)"
-    ok = C.judge(c, C.measurement(2.0, diagnostics={"market_empty_pct": 97.8}))
+    ok = C.judge(c, _pt(2.0, diagnostics={"market_empty_pct": 97.8}))
     assert ok.verdict == "reproduced" and ok.regime.startswith("ok: market_empty_pct 97.8")
 
 
@@ -322,13 +329,13 @@ def test_regime_max_equals_and_missing():
                        _regime(diagnostic="commands", equals=2_000_000),
                        _regime(diagnostic="baseline_rescans", equals=False)))
     good = {"cancel_hit_pct": 11.0, "commands": 2_000_000, "baseline_rescans": False}
-    assert C.judge(c, C.measurement(2.0, diagnostics=good)).verdict == "reproduced"
+    assert C.judge(c, _pt(2.0, diagnostics=good)).verdict == "reproduced"
     for key, bad in (("cancel_hit_pct", 50.0), ("commands", 20_000),
                      ("baseline_rescans", True), ("baseline_rescans", 0)):
-        v = C.judge(c, C.measurement(2.0, diagnostics={**good, key: bad}))
+        v = C.judge(c, _pt(2.0, diagnostics={**good, key: bad}))
         assert v.verdict == "not comparable" and v.reason.startswith(key), (key, bad)
     missing = {k: v for k, v in good.items() if k != "commands"}
-    v = C.judge(c, C.measurement(2.0, diagnostics=missing))
+    v = C.judge(c, _pt(2.0, diagnostics=missing))
     assert v.verdict == "not comparable" and v.reason.startswith("commands not measured")
 
 
@@ -353,8 +360,8 @@ def _run(root, exp, rid, claims, cpu="Test CPU"):
 
 def test_verdicts_from_artifacts(tmp_path):
     cs = [_claim(id="a"), _claim(id="b", experiment="tail_analysis"), _claim(id="c")]
-    _run(tmp_path, "fok_scan_bottleneck", "quick-1", {"a": C.measurement(2.1),
-                                                      "c": C.measurement(0.5)})
+    _run(tmp_path, "fok_scan_bottleneck", "quick-1", {"a": _pt(2.1),
+                                                      "c": _pt(0.5)})
     vs = C.verdicts(tmp_path, cs)
     assert [v.verdict for v in vs] == ["reproduced", "not measured", "not reproduced"]
     assert vs[0].link == "fok_scan_bottleneck/quick-1/fok_scan_bottleneck.ipynb"
@@ -406,10 +413,10 @@ def test_index_opens_with_the_reproduction_table(tmp_path):
     from lob.experiments.report import write_index
 
     run = _run(tmp_path, "fok_scan_bottleneck", "quick-1",
-               {"s001_v1_v2_comprehensive": C.measurement(
+               {"s001_v1_v2_comprehensive": _pt(
                    60.0, diagnostics={"commands": 2_000_000})})
     (run / "summary.json").write_text(json.dumps({
-        "claims": {"s001_v1_v2_comprehensive": C.measurement(
+        "claims": {"s001_v1_v2_comprehensive": _pt(
             60.0, diagnostics={"commands": 2_000_000})},
         "conditions": {"cpu_model": "Test CPU"}, "run": {}, "conclusion": "x"}))
     text = write_index(tmp_path).read_text()
@@ -424,9 +431,9 @@ def test_index_opens_with_the_reproduction_table(tmp_path):
 
 def test_pipeline_claims_from_its_tables(tmp_path):
     tables = {"capacity": [{"batch": 1, "capacity": 96_000.0}, {"batch": 8, "capacity": 4e5}],
-              "sweep": [{"batch": 1, "pinning": "unpinned", "fraction": 1.2, "saturated": True,
+              "sweep": [{"batch": 1, "pinning": "unpinned", "fraction": 1.2, "keeps_up": False,
                          "lat_p99": 9e6},
-                        {"batch": 8, "pinning": "unpinned", "fraction": 1.5, "saturated": False,
+                        {"batch": 8, "pinning": "unpinned", "fraction": 1.5, "keeps_up": True,
                          "lat_p99": 9e6},
                         {"batch": 1, "pinning": "unpinned", "fraction": 0.5, "saturated": False,
                          "lat_p99": 1000.0},
@@ -435,6 +442,9 @@ def test_pipeline_claims_from_its_tables(tmp_path):
     m = C.pipeline_claims(tables, cpu_count=2)
     assert m["s003_pipeline_capacity"]["value"] == 96_000.0
     assert m["s003_pipeline_saturation"]["value"] == 0.5
+    assert m["s003_pipeline_saturation"]["ci"] == pytest.approx([0.0126, 0.9874], abs=1e-4)
+    assert m["s003_pipeline_saturation"]["explain"][
+        "p99 above / below capacity (medians)"] == pytest.approx(9e6 / 1000.0)
     assert m["s003_pinning"]["value"] == pytest.approx(1.1)
     assert C.pipeline_claims({}) == {}
     run = tmp_path / "pipeline_latency" / "default-1"
@@ -444,7 +454,9 @@ def test_pipeline_claims_from_its_tables(tmp_path):
     (run / "COMPLETE").write_text("")
     by = {v.claim.id: v for v in C.verdicts(tmp_path)}
     assert by["s003_pipeline_capacity"].verdict == "not comparable"
+    # 1 of 2 rows measured to saturate: the 0.01-0.99 interval holds the pivot 0.5
     assert by["s003_pipeline_saturation"].verdict == "not reproduced"
+    assert "contains 0.50: no direction" in by["s003_pipeline_saturation"].reason
     assert by["s003_pinning"].verdict == "not comparable"  # one run each: no statement
     assert "repeats" in by["s003_pinning"].regime
     for pin, p99 in (("unpinned", 990.0), ("pinned", 1090.0), ("unpinned", 1010.0),
@@ -455,16 +467,40 @@ def test_pipeline_claims_from_its_tables(tmp_path):
                                                   "conditions": {"cpu_count": 2}}))
     by = {v.claim.id: v for v in C.verdicts(tmp_path)}
     assert C.pipeline_claims(tables, 2)["s003_pinning"]["diagnostics"]["repeats"] == 3
-    assert by["s003_pinning"].verdict == "reproduced"
+    # 3 per-round ratios: no interval, a single point
+    assert by["s003_pinning"].verdict == "inconclusive: single point"
+
+
+def test_pipeline_saturation_is_measured_not_defined():
+    # rows offered above capacity that kept up by their own measurement count against the
+    # claim (the old definition, offered > capacity, could not fail)
+    rows = [{"batch": 1, "pinning": "unpinned", "fraction": 1.5, "saturated": True,
+             "offered_rate": 150.0, "achieved_rate": a} for a in [149.0] * 20]
+    m = C.pipeline_claims({"sweep": rows})["s003_pipeline_saturation"]
+    assert m["value"] == 0.0 and m["ci"][1] < 0.25
+    assert C.judge(C.get("s003_pipeline_saturation"), m).verdict == "not reproduced"
+    for r in rows:
+        r["achieved_rate"] = 100.0  # achieved far below offered: saturated, 20 of 20
+    m = C.pipeline_claims({"sweep": rows})["s003_pipeline_saturation"]
+    assert m["value"] == 1.0 and m["ci"][0] > 0.8
+    assert C.judge(C.get("s003_pipeline_saturation"), m).verdict == "reproduced"
+    few = C.pipeline_claims({"sweep": rows[:4]})["s003_pipeline_saturation"]
+    # 4 of 4: the 0.40-1 interval holds the pivot 0.5: no direction (the pivot rule)
+    v = C.judge(C.get("s003_pipeline_saturation"), few)
+    assert v.verdict == "not reproduced" and "no direction" in v.reason
+    # the bare old column (offered above capacity) is no measurement: no claim
+    bare = [{k: v for k, v in r.items() if k not in ("offered_rate", "achieved_rate")}
+            for r in rows]
+    assert "s003_pipeline_saturation" not in C.pipeline_claims({"sweep": bare})
 
 
 def test_pipeline_claims_use_the_compiled_transport():
     tables = {"capacity": [{"batch": 1, "capacity_compiled": 19_000.0,
                             "capacity_python": 15_000.0}],
               "sweep": [{"transport": "python", "batch": 1, "pinning": "unpinned",
-                         "fraction": 1.5, "saturated": False, "lat_p99": 1.0},
+                         "fraction": 1.5, "keeps_up": True, "lat_p99": 1.0},
                         {"transport": "compiled", "batch": 1, "pinning": "unpinned",
-                         "fraction": 1.5, "saturated": True, "lat_p99": 1.0}]}
+                         "fraction": 1.5, "keeps_up": False, "lat_p99": 1.0}]}
     m = C.pipeline_claims(tables)
     assert m["s003_pipeline_capacity"]["value"] == 19_000.0
     assert m["s003_pipeline_saturation"]["value"] == 1.0
@@ -541,4 +577,8 @@ def test_pinning_claim_pairs_pinnings_within_one_engine_loop_mode():
             for m, scale in (("command", 1.0), ("chunk", 0.5)) for f in (0.5, 0.9)
             for k in range(1, 4) for p, v in (("unpinned", 1000.0), ("pinned", 1200.0))]
     m = C.pipeline_claims({"tail_runs": tail})["s003_pinning"]
-    assert m["value"] == pytest.approx(1.2) and "12 per-round" in m["detail"]
+    assert m["value"] == pytest.approx(1.2) and "per transport variant" in m["detail"]
+    # one part per variant, each with its own 6 per-round ratios, never pooled
+    assert set(m["parts"]) == {"chunk", "command"}
+    assert all("6 per-round" in p["detail"] for p in m["parts"].values())
+    assert all(p["value"] == pytest.approx(1.2) for p in m["parts"].values())

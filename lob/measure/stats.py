@@ -15,6 +15,15 @@ Vocabulary (``CHANGE_WORDS``), for a ratio ``new / old`` of a cost (lower is bet
 - ``inconclusive``: the interval crosses an edge, or there is no interval (too few values
   for the stated coverage): the data cannot tell.
 
+Clock floor: a duration is known only to the tick of the clock that timed it. lob measures the
+tick from the recorded durations themselves (:func:`clock_grid`: the grid they fall on, not the
+clock's nominal resolution), and a percentile below ``CLOCK_FLOOR_TICKS`` ticks
+(:func:`at_clock_floor`) is too coarse to enter a ratio: one tick is then 10% or more of it.
+
+A/A controls: the same code measured twice in the same interleaving gives the spread of "no
+change" on this machine today (:func:`aa_band`); a B/A difference is called only when its
+interval lies wholly outside that band (:func:`change_beyond_aa`).
+
 Percentiles: a quantile ``q`` (in percent) is shown only from at least ``10 / (1 - q/100)``
 samples, so that ten samples lie beyond it (p50: 20, p99: 1,000, p99.9: 10,000).
 """
@@ -29,7 +38,8 @@ import numpy as np
 
 __all__ = ["CHANGE_WORDS", "MIN_RATIO_N", "min_count", "supported", "marker",
            "median_interval", "ratio_interval", "sequential_level", "change",
-           "change_of_ratios", "rotations"]
+           "change_of_ratios", "rotations", "clock_grid", "at_clock_floor", "CLOCK_FLOOR_TICKS",
+           "aa_band", "change_beyond_aa", "share_interval"]
 
 CHANGE_WORDS = ("faster", "slower", "within noise", "inconclusive")
 
@@ -138,6 +148,34 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], *, confidence: float 
     return ratio, float(lo), float(hi)
 
 
+def share_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Clopper-Pearson (exact binomial) interval of a share ``k / n`` of independent
+    yes/no outcomes (e.g. rows above capacity that were measured to saturate): it covers the
+    true share with probability >= ``confidence`` whatever it is."""
+    if not 0 <= k <= n or n < 1:
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k!r}, n={n!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    a = (1 - confidence) / 2
+
+    def tail_ge(p):  # P(Binomial(n, p) >= k)
+        return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+    def solve(f, target):  # f increasing in p on [0, 1]
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
+        return (lo + hi) / 2
+
+    low = 0.0 if k == 0 else solve(tail_ge, a)
+    # upper: P(Binomial(n, p) <= k) = a, i.e. 1 - P(>= k + 1) = a
+    high = 1.0 if k == n else solve(
+        lambda p: sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i)
+                      for i in range(k + 1, n + 1)), 1 - a)
+    return low, high
+
+
 def sequential_level(confidence: float, looks: int) -> float:
     """The level of each look when one comparison is looked at up to ``looks`` times (one
     more round, look again): Bonferroni, ``1 - (1 - confidence) / looks``, so that the
@@ -192,3 +230,165 @@ def rotations(names: Sequence, rounds: int) -> list[list]:
         return [[] for _ in range(rounds)]
     k = len(names)
     return [names[r % k:] + names[:r % k] for r in range(rounds)]
+
+
+# --- the clock's grid ---------------------------------------------------------------------------
+
+CLOCK_FLOOR_TICKS = 10  # a percentile below this many clock ticks is not used in a ratio
+
+
+def _grid_values(samples, counts) -> tuple[np.ndarray, np.ndarray]:
+    v = np.asarray(samples, dtype=float).ravel()
+    w = np.ones_like(v) if counts is None else np.asarray(counts, dtype=float).ravel()
+    if len(w) != len(v):
+        raise ValueError(f"counts has {len(w)} entries for {len(v)} samples")
+    keep = np.isfinite(v) & (v > 0) & (w > 0)
+    v, w = v[keep], w[keep]
+    if not len(v):
+        return v, w
+    u, inv = np.unique(v, return_inverse=True)
+    return u, np.bincount(inv, weights=w)
+
+
+def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, *,
+               jitter_ns: float = 1.5, min_tick_ns: float = 1.0, max_tick_ns: float = 500.0,
+               min_share: float = 0.9, exact_below_ns: float = 2048.0) -> dict:
+    """The tick of the clock that timed ``samples`` (durations in ns), measured from the
+    values themselves: the largest grid step ``t`` such that at least ``min_share`` of the
+    samples lie within ``tol = 1.25 min(jitter_ns, t / 10)`` of a multiple of ``t``.
+
+    Recorded durations fall on the clock's grid plus a jitter of about one ns (a 10 ns grid
+    reads 29, 30, 40, 41, 49, 50, 51, 60, ...; a 24 MHz timer's 41.67 ns, truncated to whole
+    ns, reads 41, 42, 83, 125, ...). The largest step is taken because every divisor of the
+    tick also fits; the chance that a value lands within ``tol`` of a multiple of ``t`` by
+    accident is ``2 tol / t`` (at most 25%), far below ``min_share``. The step found is
+    refined by least squares through the origin (``tick = sum(k v) / sum(k^2)``, ``k`` the
+    nearest multiple), so a non-integer tick (41.67) is recovered from integer values.
+
+    HDR rounding: an HDR histogram with 3 significant digits stores values below 2,048
+    exactly, coarser above; only values below ``exact_below_ns`` are used when at least 100
+    samples lie there, else every value with a tolerance widened by its HDR resolution
+    (``v / 2048``). ``counts``: the count of each value (an ``.hgrm``'s rows), else one each.
+
+    Returns ``{"tick_ns", "share_on_grid", "chance_share", "n", "values", "what"}``;
+    ``tick_ns`` is None when no step from ``min_tick_ns`` to ``max_tick_ns`` fits.
+    """
+    u, w = _grid_values(samples, counts)
+    n = float(w.sum())
+    if not len(u):
+        raise ValueError("clock_grid needs at least one positive duration")
+    low = u < exact_below_ns
+    hdr = 0.0
+    if w[low].sum() >= 100:
+        u, w = u[low], w[low]
+    else:
+        hdr = 1.0 / exact_below_ns
+    total = float(w.sum())
+    vmax = float(u.max())
+    best = None
+    # geometric candidates, spaced so that the grid's largest multiple moves by < tol / 8
+    # between two of them; the search allows tol * 1.25 (a candidate is off the true tick by
+    # half a spacing at worst), the count on the refined tick uses tol
+    t = min_tick_ns
+    cands = []
+    while t <= max_tick_ns:
+        cands.append(t)
+        tol = min(jitter_ns, t / 10)
+        t *= 1 + tol / (8 * vmax)
+    cands = np.asarray(cands)
+    shares = np.empty(len(cands))
+    for idx in np.array_split(np.arange(len(cands)), max(1, len(cands) // 512)):
+        chunk = cands[idx]
+        tol = 1.25 * np.minimum(jitter_ns, chunk / 10)[:, None] + hdr * u[None, :]
+        k = np.rint(u[None, :] / chunk[:, None])
+        on = (k >= 1) & (np.abs(u[None, :] - k * chunk[:, None]) <= tol)
+        shares[idx] = (on * w[None, :]).sum(axis=1) / total
+    ok = np.nonzero(shares >= min_share)[0]
+    if not len(ok):
+        return {"tick_ns": None, "share_on_grid": None, "chance_share": None, "n": int(n),
+                "values": int(len(u)),
+                "what": f"no grid from {min_tick_ns:g} to {max_tick_ns:g} ns holds "
+                        f"{min_share:.0%} of {int(n)} samples"}
+    # the cluster of fitting steps at the largest one: its best share, the middle of its ties
+    top = cands[ok[-1]]
+    near = ok[cands[ok] >= 0.97 * top]
+    tied = near[shares[near] >= shares[near].max() - 1e-12]
+    best = float(cands[tied[len(tied) // 2]])
+    tol0 = 1.25 * min(jitter_ns, best / 10)
+
+    def on_grid(t):
+        k = np.rint(u / t)
+        return k, (k >= 1) & (np.abs(u - k * t) <= tol0 + hdr * u)
+
+    k, on = on_grid(best)
+    tick = float((w[on] * k[on] * u[on]).sum() / (w[on] * k[on] ** 2).sum())
+    k, on = on_grid(tick)
+    if w[on].sum() / total < min_share:  # the refit left the grid: keep the searched step
+        tick = best
+        k, on = on_grid(tick)
+    share = float(w[on].sum() / total)
+    chance = min(1.0, 2 * tol0 / tick)
+    return {"tick_ns": tick, "share_on_grid": share, "chance_share": chance, "n": int(n),
+            "values": int(len(u)),
+            "what": f"{share:.0%} of {int(total)} durations lie within {tol0:g} ns of a "
+                    f"multiple of {tick:.4g} ns (by chance: {chance:.0%})"}
+
+
+def at_clock_floor(value_ns: float, tick_ns: float | None,
+                   ticks: int = CLOCK_FLOOR_TICKS) -> bool:
+    """Is ``value_ns`` fewer than ``ticks`` ticks of a clock of ``tick_ns``? Such a figure is
+    known only to 1 / ``ticks`` of itself or worse and is not used in a ratio. An unknown tick
+    (None) is not a floor: False."""
+    if ticks < 1:
+        raise ValueError(f"ticks must be >= 1, got {ticks!r}")
+    if tick_ns is None:
+        return False
+    if tick_ns <= 0:
+        raise ValueError(f"tick_ns must be > 0, got {tick_ns!r}")
+    return float(value_ns) < ticks * float(tick_ns)
+
+
+# --- A/A controls -------------------------------------------------------------------------------
+
+def aa_band(ratios: Sequence[float], coverage: float = 0.95) -> dict:
+    """The band of "no change" from an A/A control: ratios of the same code measured twice in
+    the same interleaving (one per pair of runs). The band is symmetric in log,
+    ``[exp(-h), exp(h)]`` with ``h`` the ``coverage`` quantile of ``|log ratio|`` (the
+    order statistic ``ceil(coverage n)``, none interpolated): the spread identical code shows
+    on this machine in this run. Fewer than 5 ratios: no band (``None``).
+
+    Returns ``{"low", "high", "n", "what"}``.
+    """
+    r = np.asarray(ratios, dtype=float)
+    if (r <= 0).any() or not np.isfinite(r).all():
+        raise ValueError("A/A ratios must be positive and finite")
+    if not 0 < coverage < 1:
+        raise ValueError(f"coverage must be in (0, 1), got {coverage!r}")
+    n = len(r)
+    if n < 5:
+        return {"low": None, "high": None, "n": n,
+                "what": f"no A/A band: {n} A/A ratio(s), fewer than 5"}
+    d = np.sort(np.abs(np.log(r)))
+    h = float(d[min(n, math.ceil(coverage * n)) - 1])
+    return {"low": math.exp(-h), "high": math.exp(h), "n": n,
+            "what": f"{coverage:.0%} of {n} A/A ratios lie in {math.exp(-h):.4g}-"
+                    f"{math.exp(h):.4g}"}
+
+
+def change_beyond_aa(lo: float | None, hi: float | None, band: dict) -> str:
+    """:func:`change`'s vocabulary for a B/A interval ``[lo, hi]`` against an A/A band
+    (:func:`aa_band`): ``faster`` / ``slower`` only when the whole interval lies beyond the
+    band, ``within noise`` when it lies inside it, else ``inconclusive`` (also without a band
+    or an interval: no A/A control, no call)."""
+    blo, bhi = band.get("low"), band.get("high")
+    if None in (lo, hi, blo, bhi) or math.isnan(lo) or math.isnan(hi):
+        return "inconclusive"
+    if lo > hi:
+        lo, hi = hi, lo
+    if hi < blo:
+        return "faster"
+    if lo > bhi:
+        return "slower"
+    if lo >= blo and hi <= bhi:
+        return "within noise"
+    return "inconclusive"

@@ -6,8 +6,9 @@ backlog left when the last command falls due is at most max(2 B, 1% of the comma
 found by an unpaced run (every command due at once: its achieved rate is taken as an upper
 bound), then offered rates from 80% of it down by halves until one keeps up, then a
 bisection between the last rate that kept up and the first that did not; the bracket (the
-resolution) is reported. Rows of a sweep whose offered rate exceeds that capacity are marked
-``saturated``.
+resolution) is reported. A row of a sweep is ``saturated`` when it was measured not to keep up
+(the same test, on that row's own run), whatever its offered rate; ``above_capacity`` says
+whether its offered rate exceeds the capacity found.
 
 Every function here runs its rows on one :class:`~lob.pipeline.session.PipelineSession` (one
 sender/engine pair for the whole sweep, the book reset between rows): pass ``session=`` to
@@ -159,7 +160,8 @@ def sweep(engine: str, commands: np.ndarray, *, batches=(1, 8, 64), fractions=(0
 
     ``pins`` lists CPU pinnings to compare (None = unpinned, or (sender_cpu, engine_cpu));
     capacity is found unpinned-or-first-pin, then every pinning runs the same offered rates.
-    Each row carries ``fraction`` (of capacity) and ``saturated`` (offered > capacity). All
+    Each row carries ``fraction`` (of capacity), ``above_capacity`` (offered > capacity) and
+    ``saturated`` (measured: the row's run did not keep up). All
     rows run on one session (one process pair).
     """
     kw.pop("pin", None)
@@ -175,7 +177,7 @@ def sweep(engine: str, commands: np.ndarray, *, batches=(1, 8, 64), fractions=(0
                     run = s.run(commands, rate=f * cap["capacity"], batch=b, pin=pin, **row_kw)
                     row = summarize(run)
                     row.update(fraction=f, capacity=cap["capacity"],
-                               saturated=bool(f * cap["capacity"] > cap["capacity"]))
+                               above_capacity=bool(f > 1), saturated=not row["keeps_up"])
                     rows.append(row)
     return rows, caps
 

@@ -8,11 +8,13 @@ notebook's tables also yield seed 003's pipeline claims (:func:`pipeline_claims`
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
-from lob.measure.stats import median_interval
+from lob.measure.stats import median_interval, share_interval
 from lob.studies.claims.judging import Verdict, judge, measurement
 from lob.studies.claims.model import Claim, load
+from lob.studies.conclude import fmt
 
 
 def collect(artifacts: Path | str) -> dict[str, tuple[dict, Path, dict]]:
@@ -48,6 +50,21 @@ def collect(artifacts: Path | str) -> dict[str, tuple[dict, Path, dict]]:
     return out
 
 
+def _num(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v == v and v > 0
+
+
+def _measured_saturation(r: dict) -> bool | None:
+    """Did the row's own run fail to keep up? ``keeps_up`` when recorded, else achieved below
+    99% of offered; None when neither was measured (an offered rate above capacity is not a
+    measurement of saturation)."""
+    if r.get("keeps_up") is not None:
+        return not bool(r["keeps_up"])
+    if _num(r.get("achieved_rate")) and _num(r.get("offered_rate")):
+        return r["achieved_rate"] < 0.99 * r["offered_rate"]
+    return None
+
+
 def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dict]:
     """Seed 003's pipeline claims measured from the pipeline notebook's tables.
 
@@ -59,10 +76,13 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
     ``p99``, and ``variant`` (or ``mode``) when it compares transport variants: a round is
     then one variant's), used for the pinning claim instead of the sweep's rows when present.
     Gives
-    ``s003_pipeline_capacity`` (batch 1), ``s003_pipeline_saturation`` (share of unpinned
-    rows offered above capacity that saturate) and ``s003_pinning`` (the median over rounds
-    and rates below capacity of p99 pinned / p99 unpinned, with its interval from 5 ratios
-    on); a claim whose rows are missing is left out.
+    ``s003_pipeline_capacity`` (batch 1), ``s003_pipeline_saturation`` (the share of unpinned
+    rows offered above capacity that were *measured* not to keep up: ``keeps_up`` false, or
+    achieved below 99% of offered; with its Clopper-Pearson interval, and the growth of p99
+    above capacity as the explanation) and ``s003_pinning`` (the median over rounds and rates
+    below capacity of p99 pinned / p99 unpinned, with its interval from 5 ratios on; one part
+    per transport variant, each with its own interval, when the runs name variants); a claim
+    whose rows are missing is left out.
     """
 
     out: dict[str, dict] = {}
@@ -75,13 +95,23 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
     if any(r.get("transport") == "compiled" for r in sweep):  # the seed's is compiled code
         sweep = [r for r in sweep if r.get("transport") == "compiled"]
     above = [r for r in sweep if r.get("pinning", "unpinned") == "unpinned"
-             and (r.get("fraction") or 0) > 1]
+             and (r.get("fraction") or 0) > 1 and _measured_saturation(r) is not None]
     if above:
-        share = sum(bool(r.get("saturated")) for r in above) / len(above)
+        sat = [_measured_saturation(r) for r in above]
+        k, n = sum(sat), len(sat)
+        lo, hi = share_interval(k, n)
+        below = [r.get("lat_p99") for r in sweep if r.get("pinning", "unpinned") == "unpinned"
+                 and (r.get("fraction") or 0) < 1 and _num(r.get("lat_p99"))]
+        over = [r.get("lat_p99") for r in above if _num(r.get("lat_p99"))]
+        explain = {}
+        if below and over:
+            explain["p99 above / below capacity (medians)"] = (statistics.median(over)
+                                                                / statistics.median(below))
         out["s003_pipeline_saturation"] = measurement(
-            share, diagnostics={"count": len(above)},
-            detail=f"{sum(bool(r.get('saturated')) for r in above)} of {len(above)} rows "
-                   "above capacity saturated")
+            k / n, diagnostics={"count": n}, explain=explain, ci=(lo, hi),
+            ci_what=f"95% Clopper-Pearson interval of {k} of {n} rows",
+            detail=f"{k} of {n} rows offered above capacity measured not to keep up "
+                   "(achieved rate or backlog)")
     # p99 pinned / unpinned within each round (a round runs both pinnings at one rate): the
     # tail section's repeated batch-1 runs when recorded, else the sweep's batch-1 rows (the
     # k-th row of a rate and pinning in round k); the median of the per-round ratios, with
@@ -99,23 +129,40 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
                 key = (r.get("fraction"), r.get("pinning") or "unpinned")
                 seen[key] = seen.get(key, 0) + 1
                 runs.append((*key, seen[key], r["lat_p99"]))
-    rounds: dict = {}
-    counts: dict = {}
-    for f, pin, k, p99 in runs:
-        if (f or 0) < 1:
-            rounds.setdefault((f, k), {})[pin] = p99
-            counts[(f, pin)] = counts.get((f, pin), 0) + 1
-    per_round = [x["pinned"] / x["unpinned"] for x in rounds.values()
-                 if "pinned" in x and "unpinned" in x]
-    if per_round:
+    def pinning(runs):
+        rounds: dict = {}
+        counts: dict = {}
+        for f, pin, k, p99 in runs:
+            if (f or 0) < 1:
+                rounds.setdefault((f, k), {})[pin] = p99
+                counts[(f, pin)] = counts.get((f, pin), 0) + 1
+        per_round = [x["pinned"] / x["unpinned"] for x in rounds.values()
+                     if "pinned" in x and "unpinned" in x]
+        if not per_round:
+            return None
         rates = {f for f, _ in counts if (f, "pinned") in counts and (f, "unpinned") in counts}
         repeats = min(counts[(f, p)] for f in rates for p in ("pinned", "unpinned"))
         mi = median_interval(per_round, of="per-round ratios")
-        out["s003_pinning"] = measurement(
+        return measurement(
             mi["median"], diagnostics={"cpu_count": cpu_count, "repeats": repeats},
             explain={"rate points": len(rates)}, ci=mi["ci"], ci_what=mi["what"],
             detail=f"median of {len(per_round)} per-round ratios of p99 pinned / unpinned, "
                    f"batch 1, {repeats} run(s) each")
+
+    whole = pinning(runs)
+    variants = sorted({k[0] for _, _, k, _ in runs if isinstance(k, tuple) and k[0]}, key=str)
+    if whole and len(variants) > 1:  # one interval per transport variant, never pooled
+        parts = {str(v): p for v in variants
+                 if (p := pinning([r for r in runs if r[2][0] == v]))}
+        whole = measurement(
+            whole["value"], diagnostics={**whole["diagnostics"],
+                                         "repeats": min(p["diagnostics"]["repeats"]
+                                                        for p in parts.values())},
+            explain=whole["explain"], parts=parts,
+            detail=f"per transport variant ({', '.join(parts)}), each its own interval; "
+                   f"pooled median {fmt(whole['value'])} shown only")
+    if whole:
+        out["s003_pinning"] = whole
     return out
 
 

@@ -19,13 +19,30 @@ reads them back (:func:`lob.studies.claims.collecting.collect`) and judges each 
 * ``not comparable``: a regime check failed (the verdict names the diagnostic, its value and
   what the seed's regime was); an ``absolute`` claim is always this (diagnostic ``machine``):
   absolute figures of different machines are never compared;
+* ``not comparable: different mechanism``: the claim credits a mechanism (``mechanism:`` in
+  claims.yaml: ``fok_early_exit``, ``bitmap_best_price``, ``release_upgrade``, ...) that
+  lob's measured step does not have (the step's mechanisms come from its engines' toggles,
+  ``lob_step``, or the measurement's ``mechanisms``): a figure from another cause is not the
+  seed's finding, whatever its size;
+* ``not comparable: at the clock floor``: a percentile entering the figure is fewer than
+  :data:`lob.measure.stats.CLOCK_FLOOR_TICKS` ticks of the clock that timed it, on the
+  seed's side (its published timer tick) or lob's (the tick measured from its samples,
+  :func:`lob.measure.stats.clock_grid`, recorded as ``clock``);
+* ``inconclusive: single point``: a ratio or direction claim whose lob figure has no noise
+  interval: one measurement can neither reproduce nor refute a figure;
 * ``not measured``: no run recorded the claim.
+
+A measurement may hold ``parts`` (e.g. one per transport variant, each with its own value and
+interval): each part is judged on its own and the claim takes their common verdict, or
+``inconclusive`` (naming each part's) when they disagree.
+
+Every verdict's reason ends with the engine the seed measured and what lob's engine has or
+lacks of its design (``seed_engine`` / ``lob_engine_lacks``), when claims.yaml says.
 
 A ratio claim with a noise interval is judged on the whole interval, never on the point
 alone: inside the tolerance band ``reproduced``, entirely outside it ``direction only`` (or
 ``not reproduced`` on the other side of the pivot), across an edge ``inconclusive``. Without
-an interval (one measurement) the point is judged as it stands and the lob figure says that no
-interval was available.
+an interval (one measurement) it is ``inconclusive: single point``.
 
 Verdicts compare a ratio measured on one machine with the seed's ratio on its machine; a
 seed's figure is shown only in a cell that names its machine.
@@ -36,16 +53,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from lob.measure.stats import CLOCK_FLOOR_TICKS, at_clock_floor
 from lob.studies.claims.model import _UNSET, Claim, _equal, _show, for_experiment
 from lob.studies.conclude import fmt
 
-VERDICTS = ("reproduced", "direction only", "inconclusive", "not reproduced", "not comparable",
-            "not measured")
+VERDICTS = ("reproduced", "direction only", "inconclusive", "inconclusive: single point",
+            "not reproduced", "not comparable", "not comparable: different mechanism",
+            "not comparable: at the clock floor", "not measured")
 
 
 def measurement(value, *, diagnostics: dict | None = None, explain: dict | None = None,
                 detail: str = "", ci: tuple[float, float] | None = None,
-                ci_what: str = "") -> dict:
+                ci_what: str = "", mechanisms: list[str] | tuple[str, ...] | None = None,
+                clock: dict | None = None, parts: dict[str, dict] | None = None) -> dict:
     """The record a notebook stores under ``summary["claims"][id]``.
 
     ``value``: lob's figure in the claim's metric (a ratio, or a dict of counters);
@@ -54,7 +74,12 @@ def measurement(value, *, diagnostics: dict | None = None, explain: dict | None 
     ``detail``: what was divided by what, in words (no absolute figures: the row it lands
     in also shows the seed's); ``ci``: a noise interval of ``value`` (a ratio claim is then
     judged on the whole interval); ``ci_what``: what that interval is, in words (e.g.
-    ``"93.8% interval of the median of 5 repeats"``), or without ``ci`` why there is none.
+    ``"93.8% interval of the median of 5 repeats"``), or without ``ci`` why there is none;
+    ``mechanisms``: the mechanisms the measured lob step has (overrides claims.yaml's
+    ``lob_step`` / ``lob_mechanisms``); ``clock``: ``{"tick_ns": lob's tick measured from the
+    samples (:func:`lob.measure.stats.clock_grid`), "percentiles": {name: ns}}`` (the
+    percentiles entering ``value``), for the clock-floor check; ``parts``: name ->
+    measurement record, one per variant judged on its own (e.g. per transport).
     """
     def plain(v):
         if hasattr(v, "item"):
@@ -74,6 +99,14 @@ def measurement(value, *, diagnostics: dict | None = None, explain: dict | None 
         rec["ci"] = [lo, hi]
     if ci_what:  # without a ci: why there is none (e.g. too few repeats)
         rec["ci_what"] = str(ci_what)
+    if mechanisms is not None:
+        rec["mechanisms"] = [str(x) for x in mechanisms]
+    if clock is not None:
+        if "tick_ns" not in clock:
+            raise ValueError(f"clock needs tick_ns, got {clock!r}")
+        rec["clock"] = plain(clock)
+    if parts:
+        rec["parts"] = {str(k): dict(x) for k, x in parts.items()}
     return rec
 
 
@@ -153,14 +186,94 @@ def judge(claim: Claim, m: dict | None, *, link: str = "", machine: str = "") ->
         return Verdict(claim, "not comparable", lob_fig if v is not None else "-",
                        "FAILED: " + "; ".join(fails), fails[0], link, machine,
                        m.get("explain") or {})
-    if v is None:
+    parts = m.get("parts") or {}
+    if v is None and not parts:
         return Verdict(claim, "not measured", "-", "-",
                        f"{claim.experiment} recorded no figure for {claim.id}", link, machine)
     regime = ("ok: " + "; ".join(r.passed(diags) for r in claim.regime)) if claim.regime \
         else "none needed"
+    ex = m.get("explain") or {}
+    engines = _engines(claim)
+    why = _mechanism_failure(claim, m)
+    if why:
+        return Verdict(claim, "not comparable: different mechanism", lob_fig, regime,
+                       why + engines, link, machine, ex)
+    why = _floor_failure(claim, m)
+    if why:
+        return Verdict(claim, "not comparable: at the clock floor", lob_fig, regime,
+                       why + engines, link, machine, ex)
+    if parts:
+        verdict, reason, lob_fig = _judge_parts(claim, parts)
+        return Verdict(claim, verdict, lob_fig, regime, reason + engines, link, machine, ex)
+    if claim.kind in ("ratio", "direction") and _ci(m) is None and _number(v):
+        seed = fmt(claim.value) if claim.kind == "ratio" else claim.direction
+        return Verdict(claim, "inconclusive: single point", lob_fig, regime,
+                       f"lob {_show(v)} vs seed {seed}: one measurement without a noise "
+                       "interval can neither reproduce nor refute the seed's figure" + engines,
+                       link, machine, ex)
     verdict, reason = _compare(claim, v, m)
-    return Verdict(claim, verdict, lob_fig, regime, reason, link, machine,
-                   m.get("explain") or {})
+    return Verdict(claim, verdict, lob_fig, regime, reason + engines, link, machine, ex)
+
+
+def _number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and not math.isnan(v)
+
+
+def _engines(c: Claim) -> str:
+    """The reason's closing words: the seed's engine and what lob's has or lacks of it."""
+    out = []
+    if c.seed_engine:
+        out.append(f"seed engine: {c.seed_engine}")
+    if c.lob_engine_lacks:
+        out.append(f"lob's engine: {c.lob_engine_lacks}")
+    return (". " + "; ".join(out)) if out else ""
+
+
+def _mechanism_failure(c: Claim, m: dict) -> str | None:
+    """None when the claim credits no mechanism or lob's step has one it credits, else why."""
+    if not c.mechanism:
+        return None
+    have = m.get("mechanisms")
+    have = tuple(have) if have is not None else c.lob_mechanisms
+    if have and set(have) & set(c.mechanism):
+        return None
+    want = " or ".join(c.mechanism)
+    got = ", ".join(have) if have else "none of them" if have is not None else "not declared"
+    return (f"the seed credits {want}; lob's measured step has {got}: a figure from another "
+            "cause is not the seed's finding")
+
+
+def _floor_failure(c: Claim, m: dict) -> str | None:
+    """None when every percentile in the figure is >= CLOCK_FLOOR_TICKS ticks of its clock
+    (the seed's published tick; lob's measured one when recorded), else which are not."""
+    out = []
+    for name, ns in c.seed_percentiles:
+        if at_clock_floor(ns, c.seed_tick_ns):
+            out.append(f"the seed's {name} {fmt(ns)} ns is {ns / c.seed_tick_ns:.1f} ticks of "
+                       f"its {c.seed_tick_ns:.4g} ns timer")
+    clock = m.get("clock") or {}
+    tick = clock.get("tick_ns")
+    for name, ns in (clock.get("percentiles") or {}).items():
+        if ns is not None and at_clock_floor(ns, tick):
+            out.append(f"lob's {name} {fmt(ns)} ns is {ns / tick:.1f} ticks of its measured "
+                       f"{tick:.4g} ns clock grid")
+    if not out:
+        return None
+    return ("; ".join(out) + f" (< {CLOCK_FLOOR_TICKS} ticks: known to a tick, 10% or worse, "
+            "so no ratio of it is compared)")
+
+
+def _judge_parts(c: Claim, parts: dict[str, dict]) -> tuple[str, str, str]:
+    """Each part judged on its own (regime and mechanism are the whole measurement's); their
+    common verdict, or ``inconclusive`` naming each part's when they disagree."""
+    vs = {k: judge(c, {**p, "diagnostics": p.get("diagnostics") or {}, "parts": None})
+          for k, p in parts.items()}
+    fig = "; ".join(f"{k}: {v.lob_figure}" for k, v in vs.items())
+    each = "; ".join(f"{k}: {v.verdict} ({v.reason})" for k, v in vs.items())
+    kinds = {v.verdict for v in vs.values()}
+    if len(kinds) == 1:
+        return kinds.pop(), f"every part alike: {each}", fig
+    return "inconclusive", f"the parts disagree: {each}", fig
 
 
 def _compare(c: Claim, v, m: dict) -> tuple[str, str]:

@@ -34,7 +34,8 @@ from lob.studies.conclude import fmt
 KINDS = ("ratio", "direction", "exact", "ceiling", "band", "absolute")
 FIELDS = {"id", "seed", "finding", "machine", "metric", "workload", "size", "experiment",
           "engine", "kind", "value", "detail", "pivot", "tolerance", "direction", "regime",
-          "caveat", "figures"}
+          "caveat", "figures", "mechanism", "lob_step", "lob_mechanisms", "seed_engine",
+          "lob_engine_lacks", "seed_percentiles"}
 REQUIRED = ("id", "seed", "finding", "machine", "metric", "workload", "size", "experiment",
             "kind", "detail")
 _UNSET = object()
@@ -124,6 +125,18 @@ class Claim:
     direction: str | None = None
     regime: tuple[RegimeCheck, ...] = ()
     caveat: str = ""
+    # the mechanism(s) the seed credits for its figure (a claim about a specific change, or
+    # the design it blames for a tail); empty: no mechanism (a shape lob's engine can show)
+    mechanism: tuple[str, ...] = ()
+    # the mechanisms lob's measured step has (from its engines' toggles, ``lob_step: a -> b``,
+    # or typed as ``lob_mechanisms``); None: not declared (a measurement's ``mechanisms``
+    # then decides)
+    lob_mechanisms: tuple[str, ...] | None = None
+    seed_engine: str = ""  # the engine the seed measured, in words
+    lob_engine_lacks: str = ""  # what lob's engine has or lacks of the seed's design
+    # the seed's percentiles (ns) that enter the claim's figure, and the seed's timer tick
+    seed_percentiles: tuple[tuple[str, float], ...] = ()
+    seed_tick_ns: float | None = None
 
     @property
     def seed_figure(self) -> str:
@@ -255,13 +268,62 @@ def _claim(d: dict, machines: dict, where: str, published: dict | None = None) -
     def text(k):
         return _text(d.get(k, ""), published, base, value, where)
 
+    def names(k):
+        x = d.get(k)
+        return tuple(str(v) for v in ([x] if isinstance(x, str) else x or []))
+
+    lob_mech = None
+    if "lob_step" in d and "lob_mechanisms" in d:
+        raise ValueError(f"{where}: give lob_step or lob_mechanisms, not both")
+    if "lob_step" in d:
+        lob_mech = step_mechanisms(d["lob_step"])
+    elif "lob_mechanisms" in d:
+        lob_mech = names("lob_mechanisms")
+    pcts = []
+    for path in d.get("seed_percentiles") or []:
+        x = figure(published, str(path), base, where)
+        if not isinstance(x, int | float):
+            raise ValueError(f"{where}: seed_percentiles {path!r} is not a figure: {x!r}")
+        pcts.append((str(path), float(x)))
+    tick = (published.get(str(d["seed"])) or {}).get("timer_tick_ns")
+    if pcts and tick is None:
+        raise ValueError(f"{where}: seed_percentiles given but published.{d['seed']} has no "
+                         "timer_tick_ns")
+
     return Claim(id=str(d["id"]), seed=str(d["seed"]), finding=text("finding"),
                  machine=machines[d["machine"]], metric=str(d["metric"]),
                  workload=str(d["workload"]), size=str(d["size"]),
                  experiment=str(d["experiment"]), kind=kind, detail=text("detail"),
                  engine=str(d.get("engine", "")), value=value, pivot=pivot, tolerance=tol,
                  direction=d.get("direction"), regime=tuple(regime),
-                 caveat=text("caveat"))
+                 caveat=text("caveat"), mechanism=names("mechanism"), lob_mechanisms=lob_mech,
+                 seed_engine=text("seed_engine"), lob_engine_lacks=text("lob_engine_lacks"),
+                 seed_percentiles=tuple(pcts),
+                 seed_tick_ns=float(tick) if tick is not None else None)
+
+
+# the mechanism each toggle value brings (lob.engines.toggles' vocabulary)
+TOGGLE_MECHANISMS = {("levels", "pool"): "node_pool", ("levels", "packed"): "packed_layout",
+                     ("best", "bitmap"): "bitmap_best_price", ("best", "sorted"): "sorted_levels",
+                     ("fok", "early_exit"): "fok_early_exit", ("fok", "level_sums"): "level_sums"}
+
+
+def step_mechanisms(step: str) -> tuple[str, ...]:
+    """The mechanisms lob's lineage step ``"a -> b"`` (version names, backend suffix allowed:
+    ``v0+pool@numba -> v1@numba``) changes, from :mod:`lob.engines.toggles`: one per toggle
+    whose value differs, named by :data:`TOGGLE_MECHANISMS` (``fok_early_exit``, ...)."""
+    from lob.engines.toggles import NAMES, VERSIONS
+
+    parts = [p.strip().split("@")[0] for p in str(step).split("->")]
+    if len(parts) != 2 or any(p not in VERSIONS for p in parts):
+        raise ValueError(f"lob_step must be 'a -> b' of lineage versions ({', '.join(VERSIONS)})"
+                         f", got {step!r}")
+    a, b = (VERSIONS[p] for p in parts)
+    out = []
+    for t in NAMES:
+        if a[t] != b[t]:
+            out.append(TOGGLE_MECHANISMS.get((t, b[t]), f"{t}_{b[t]}"))
+    return tuple(out)
 
 
 def read(path: Path | str | None = None) -> dict:
