@@ -57,7 +57,7 @@ def _imported_by_name(tree: ast.AST, files) -> set[int]:
 
 # programs run as script files against another revision's lob (not imported by lob): their
 # ``import lob`` is that revision's facade, outside this checkout's import graph
-RUN_ELSEWHERE = ("lob.studies.bisect_probe",)
+RUN_ELSEWHERE = ("lob.studies.gitbisect.probe",)
 
 
 def import_graph(root: Path) -> dict[str, set[str]]:

@@ -215,7 +215,6 @@ def test_a_half_built_checkout_is_never_reused(tmp_path, monkeypatch):
     """Ctrl-C right after git wrote part of a checkout: the next search rebuilds it."""
     import subprocess
 
-    from lob.studies import gitbisect
 
     shas = demo_repo(tmp_path / "repo", n_commits=2, slow_at=None, broken_at=None)
     repo, cache = tmp_path / "repo", tmp_path / "cache"
@@ -229,12 +228,12 @@ def test_a_half_built_checkout_is_never_reused(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return r
 
-    monkeypatch.setattr(gitbisect.subprocess, "run", interrupted)
+    monkeypatch.setattr(subprocess, "run", interrupted)
     m = SubprocessMeasurer(repo, "demo", "mixed_70_20_10", "ns_per_op", scale=0.0005,
                            inner=1, cache=cache)
     with pytest.raises(KeyboardInterrupt):
         m(shas[0], 1, False)
-    monkeypatch.setattr(gitbisect.subprocess, "run", real)
+    monkeypatch.setattr(subprocess, "run", real)
     s = m(shas[0], 2, False)
     assert s.status == "ok", s.error
 
