@@ -4,8 +4,11 @@ Importing this package only lists its engines (``ENGINES``); numba itself is imp
 kernels loaded from numba's on-disk cache (or compiled, ~30-60 s the first time), when the
 first compiled engine is built. Design notes:
 
-* one kernel (:mod:`.kernel`) serves every version: the toggles are constants in the state
-  array, and the branches on them are loop-invariant (perfectly predicted), so they are
+* ``v4@numba`` (``levels="packed"``) runs its own kernel, :mod:`.kernel_v4` (packed 32-byte
+  order records, the book's scalars in registers, a pool of pre-mapped replay buffers; see
+  :mod:`.engine_v4`); the other versions share the first kernel;
+* one kernel (:mod:`.kernel`) serves every version v0+pool..v3: the toggles are constants in
+  the state array, and the branches on them are loop-invariant (perfectly predicted), so they are
   not specialised at compile time - a specialisation per version would multiply the
   compile time by six for no measured gain;
 * the hot path (submit, match, the FOK check, cancel, the bitmap walks) is inlined into the
@@ -18,10 +21,11 @@ first compiled engine is built. Design notes:
 * ``ids``: a live-id bitset (``"bitset"``, default) answers a cancel of an id that no longer
   rests without touching the 16 MB id index; ``"array"`` keeps the index alone (a backend
   layout choice, not a lineage step; kept so its effect can be measured);
-* ``levels``: the compiled book is the index-linked node pool, and only that: a per-level
-  deque has no compiled form cheaper than the pool. So only the versions with
-  ``levels="pool"`` are registered (``v0+pool@numba``, the backend's root, then ``v1``,
-  ``v2``, ``v3``), and ``CompiledEngine(levels="deque")`` raises ValueError
+* ``levels``: the compiled book is the index-linked node pool (``pool``: 64-byte int64
+  rows; ``packed``: 32-byte records, v4), and only that: a per-level deque has no compiled
+  form cheaper than the pool. So only the versions with ``levels="pool"`` or ``"packed"``
+  are registered (``v0+pool@numba``, the backend's root, then ``v1``, ``v2``, ``v3``,
+  ``v4``), and ``CompiledEngine(levels="deque")`` raises ValueError
   (:mod:`lob.engines.toggles`);
 * ``best``: ``scan`` re-scans the ladder from the band edge at every match step;
   ``bitmap`` keeps a two-level bitmap (words + summary word level) and a cached best;
