@@ -252,7 +252,8 @@ def _grid_values(samples, counts) -> tuple[np.ndarray, np.ndarray]:
 
 def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, *,
                jitter_ns: float = 1.5, min_tick_ns: float = 1.0, max_tick_ns: float = 500.0,
-               min_share: float = 0.9, exact_below_ns: float = 2048.0) -> dict:
+               min_share: float = 0.9, exact_below_ns: float = 2048.0,
+               max_values: int = 512) -> dict:
     """The tick of the clock that timed ``samples`` (durations in ns), measured from the
     values themselves: the largest grid step ``t`` such that at least ``min_share`` of the
     samples lie within ``tol = 1.25 min(jitter_ns, t / 10)`` of a multiple of ``t``.
@@ -269,6 +270,7 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
     exactly, coarser above; only values below ``exact_below_ns`` are used when at least 100
     samples lie there, else every value with a tolerance widened by its HDR resolution
     (``v / 2048``). ``counts``: the count of each value (an ``.hgrm``'s rows), else one each.
+    Only the ``max_values`` most frequent distinct values are fitted (the share is of them).
 
     Returns ``{"tick_ns", "share_on_grid", "chance_share", "n", "values", "what"}``;
     ``tick_ns`` is None when no step from ``min_tick_ns`` to ``max_tick_ns`` fits.
@@ -284,6 +286,11 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
     else:
         hdr = 1.0 / exact_below_ns
     total = float(w.sum())
+    if len(u) > max_values:  # the most frequent values (evenly spaced among equal counts)
+        order = np.lexsort((np.arange(len(u)) % 7, -w))[:max_values]
+        keep = np.sort(order)
+        u, w = u[keep], w[keep]
+        total = float(w.sum())
     vmax = float(u.max())
     best = None
     # geometric candidates, spaced so that the grid's largest multiple moves by < tol / 8
@@ -296,13 +303,19 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
         tol = min(jitter_ns, t / 10)
         t *= 1 + tol / (8 * vmax)
     cands = np.asarray(cands)
-    shares = np.empty(len(cands))
-    for idx in np.array_split(np.arange(len(cands)), max(1, len(cands) // 512)):
+    shares = np.zeros(len(cands))
+    first = None  # scanned from the largest step down; stop below the cluster of the first fit
+    for idx in reversed(np.array_split(np.arange(len(cands)), max(1, len(cands) // 256))):
         chunk = cands[idx]
         tol = 1.25 * np.minimum(jitter_ns, chunk / 10)[:, None] + hdr * u[None, :]
         k = np.rint(u[None, :] / chunk[:, None])
         on = (k >= 1) & (np.abs(u[None, :] - k * chunk[:, None]) <= tol)
         shares[idx] = (on * w[None, :]).sum(axis=1) / total
+        fit = chunk[shares[idx] >= min_share]
+        if first is None and len(fit):
+            first = float(fit.max())
+        if first is not None and chunk[0] < 0.97 * first:
+            break
     ok = np.nonzero(shares >= min_share)[0]
     if not len(ok):
         return {"tick_ns": None, "share_on_grid": None, "chance_share": None, "n": int(n),
