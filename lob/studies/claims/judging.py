@@ -51,7 +51,7 @@ seed's figure is shown only in a cell that names its machine.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lob.measure.stats import CLOCK_FLOOR_TICKS, at_clock_floor
 from lob.studies.claims.model import _UNSET, Claim, _equal, _show, for_experiment
@@ -266,7 +266,8 @@ def _floor_failure(c: Claim, m: dict) -> str | None:
 def _judge_parts(c: Claim, parts: dict[str, dict]) -> tuple[str, str, str]:
     """Each part judged on its own (regime and mechanism are the whole measurement's); their
     common verdict, or ``inconclusive`` naming each part's when they disagree."""
-    vs = {k: judge(c, {**p, "diagnostics": p.get("diagnostics") or {}, "parts": None})
+    bare = replace(c, seed_engine="", lob_engine_lacks="")  # the engines are said once
+    vs = {k: judge(bare, {**p, "diagnostics": p.get("diagnostics") or {}, "parts": None})
           for k, p in parts.items()}
     fig = "; ".join(f"{k}: {v.lob_figure}" for k, v in vs.items())
     each = "; ".join(f"{k}: {v.verdict} ({v.reason})" for k, v in vs.items())
