@@ -34,12 +34,24 @@ from numba import njit
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
 from lob.engines.compiled.clock import monotonic_ns
-from lob.semantics import MAX_NOTIONAL, MAX_QTY, Kind, OrderType, Reason, Scope, Status, StpMode
+from lob.semantics import (
+    MAX_NOTIONAL,
+    MAX_PRICE,
+    MAX_QTY,
+    Kind,
+    OrderType,
+    Reason,
+    Scope,
+    Status,
+    StpMode,
+)
 
 # one resting order: ND[node].nxt etc. (32 bytes)
 NODE_DTYPE = np.dtype([("nxt", "i4"), ("prv", "i4"), ("qty", "i4"), ("own", "i4"),
                        ("row", "i4"), ("slot", "i4"), ("oid", "i8")], align=True)
 MAX_NODES = 2**31 - 1  # node indices are int32
+# a record's level row (side * width + level) is int32 too: bands end at MAX_PRICE
+assert 2 * MAX_PRICE <= MAX_NODES
 # level record columns: L[row, col]; row = side * width + (price - min_price)
 HEAD, TAIL, SUM = 0, 1, 2
 LEVEL_COLS = 4
