@@ -170,14 +170,33 @@ def _fmt(t, cols) -> list[str]:
     return lines
 
 
+def _with_c_book(monkeypatch) -> None:
+    """Build the example C engine (examples/c_engine) and register it as ``c_book``."""
+    import subprocess
+
+    from lob.engines import registry
+
+    build = OUT / "c_book"
+    repo = Path(__file__).resolve().parents[1]
+    subprocess.run(["make", "-s", "-C", str(repo / "examples" / "c_engine"),
+                    f"BUILD={build}"], check=True)
+    toml = build / "engine.toml"
+    toml.write_text(f'name = "c_book"\npath = "{build / "liblob_c_book.so"}"\n'
+                    'description = "example C engine (examples/c_engine), -O2"\n')
+    monkeypatch.setenv("LOB_ENGINES_TOML", str(toml))
+    registry.refresh()
+
+
 @pytest.mark.bench
-def test_lineage_and_side_by_side_report():
+def test_lineage_and_side_by_side_report(monkeypatch):
     """The v4 step against its lineage and every other engine (issue 27): the lineage
     profile, the side-by-side ratios and v4's per-class breakdown, at the seeds' sizes,
     into ``artifacts/bench/compiled/profile.md`` and ``profile.json``."""
     from lob.measure import profile as pf
 
     OUT.mkdir(parents=True, exist_ok=True)
+    if "c_book" not in lob.engine_names():
+        _with_c_book(monkeypatch)
     cond = run_conditions(params={"rounds": 7, "clock": "cpu"})
     lin = pf.lineage_profile(rounds=7)
     sbs = pf.side_by_side(rounds=7)
