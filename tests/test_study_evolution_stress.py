@@ -376,8 +376,11 @@ def test_measure_beside_runs_each_outsider_and_goes_on_without_c_book(oc_outside
         c_book=c_book, shim_cost=no_shim,
         measure_beside=lambda e, others, workloads, scale, rounds: calls.append(
             (e, others, workloads, scale, rounds)) or {"engine": e})
-    out = es.measure_beside(["oc", "v1", "v2"], 0.5, 2, say=said.append, measure=m)
-    assert calls == [("oc", ("v2@numba",), es.BESIDE_WORKLOADS, 0.5, es.BESIDE_ROUNDS)]
+    out = es.measure_beside(["oc", "v1", "v2"], 0.125, 2, say=said.append, measure=m)
+    assert calls == [("oc", ("v2@numba",), es.BESIDE_WORKLOADS, 0.125, es.BESIDE_ROUNDS)]
     assert out == {"oc": {"beside": {"engine": "oc"}, "shim": None}}
     assert said == ["c_book is not available here (no C compiler: gcc not found); measured "
                     "without it"]
+    calls.clear()
+    es.measure_beside(["oc"], 1.0, 9, say=said.append, measure=m)
+    assert calls[0][3:] == (es.BESIDE_MAX_SCALE, 9)  # capped size, more rounds when asked
