@@ -176,7 +176,7 @@ def test_ratio_pivot_other_than_one():
 
 def test_ratio_noise_interval_around_pivot_is_no_direction():
     v = C.judge(_claim(), C.measurement(2.0, ci=(0.9, 3.0)))
-    assert v.verdict == "not reproduced" and "no direction" in v.reason
+    assert v.verdict == "inconclusive" and "no direction" in v.reason
     assert C.judge(_claim(), C.measurement(2.0, ci=(1.5, 2.5))).verdict == "reproduced"
 
 
@@ -223,8 +223,11 @@ def test_interval_across_a_tolerance_edge_is_inconclusive():
 
 
 def test_interval_across_the_pivot_is_still_no_direction():
-    v = C.judge(_limit_only(), C.measurement(1.05, ci=(0.95, 1.2)))
-    assert v.verdict == "not reproduced" and "no direction" in v.reason
+    v = C.judge(_limit_only(), C.measurement(1.05, ci=(0.95, 1.2)))  # band 1.59-2.65 out
+    assert v.verdict == "not reproduced" and "no direction either way" in v.reason
+    assert "ruled out" in v.reason
+    v = C.judge(_limit_only(), C.measurement(1.3, ci=(0.95, 1.7)))  # reaches into the band
+    assert v.verdict == "inconclusive" and "no direction either way" in v.reason
 
 
 def test_no_interval_is_a_single_point_and_says_so():
@@ -455,7 +458,7 @@ def test_pipeline_claims_from_its_tables(tmp_path):
     by = {v.claim.id: v for v in C.verdicts(tmp_path)}
     assert by["s003_pipeline_capacity"].verdict == "not comparable"
     # 1 of 2 rows measured to saturate: the 0.01-0.99 interval holds the pivot 0.5
-    assert by["s003_pipeline_saturation"].verdict == "not reproduced"
+    assert by["s003_pipeline_saturation"].verdict == "inconclusive"
     assert "contains 0.50: no direction" in by["s003_pipeline_saturation"].reason
     assert by["s003_pinning"].verdict == "not comparable"  # one run each: no statement
     assert "repeats" in by["s003_pinning"].regime
@@ -485,9 +488,9 @@ def test_pipeline_saturation_is_measured_not_defined():
     assert m["value"] == 1.0 and m["ci"][0] > 0.8
     assert C.judge(C.get("s003_pipeline_saturation"), m).verdict == "reproduced"
     few = C.pipeline_claims({"sweep": rows[:4]})["s003_pipeline_saturation"]
-    # 4 of 4: the 0.40-1 interval holds the pivot 0.5: no direction (the pivot rule)
+    # 4 of 4: the 0.40-1 interval holds the pivot 0.5: no direction either way
     v = C.judge(C.get("s003_pipeline_saturation"), few)
-    assert v.verdict == "not reproduced" and "no direction" in v.reason
+    assert v.verdict == "inconclusive" and "no direction" in v.reason
     # the bare old column (offered above capacity) is no measurement: no claim
     bare = [{k: v for k, v in r.items() if k not in ("offered_rate", "achieved_rate")}
             for r in rows]

@@ -46,6 +46,16 @@ def test_every_verdict_branch_is_reached():
     assert set(got) == set(C.VERDICTS)
 
 
+def test_an_interval_holding_the_pivot_is_inconclusive_unless_it_rules_out_the_seed():
+    c = _claim()  # seed 2.0 +-25%: band 1.5-2.5, pivot 1
+    wide = C.judge(c, _m(1.2, 0.8, 2.0))
+    assert wide.verdict == "inconclusive" and "no direction either way" in wide.reason
+    tight = C.judge(c, _m(1.0, 0.98, 1.03))  # no effect at all, measured precisely
+    assert tight.verdict == "not reproduced" and "the seed's effect is ruled out" in tight.reason
+    d = _claim(kind="direction", direction="up", value=None, tolerance=None)
+    assert C.judge(d, _m(1.0, 0.98, 1.03)).verdict == "inconclusive"
+
+
 def test_single_point_is_never_reproduced_or_not_reproduced():
     c = _claim()
     for v in (2.0, 0.5, 40.0):  # inside the band, the other side of the pivot, far outside

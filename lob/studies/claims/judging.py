@@ -14,8 +14,10 @@ reads them back (:func:`lob.studies.claims.collecting.collect`) and judges each 
   repeats: :func:`lob.measure.stats.median_interval`) that straddles an edge of the
   tolerance band, so noise alone could flip ``reproduced`` and ``direction only``; the
   verdict names the interval and the edge;
-* ``not reproduced``: the other side of the pivot, outside a band or above a ceiling, or a
-  direction lob's noise interval cannot tell;
+* ``not reproduced``: the other side of the pivot (the whole noise interval), outside a band
+  or above a ceiling; a noise interval that contains the pivot is ``inconclusive`` (no
+  direction either way) unless it also excludes the seed's whole tolerance band (the seed's
+  effect is then ruled out: ``not reproduced``);
 * ``not comparable``: a regime check failed (the verdict names the diagnostic, its value and
   what the seed's regime was); an ``absolute`` claim is always this (diagnostic ``machine``):
   absolute figures of different machines are never compared;
@@ -302,8 +304,17 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
     ci = _ci(m)
     pivot = c.pivot
     if pivot is not None and ci and ci[0] <= pivot <= ci[1]:
-        return "not reproduced", (f"lob {fmt(v)}, but its noise interval {fmt(ci[0])}-"
-                                  f"{fmt(ci[1])} contains {fmt(pivot)}: no direction")
+        # both directions inside the noise: inconclusive (a rerun could land on either side)
+        # unless the interval also rules out the seed's whole tolerance band
+        why = (f"lob {fmt(v)}, but its noise interval {_fine(ci[0])}-{_fine(ci[1])} "
+               f"contains {fmt(pivot)}: no direction either way")
+        if c.kind == "ratio":
+            lo_e, hi_e = c.value * (1 - c.tolerance), c.value * (1 + c.tolerance)
+            if ci[1] < lo_e or ci[0] > hi_e:
+                return "not reproduced", (why + f", and it excludes the seed's band "
+                                          f"{_fine(lo_e)}-{_fine(hi_e)}: the seed's effect "
+                                          "is ruled out")
+        return "inconclusive", why
     if c.kind == "direction":
         want = 1 if c.direction == "up" else -1
         ok = _side(v, pivot) == want
