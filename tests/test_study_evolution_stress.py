@@ -381,6 +381,8 @@ def test_measure_beside_runs_each_outsider_and_goes_on_without_c_book(oc_outside
     assert out == {"oc": {"beside": {"engine": "oc"}, "shim": None}}
     assert said == ["c_book is not available here (no C compiler: gcc not found); measured "
                     "without it"]
+    assert es.measure_beside(["v1", "v2"], 0.125, 2, say=said.append, measure=m) == {}
+    assert len(said) == 1  # no outsider: c_book is not even built
     calls.clear()
     es.measure_beside(["oc"], 1.0, 9, say=said.append, measure=m)
     assert calls[0][3:] == (es.BESIDE_MAX_SCALE, 9)  # capped size, more rounds when asked

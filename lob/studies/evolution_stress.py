@@ -394,6 +394,9 @@ def measure_beside(engines: Sequence[str], scale: float, repeat: int, *, say=pri
     {"beside": ..., "shim": ... or None}}``."""
     from lob.studies import declared
 
+    outsiders = [e for e in engines if e not in declared.lineage(engines)]
+    if not outsiders:  # nothing to set beside lob's engines (e.g. the adapter is not built)
+        return {}
     m = measure or declared._measure_module()
     others = list(BESIDE)
     if "c_book" in others:
@@ -405,7 +408,7 @@ def measure_beside(engines: Sequence[str], scale: float, repeat: int, *, say=pri
     rounds = max(repeat, BESIDE_ROUNDS)
     scale = min(scale, BESIDE_MAX_SCALE)
     out = {}
-    for e in [e for e in engines if e not in declared.lineage(engines)]:
+    for e in outsiders:
         res = m.measure_beside(e, tuple(others), BESIDE_WORKLOADS, scale=scale, rounds=rounds)
         try:
             shim = m.shim_cost(e, BESIDE_WORKLOADS[0], scale=scale, rounds=rounds)
