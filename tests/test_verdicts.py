@@ -92,6 +92,23 @@ def test_clock_floor_on_lobs_side_uses_the_measured_tick():
         C.measurement(1.0, clock={"percentiles": {}})
 
 
+def test_clock_record_measures_the_tick_from_durations_or_a_histogram():
+    import numpy as np
+    from hdrh.histogram import HdrHistogram
+
+    rng = np.random.default_rng(4)
+    d = np.floor(rng.integers(1, 40, 5000) * (1e3 / 24)) + rng.integers(-1, 2, 5000)
+    rec = C.clock_record(d, {"p50": float(np.median(d))})
+    assert rec["tick_ns"] == pytest.approx(41.667, rel=0.005)
+    h = HdrHistogram(1, 10**9, 3)
+    for v in d.astype(int):
+        h.record_value(int(v))
+    assert C.clock_record(h, {})["tick_ns"] == pytest.approx(41.667, rel=0.005)
+    # a lob figure whose p50 is two ticks of that clock is at the floor
+    m = _m(2.1, 2.0, 2.2, clock=C.clock_record(d, {"p50": 83.0}))
+    assert C.judge(_claim(), m).verdict == "not comparable: at the clock floor"
+
+
 def test_mechanism_must_match():
     c = _claim(mechanism=("validation_hardening",), lob_mechanisms=("bitmap_best_price",))
     v = C.judge(c, _m(2.1, 2.0, 2.2))

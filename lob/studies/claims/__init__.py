@@ -3,11 +3,14 @@
 Three modules, one job each:
 
 * :mod:`~lob.studies.claims.model`: :class:`Claim`, :class:`RegimeCheck`, loading
-  ``experiments/claims.yaml`` (:func:`load`, :func:`get`, :func:`for_experiment`) and its
+  ``experiments/claims.yaml`` (:func:`load`, :func:`get`, :func:`for_experiment`), the
+  mechanisms of a lineage step from the engines' toggles (:func:`step_mechanisms`) and its
   ``published`` section, the one home of the seeds' figures (:func:`published`);
-* :mod:`~lob.studies.claims.judging`: a notebook's measurement record (:func:`measurement`),
-  the verdict on one claim (:func:`judge`, :class:`Verdict`), the notebook's verdict table
-  (:func:`verdict_table`) and the report's (:func:`reproduction_markdown`);
+* :mod:`~lob.studies.claims.judging`: a notebook's measurement record (:func:`measurement`,
+  with :func:`clock_record` for the clock-floor check), the verdict on one claim
+  (:func:`judge`, :class:`Verdict`: regime, mechanism, clock floor, single point, then the
+  figure), the notebook's verdict table (:func:`verdict_table`) and the report's
+  (:func:`reproduction_markdown`);
 * :mod:`~lob.studies.claims.collecting`: measurements read back from the runs of an
   artifacts folder (:func:`collect`, :func:`verdicts`, :func:`pipeline_claims`).
 
@@ -21,6 +24,7 @@ from lob.studies.claims.collecting import collect, pipeline_claims, verdicts
 from lob.studies.claims.judging import (
     VERDICTS,
     Verdict,
+    clock_record,
     judge,
     measurement,
     reproduction_markdown,
@@ -40,9 +44,10 @@ from lob.studies.claims.model import (
     published,
     read,
     show_figure,
+    step_mechanisms,
 )
 
 __all__ = ["FIELDS", "KINDS", "REQUIRED", "VERDICTS", "Claim", "RegimeCheck", "Verdict",
-           "claims_path", "collect", "figure", "for_experiment", "get", "judge", "load",
-           "measurement", "pipeline_claims", "published", "read", "reproduction_markdown",
-           "show_figure", "verdict_table", "verdicts"]
+           "claims_path", "clock_record", "collect", "figure", "for_experiment", "get", "judge",
+           "load", "measurement", "pipeline_claims", "published", "read", "reproduction_markdown",
+           "show_figure", "step_mechanisms", "verdict_table", "verdicts"]

@@ -112,6 +112,26 @@ def measurement(value, *, diagnostics: dict | None = None, explain: dict | None 
     return rec
 
 
+def clock_record(durations, percentiles: dict[str, float]) -> dict:
+    """The ``clock`` entry of a :func:`measurement`: lob's clock tick measured from the
+    durations themselves (:func:`lob.measure.stats.clock_grid`) and the percentiles (ns) that
+    enter the claim's figure, for the clock-floor check. ``durations``: the recorded
+    durations (ns) or an HDR histogram (its recorded values, each at the low end of its
+    bucket, with their counts)."""
+    from lob.measure.stats import clock_grid
+
+    if hasattr(durations, "get_recorded_iterator"):
+        vals, counts = [], []
+        for it in durations.get_recorded_iterator():
+            vals.append(durations.get_lowest_equivalent_value(it.value_iterated_to))
+            counts.append(it.count_added_in_this_iter_step)
+        g = clock_grid(vals, counts)
+    else:
+        g = clock_grid(durations)
+    return {"tick_ns": g["tick_ns"], "share_on_grid": g["share_on_grid"], "what": g["what"],
+            "percentiles": {str(k): float(v) for k, v in percentiles.items()}}
+
+
 @dataclass
 class Verdict:
     claim: Claim
