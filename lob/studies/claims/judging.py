@@ -341,21 +341,10 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
         return ("reproduced" if ok else "not reproduced",
                 f"lob {fmt(v)} is {'above' if v > pivot else 'at or below'} {fmt(pivot)}"
                 f" (seed: {c.direction})")
-    # ratio
-    if ci is not None:
-        return _compare_interval(c, v, ci, m)
-    rel = v / c.value
-    within = abs(rel - 1) <= c.tolerance + 1e-12
-    why = (f"lob {fmt(v)} vs seed {fmt(c.value)}: {fmt(rel)}x the seed's "
-           f"(tolerance +-{c.tolerance:.0%})")
-    if pivot is None:
-        return ("reproduced" if within else "not reproduced"), why
-    if _side(v, pivot) != _side(c.value, pivot):
-        return "not reproduced", why + f"; the other side of {fmt(pivot)}"
-    if within:
-        return "reproduced", why
-    ex = _explain(m)
-    return "direction only", why + (f"; measured: {ex}" if ex else "")
+    # ratio: judged on the whole interval (a point alone is a single point)
+    if ci is None:
+        return "inconclusive: single point", f"lob {fmt(v)}: no noise interval"
+    return _compare_interval(c, v, ci, m)
 
 
 def _compare_interval(c: Claim, v: float, ci: tuple[float, float], m: dict) -> tuple[str, str]:
