@@ -113,7 +113,7 @@ def test_mechanism_must_match():
     c = _claim(mechanism=("validation_hardening",), lob_mechanisms=("bitmap_best_price",))
     v = C.judge(c, _m(2.1, 2.0, 2.2))
     assert v.verdict == "not comparable: different mechanism"
-    assert "credits validation_hardening; lob's measured step has bitmap_best_price" in v.reason
+    assert "credits validation_hardening; what lob measured (engine or step) has bitmap_best_price" in v.reason
     # the measurement's own declaration wins over claims.yaml's
     assert C.judge(c, _m(2.1, 2.0, 2.2, mechanisms=["validation_hardening"])).verdict == \
         "reproduced"

@@ -261,8 +261,8 @@ def _mechanism_failure(c: Claim, m: dict) -> str | None:
         return None
     want = " or ".join(c.mechanism)
     got = ", ".join(have) if have else "none of them" if have is not None else "not declared"
-    return (f"the seed credits {want}; lob's measured step has {got}: a figure from another "
-            "cause is not the seed's finding")
+    return (f"the seed credits {want}; what lob measured (engine or step) has {got}: a "
+            "figure from another cause is not the seed's finding")
 
 
 def _floor_failure(c: Claim, m: dict) -> str | None:
