@@ -113,7 +113,8 @@ def test_mechanism_must_match():
     c = _claim(mechanism=("validation_hardening",), lob_mechanisms=("bitmap_best_price",))
     v = C.judge(c, _m(2.1, 2.0, 2.2))
     assert v.verdict == "not comparable: different mechanism"
-    assert "credits validation_hardening; what lob measured (engine or step) has bitmap_best_price" in v.reason
+    assert ("credits validation_hardening; what lob measured (engine or step) has "
+            "bitmap_best_price") in v.reason
     # the measurement's own declaration wins over claims.yaml's
     assert C.judge(c, _m(2.1, 2.0, 2.2, mechanisms=["validation_hardening"])).verdict == \
         "reproduced"
@@ -244,3 +245,18 @@ def test_definitions_refuse_bad_mechanism_and_floor_fields(tmp_path):
         p.write_text(yaml.safe_dump(d))
         with pytest.raises(ValueError, match=msg):
             C.load(p)
+
+
+def test_a_pipeline_run_is_judged_with_todays_definitions(tmp_path):
+    import json
+
+    rows = [{"batch": 1, "pinning": "unpinned", "fraction": 1.5, "keeps_up": False}] * 20
+    run = tmp_path / "pipeline_latency" / "default-1"
+    run.mkdir(parents=True)
+    old = {"s003_pipeline_saturation": C.measurement(1.0)}  # recorded by yesterday's code
+    (run / "summary.json").write_text(json.dumps({"tables": {"sweep": rows}, "claims": old}))
+    (run / "COMPLETE").write_text("")
+    m = C.collect(tmp_path)["s003_pipeline_saturation"][0]
+    assert m["ci"][0] > 0.8 and "20 of 20" in m["detail"]
+    by = {v.claim.id: v for v in C.verdicts(tmp_path)}
+    assert by["s003_pipeline_saturation"].verdict == "reproduced"

@@ -1,8 +1,9 @@
 """Collecting: lob's claim measurements from the runs in an artifacts folder, and the verdict
 on every claim from them (the report's reproduction table).
 
-A notebook records its measurements in ``summary.json`` (``claims.<id>``); the pipeline
-notebook's tables also yield seed 003's pipeline claims (:func:`pipeline_claims`).
+A notebook records its measurements in ``summary.json`` (``claims.<id>``); seed 003's
+pipeline claims are derived again from the pipeline notebook's tables (:func:`pipeline_claims`)
+and take the place of what it recorded.
 """
 
 from __future__ import annotations
@@ -40,11 +41,11 @@ def collect(artifacts: Path | str) -> dict[str, tuple[dict, Path, dict]]:
             except (OSError, ValueError):
                 continue
             found = dict(s.get("claims") or {})
-            if run.parent.name == "pipeline_latency":  # derive what its notebook did not record
+            if run.parent.name == "pipeline_latency":
+                # derived again from its tables with today's definitions (a run recorded
+                # before a definition changed is judged as a fresh one would be)
                 cond = s.get("conditions") or {}
-                for cid, m in pipeline_claims(s.get("tables") or {},
-                                              cond.get("cpu_count")).items():
-                    found.setdefault(cid, m)
+                found.update(pipeline_claims(s.get("tables") or {}, cond.get("cpu_count")))
             for cid, m in found.items():
                 out[cid] = (m, run, s.get("conditions") or {})
     return out
