@@ -53,7 +53,8 @@ def take(nbytes: int) -> np.ndarray:
                 best = buf
         if best is not None:
             return best[:nbytes]
-        size = 1 << (nbytes - 1).bit_length()
+        step = 1 << max(12, nbytes.bit_length() - 3)  # sizes in steps of 1/8 to 1/4 of
+        size = -(-nbytes // step) * step  # the request: reusable, not much to map in vain
         spare = sorted((b for b in _pool if _unused(b)), key=lambda b: -b.size)
         kept = sum(b.size for b in spare)
         for b in spare:
