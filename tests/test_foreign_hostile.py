@@ -371,7 +371,7 @@ def test_a_dead_kernel_is_explained_by_the_crash_marker(hostile, tmp_path, monke
     from lob.engines.foreign import crash
     from lob.experiments.job import describe_error
 
-    monkeypatch.delenv(crash.ENV, raising=False)
+    monkeypatch.setenv(crash.ENV, "")  # restored (unset) after the test
     path = crash.arm(tmp_path)  # what the runner does before starting a notebook's kernel
     p = _child(f"""
         import lob
@@ -429,3 +429,13 @@ def test_run_conditions_unchanged_for_sound_engines(hostile):
         one.step(*(row[f] for f in ("kind", "otype", "side", "owner", "price", "qty", "id",
                                     "price_hi")))
     assert len(one.fills) and np.array_equal(one.fills, ref.fills[: len(one.fills)])
+
+
+def test_the_watchdog_can_be_turned_off_for_a_measurement(hostile, monkeypatch):
+    monkeypatch.setenv("LOB_FOREIGN_TIMEOUT_S", "0")
+    eng = open_engine(hostile(""), WL.config, "direct")
+    assert eng.timeout is None
+    assert eng.replay(WL.commands).checksum == lob.replay("reference", WL).checksum
+    monkeypatch.setenv("LOB_FOREIGN_TIMEOUT_S", "-1")
+    with pytest.raises(ValueError, match=r"LOB_FOREIGN_TIMEOUT_S must be >= 0 \(0: no watchdog"):
+        open_engine(hostile(""), WL.config, "direct")

@@ -44,6 +44,11 @@ def _open() -> mmap.mmap | None:
     if path == _opened_for:
         return _marker
     _opened_for, _marker = path, None
+    global _fault_file
+    if _fault_file is not None:  # the marker moved: stop writing faults to the old place
+        faulthandler.disable()
+        _fault_file.close()
+        _fault_file = None
     if path:
         try:
             with open(path, "a+b") as f:
@@ -51,7 +56,6 @@ def _open() -> mmap.mmap | None:
                     f.truncate(SIZE)
                 _marker = mmap.mmap(f.fileno(), SIZE)
             # a fatal signal's name goes to <marker>.fault (faulthandler writes it in C)
-            global _fault_file
             _fault_file = open(path + ".fault", "w")  # noqa: SIM115 (open for the process)
             faulthandler.enable(file=_fault_file, all_threads=False)
         except OSError:

@@ -280,7 +280,10 @@ class GuardedArray:
             self.raw = np.empty(used, dtype=np.uint8)
         else:  # end the canary on a page boundary, the fence right after it
             pad = -used % _PAGE
-            self._map = mmap.mmap(-1, pad + used + FENCE_BYTES)
+            self._map = mmap.mmap(-1, pad + used + FENCE_BYTES,  # private: huge pages
+                                  flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            if used >= 4 << 20 and hasattr(mmap, "MADV_HUGEPAGE"):
+                self._map.madvise(mmap.MADV_HUGEPAGE, 0, pad + used)
             base = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
             if _mprotect(base + pad + used, FENCE_BYTES, 0) != 0:  # PROT_NONE
                 raise OSError(ctypes.get_errno(), "mprotect of the guard fence failed")
