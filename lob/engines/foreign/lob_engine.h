@@ -27,6 +27,22 @@
  *   - the final book (lob_snapshot) and, when exported, every resting order (lob_resting).
  * C++: never let an exception cross these functions (catch, return LOB_ERR_NOMEM or
  * LOB_ERR_ENGINE with a message for lob_last_error).
+ *
+ * What lob checks, so that a broken engine is named rather than measured:
+ *   - after every replay call, before anything is kept: statuses and reasons in range,
+ *     no negative count, outcome.fills summing to *n_fills, fill qty in 1..LOB_MAX_QTY,
+ *     fill price inside the band, taker = the command's order id, maker >= 1 and not the
+ *     taker, filled = the fills' quantities (an error names the engine and the command);
+ *   - LOB_NEED_FILL_SPACE: lob grows the fill room up to the number of SUBMITs run on the
+ *     book (no more orders can rest); asking again with that much room and no progress
+ *     is an error;
+ *   - each output buffer is followed by a 4 KiB canary and then address space that
+ *     cannot be written: a write past the end faults at once;
+ *   - a replay call runs in a worker thread with a timeout ($LOB_FOREIGN_TIMEOUT_S, 600 s
+ *     by default) and Ctrl-C; a crash (signal, exit) is reported with the engine and the
+ *     command when $LOB_CRASH_MARKER is set (lob bench and the experiment runner set it);
+ *   - the library is loaded from a copy named by its content hash: rebuilding it in place
+ *     and opening it again in the same process runs the new code.
  */
 #ifndef LOB_ENGINE_H
 #define LOB_ENGINE_H
