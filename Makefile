@@ -21,8 +21,11 @@ run: $(STAMP)  ## the main job: the default experiment batch, writing artifacts/
 test: $(STAMP)  ## the test suite (quick sizes + the seed-sized checks that matter) and nbval
 	$(BIN)/ruff check lob tests
 	-$(BIN)/lob engines build orderly_chaos  # no compiler / no index: one line, tests skip it
-	$(BIN)/pytest -q -n 2 --durations=20 tests
-	LOB_ARTIFACTS=$$(mktemp -d) $(BIN)/pytest -q -n 2 --dist loadfile --nbval-lax -p no:cacheprovider notebooks
+	# each notebook runs once: nbval executes it (defaults = the quick preset) into a temporary
+	# artifacts folder, and the tests read its outputs from there (tests/notebooks)
+	nb=$$(mktemp -d) && \
+	LOB_ARTIFACTS=$$nb $(BIN)/pytest -q -n 2 --dist loadfile --nbval-lax -p no:cacheprovider notebooks && \
+	LOB_NB_OUTPUTS=$$nb $(BIN)/pytest -q -n 2 --durations=20 tests
 
 test-extended: $(STAMP)  ## the long checks CI covers another way (full-size counters of every version, ...)
 	$(BIN)/pytest -q -n 2 -m extended tests
