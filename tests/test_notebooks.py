@@ -87,11 +87,10 @@ def test_parameters_documented_and_quick_is_the_default(name):
         exp.param_sets(preset)  # every preset (and grid point) validates against the cell
 
 
-# nbval runs every notebook in CI; through the runner (artifacts checked) CI runs one, and
-# `make test-extended` all of them
-@pytest.mark.slow
-@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == "fok_scan_bottleneck"
-                                               else pytest.mark.extended) for n in EXPERIMENTS])
+# nbval runs every notebook once in `make test` (tests/test_claims_outputs.py reads what it
+# wrote); through the runner, with its artifacts checked, under `make test-extended`
+@pytest.mark.extended
+@pytest.mark.parametrize("name", EXPERIMENTS)
 def test_runs_at_quick_preset(name, tmp_path):
     """Papermill run through the runner: executed notebook, .hgrm, summary, PNG, marker."""
     assert run_batch([name], "quick", artifacts=tmp_path, progress=False) == 0
