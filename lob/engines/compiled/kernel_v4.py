@@ -21,7 +21,11 @@ port of ``reference``); what differs is the layout and the shape of the code:
   the v0..v3 kernel every ``G[...]`` read after any array store is a reload, on every
   command;
 * the whole hot path (submit, the FOK check, match, cancel, modify) is one loop body; the
-  rare path (mass cancel) is a real call that sees the state through ``S``.
+  rare path (mass cancel) is a real call that sees the state through ``S``;
+* a valid LIMIT that crosses nothing (about half of lobster_replay's commands) goes straight
+  to the book, past the validation chain and the match loop's set-up (0.90-0.94x on
+  lobster_replay; 1.02-1.08x on cpp_comprehensive, where most submits are other types or
+  cross, measured in three interleaved runs).
 
 :func:`run` stops before a command whenever the pool, the fill buffer or the id index might
 not have room for it and returns what to grow, as the v0..v3 kernel does.
@@ -460,7 +464,21 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
             owner = c.owner
             price = c.price
             qty = c.qty
-            if otype < 0 or otype > NOTIONAL:
+            fast = False  # the common case, straight to the book: a valid LIMIT that
+            if otype == LIMIT and owner > 0 and 0 < qty <= MAX_QTY and lo <= price <= hi \
+                    and free >= 0:  # crosses nothing
+                if side == 0:
+                    fast = best1 < 0 or lo + best1 > price
+                elif side == 1:
+                    fast = best0 < 0 or lo + best0 < price
+            if fast:
+                next_id += 1
+                free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, C, free, best0, best1,
+                                          next_id, owner, side, price, qty)
+                nlive += 1
+                qin += qty
+                put(out, i, ACCEPTED, 0, next_id, qty, 0, 0, 0)
+            elif otype < 0 or otype > NOTIONAL:
                 put(out, i, REJECTED, R_BAD_TYPE, 0, 0, 0, 0, 0)
             elif side != 0 and side != 1:
                 put(out, i, REJECTED, R_BAD_SIDE, 0, 0, 0, 0, 0)
