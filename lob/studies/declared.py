@@ -9,7 +9,7 @@ cannot, in one line, never a failure inside a replay:
 * :func:`refusal` -- why an engine cannot run a workload (its declared capabilities, from
   :mod:`lob.engines.capabilities`), or None;
 * :func:`stp_none_copy` -- the workload with its STP mode set to one the engine declares (the
-  same commands: :func:`declared_workload` of the adapter's measurement module), and the
+  same commands: :func:`lob.studies.engines_beside.declared_workload`), and the
   change in words, so rows measured on it are labelled;
 * :func:`lineage` -- the engines of lob's own lineage (with toggles) among ``engines``.
 """
@@ -23,12 +23,10 @@ __all__ = ["built_only", "refusal", "stp_none_copy", "lineage", "declared_worklo
 
 
 def _measure_module():
-    """The adapters' measurement module, wherever it lives in this checkout."""
-    try:
-        from lob.studies import engines_beside as m  # its new home
-    except ImportError:
-        from lob.engines.foreign.adapters import measure as m
-    return m
+    """The adapters' measurement module (:mod:`lob.studies.engines_beside`)."""
+    from lob.studies import engines_beside
+
+    return engines_beside
 
 
 def declared_workload(engine: str, wl):
