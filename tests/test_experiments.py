@@ -374,3 +374,16 @@ def test_disk_full_while_writing_the_manifest_loses_no_line(defs, monkeypatch, c
     err = capsys.readouterr().err
     assert "to append by hand" in err and '"experiment": "exp_b"' in err
     assert len(_manifest(art)) == 2
+
+
+def test_an_adapter_not_built_here_is_no_unknown_engine(tmp_path, monkeypatch):
+    """`make run` on a machine without g++: orderly_chaos in a preset is left to the notebook
+    (one line, then runs without it), while a misspelt engine is still refused up front."""
+    from lob.engines.foreign.adapters import not_built_hint
+    from lob.experiments.runner import check_values
+
+    monkeypatch.setenv("LOB_CACHE", str(tmp_path / "empty-cache"))
+    assert not_built_hint("orderly_chaos") is not None
+    check_values("tail_analysis", {"engines": ["orderly_chaos", "v3"], "scale": 0.002})
+    with pytest.raises(ValueError, match="unknown engine 'orderly_chaoz'"):
+        check_values("tail_analysis", {"engines": ["orderly_chaoz", "v3"], "scale": 0.002})
