@@ -2,14 +2,15 @@
 imports nothing from lob).
 
 ``LOB_EXPERIMENTS_DIR`` and ``LOB_ARTIFACTS`` override the defaults (tests, CI, a user's own
-artifacts folder)."""
+artifacts folder); ``LOB_CACHE`` moves the cache (compiled helpers, built engine adapters,
+fetched data, bisect checkouts)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-__all__ = ["repo_root", "experiments_dir", "artifacts_dir", "notebooks_dir"]
+__all__ = ["repo_root", "experiments_dir", "artifacts_dir", "notebooks_dir", "cache_dir"]
 
 
 def repo_root() -> Path:
@@ -30,3 +31,15 @@ def artifacts_dir() -> Path:
 def notebooks_dir() -> Path:
     """The parameterised notebooks of the checkout."""
     return repo_root() / "notebooks"
+
+
+def cache_dir(*parts: str) -> Path:
+    """lob's cache outside the checkout: ``$LOB_CACHE``, else ``$XDG_CACHE_HOME/lob``, else
+    ``~/.cache/lob`` (with ``parts`` appended)."""
+    base = os.environ.get("LOB_CACHE")
+    if base:
+        root = Path(base).expanduser()
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        root = (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "lob"
+    return root.joinpath(*parts)

@@ -46,7 +46,7 @@ def test_a_broken_helper_fails_the_tests_naming_the_compiler_error(monkeypatch, 
     monkeypatch.setattr(_native, "_SRC", bad)
     monkeypatch.setattr(_native, "_module", None)
     monkeypatch.setattr(_native, "_error", None)
-    monkeypatch.setenv("LOB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("LOB_CACHE", str(tmp_path / "cache"))
     with pytest.raises(AssertionError, match=r"unavailable: building _native.c failed: .*error"):
         require_helper()
 

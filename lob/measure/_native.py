@@ -1,7 +1,7 @@
 """Build-and-load of the native helpers in ``_native.c`` (capture loops, counting allocator).
 
 The C source is compiled with ``gcc`` the first time it is needed, into a cache folder
-(``$LOB_CACHE_DIR`` or ``$XDG_CACHE_HOME/lob`` or ``~/.cache/lob``), under a name that
+(:func:`lob.paths.cache_dir`: ``$LOB_CACHE`` or ``~/.cache/lob``), under a name that
 includes a hash of the source and the interpreter's extension suffix, and imported as an
 extension module. No packaging step is involved, so ``pip install -e .`` stays pure Python.
 When no compiler is available :func:`native` returns ``None`` and callers fall back to
@@ -27,11 +27,10 @@ _error: str | None = None
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("LOB_CACHE_DIR")
-    if base:
-        return Path(base)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg) / "lob" if xdg else Path.home() / ".cache" / "lob"
+    """Where the helper is built: :func:`lob.paths.cache_dir` (``$LOB_CACHE``)."""
+    from lob.paths import cache_dir as lob_cache
+
+    return lob_cache()
 
 
 def _build() -> Path:

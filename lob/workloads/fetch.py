@@ -67,11 +67,12 @@ OB_ANALYTICS = Dataset(
 
 
 def data_dir() -> Path:
-    """The cache folder: ``$LOB_DATA_DIR``, else ``$XDG_CACHE_HOME/lob``, else ``~/.cache/lob``."""
+    """The data's folder: ``$LOB_DATA_DIR``, else lob's cache (:func:`lob.paths.cache_dir`)."""
+    from lob.paths import cache_dir
+
     if os.environ.get(ENV):
         return Path(os.environ[ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "lob"
+    return cache_dir()
 
 
 def _path(ds: Dataset) -> Path:

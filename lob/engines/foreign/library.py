@@ -88,12 +88,10 @@ OPTIONAL = {
 
 
 def cache_dir() -> Path:
-    """``$LOB_CACHE``, else ``$XDG_CACHE_HOME/lob``, else ``~/.cache/lob``."""
-    v = os.environ.get("LOB_CACHE")
-    if v:
-        return Path(v)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "lob"
+    """lob's cache (:func:`lob.paths.cache_dir`: ``$LOB_CACHE``, else ``~/.cache/lob``)."""
+    from lob.paths import cache_dir as lob_cache
+
+    return lob_cache()
 
 
 def file_sha256(path: Path) -> str:

@@ -67,8 +67,10 @@ def revisions(repo, good: str, bad: str) -> list[Revision]:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("LOB_BISECT_CACHE")
-                or Path.home() / ".cache" / "lob" / "bisect")
+    """``$LOB_BISECT_CACHE``, else ``bisect/`` in lob's cache (:func:`lob.paths.cache_dir`)."""
+    from lob.paths import cache_dir
+
+    return Path(os.environ.get("LOB_BISECT_CACHE") or cache_dir("bisect"))
 
 
 CHECKOUT_MARK = ".lob-checkout"  # written last into a checkout: it is complete
