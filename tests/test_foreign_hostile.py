@@ -282,22 +282,19 @@ def test_a_toml_engine_and_a_package_engine_of_one_name_are_both_refused(hostile
 def test_an_endless_engine_call_times_out(hostile):
     p = _child(f"""
         import lob
-        from lob.engines.foreign import open_engine, ForeignEngineError
+        from lob.engines.foreign import open_engine
         wl = lob.workload("cpp_comprehensive", scale=0.001)
-        eng = open_engine({str(hostile("LOOP"))!r}, wl.config, "spinner")
-        try:
-            eng.replay(wl.commands)
-        except ForeignEngineError as e:
-            print(e, flush=True)
-            import os; os._exit(0)
+        open_engine({str(hostile("LOOP"))!r}, wl.config, "spinner").replay(wl.commands)
     """, {"LOB_FOREIGN_TIMEOUT_S": "1"})
     try:
         out, err = p.communicate(timeout=60)
     finally:
         p.kill()
-    assert p.returncode == 0, err
-    assert out.startswith(f"foreign engine 'spinner' did not return from lob_replay (commands "
-                          f"0.. of this call: {FIRST}) within 1 s; the call still runs"), out
+    assert p.returncode == 124, err
+    assert err.strip().splitlines() == [
+        f"lob: foreign engine 'spinner' did not return from lob_replay (commands 0.. of this "
+        f"call: {FIRST}) within 1 s ($LOB_FOREIGN_TIMEOUT_S); a C call cannot be stopped, so "
+        f"the process was ended"]
 
 
 def test_ctrl_c_stops_lob_bench_inside_an_endless_engine(hostile, tmp_path):
@@ -314,8 +311,33 @@ def test_ctrl_c_stops_lob_bench_inside_an_endless_engine(hostile, tmp_path):
             pass
     assert p.returncode == 130, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("lob bench: interrupted: foreign engine "
-                                                   "'hostile' was interrupted inside lob_replay")
+    assert len(lines) == 1 and lines[0].startswith(
+        "lob: interrupted: foreign engine 'hostile' did not return from lob_replay"), err
+    assert lines[0].endswith("within 2 s of Ctrl-C; a C call cannot be stopped, so the process "
+                             "was ended")
+
+
+def test_ctrl_c_during_a_sound_call_is_an_ordinary_keyboard_interrupt(hostile):
+    """The watchdog ends the process only for a call that does not return: a Ctrl-C that
+    lands in a call which returns is Python's KeyboardInterrupt, the process goes on."""
+    p = _child(f"""
+        import os, signal, threading
+        import lob
+        from lob.engines.foreign import open_engine
+        wl = lob.workload("cpp_comprehensive", scale=0.2)
+        eng = open_engine({str(hostile(""))!r}, wl.config, "sound")
+        threading.Timer(0.02, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        try:
+            for _ in range(50):
+                eng = open_engine({str(hostile(""))!r}, wl.config, "sound")
+                eng.replay(wl.commands)
+            print("no interrupt")
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt, still alive")
+    """)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert out.strip() == "KeyboardInterrupt, still alive"
 
 
 # --- 13: bounded fill space -------------------------------------------------------------------

@@ -81,10 +81,14 @@ def enter(engine: str, call: str, first: int, n: int, command: str = "") -> mmap
     return m
 
 
-def leave(m: mmap.mmap | None, abandoned: bool = False) -> None:
-    """The call returned (or was abandoned, still running: timed out or interrupted)."""
+IDLE, IN_CALL, TIMED_OUT, INTERRUPTED = 0, 1, 3, 4  # the marker's state
+
+
+def leave(m: mmap.mmap | None, state: int = IDLE) -> None:
+    """The call returned (``IDLE``), or the watchdog ends the process inside it
+    (``TIMED_OUT``, ``INTERRUPTED``)."""
     if m is not None:
-        struct.pack_into("<q", m, 8, 2 if abandoned else 0)
+        struct.pack_into("<q", m, 8, state)
 
 
 def read(path: str | os.PathLike) -> dict | None:
@@ -95,7 +99,7 @@ def read(path: str | os.PathLike) -> dict | None:
         magic, state, pid, first, n, call, engine, cmd = struct.unpack(_FMT, data)
     except (OSError, struct.error):
         return None
-    if magic != _MAGIC or state != 1:
+    if magic != _MAGIC or state not in (IN_CALL, TIMED_OUT, INTERRUPTED):
         return None
     text = lambda b: b.rstrip(b"\0").decode(errors="replace")  # noqa: E731
     try:
@@ -104,7 +108,7 @@ def read(path: str | os.PathLike) -> dict | None:
         fault = []
     sig = fault[0].removeprefix("Fatal Python error: ").strip() if fault else ""
     return {"engine": text(engine), "call": text(call), "first": first, "n": n,
-            "command": text(cmd), "pid": pid, "signal": sig}
+            "command": text(cmd), "pid": pid, "signal": sig, "state": state}
 
 
 def signal_name(rc: int) -> str:
@@ -125,6 +129,11 @@ def describe(info: dict, how: str) -> str:
     if info["n"] > 1:
         where += f" (a call of {info['n']} commands from there)"
     cmd = f": {info['command']}" if info["command"] else ""
+    if info.get("state") in (TIMED_OUT, INTERRUPTED):
+        why = ("did not return within its timeout ($LOB_FOREIGN_TIMEOUT_S)"
+               if info["state"] == TIMED_OUT else "did not return after Ctrl-C")
+        return (f"foreign engine {info['engine']!r} {why} from {info['call']} {where}{cmd}; "
+                f"the process was ended ({how}); no result of this run was kept")
     return (f"foreign engine {info['engine']!r} crashed the process ({how}) inside "
             f"{info['call']} {where}{cmd}. The engine is broken, not lob; no result of this "
             f"run was kept")
@@ -159,7 +168,8 @@ def explain(exc: BaseException) -> BaseException:
     info = read(path) if path else None
     if info is None:
         return exc
-    how = info["signal"] or ("the process ended without a fatal signal: exit() in the engine, "
+    how = info["signal"] or ("ended by lob's watchdog" if info["state"] != IN_CALL else
+                             "the process ended without a fatal signal: exit() in the engine, "
                              "or killed, e.g. by the out-of-memory killer")
     return ForeignEngineCrash(describe(info, f"{how}; {type(exc).__name__}"))
 
@@ -181,6 +191,8 @@ def run_child(argv: list[str]) -> int:
         except KeyboardInterrupt:  # the child got the SIGINT too and reports it itself
             rc = p.wait()
         info = read(env[ENV])
+    if info is not None and info["pid"] == p.pid and info["state"] != IN_CALL:
+        return rc  # the watchdog ended it and said so itself
     if info is not None and info["pid"] == p.pid:
         how = signal_name(rc) + (" (killed: out of memory?)" if rc == -signal.SIGKILL else "")
         print(f"lob: {describe(info, how)}", file=sys.stderr)

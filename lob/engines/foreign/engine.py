@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 import time
 
 import numpy as np
 
 from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int, store_fills
 from lob.engines.capabilities import Unsupported
-from lob.engines.foreign import crash
+from lob.engines.foreign import crash, watchdog
 from lob.engines.foreign.library import (
     ERRORS,
     LEVEL_DTYPE,
@@ -102,9 +101,8 @@ class ForeignEngine(Interactive):
         self.name = name or lib.label
         self.config = config
         self._handle = None
-        self._stuck = ""  # why the book cannot be used again (a call that never returned)
         self._submits = 0  # SUBMITs run on this book: at most that many orders rest
-        self.timeout = default_timeout()  # s per library call; None: no watchdog thread
+        self.timeout = default_timeout()  # s per library call; None: no watchdog
         self.capabilities = lib.caps  # what lob_capabilities declares
         self.max_band_width = lib.caps.max_band_width  # `lob engines` shows it
         why = lib.caps.config_refusal(self.name, config)
@@ -112,7 +110,7 @@ class ForeignEngine(Interactive):
             raise Unsupported(why)
         cfg = Config(config.min_price, config.max_price, int(config.stp), 0)
         err = ctypes.create_string_buffer(512)
-        h = lib.create(ctypes.byref(cfg), err, len(err))
+        h, _ = self._invoke(lib.create, (ctypes.byref(cfg), err, len(err)), "lob_create")
         if not h:
             msg = err.value.decode(errors="replace").strip() or "no reason given"
             raise ForeignEngineError(
@@ -133,7 +131,7 @@ class ForeignEngine(Interactive):
 
     def __del__(self):
         h, self._handle = getattr(self, "_handle", None), None
-        if h and not getattr(self, "_stuck", ""):  # a stuck call still uses the book
+        if h:
             try:
                 self._lib.destroy(h)
             except Exception:  # interpreter shutdown
@@ -142,13 +140,10 @@ class ForeignEngine(Interactive):
     # --- the driver ---------------------------------------------------------------------
     def _invoke(self, fn, args, call: str, cmds: np.ndarray | None = None, first: int = 0,
                 threaded: bool = True):
-        """``fn(*args)`` with the crash marker set (:mod:`.crash`) and, when ``threaded``, in
-        a worker thread (ctypes releases the GIL) that this thread waits for: Ctrl-C is
-        honoured and a call longer than ``self.timeout`` s raises. Either leaves the call
-        running (it cannot be stopped from outside) and the book unusable. Returns
-        (result, ns inside the call)."""
-        if self._stuck:
-            raise ForeignEngineError(self._stuck)
+        """``fn(*args)`` on this thread with the crash marker set (:mod:`.crash`) and, when
+        ``threaded`` (a whole replay, not one command), under the watchdog (:mod:`.watchdog`):
+        Ctrl-C is honoured within 2 s and a call longer than ``self.timeout`` s ends the
+        process, naming the engine and the command. Returns (result, ns inside the call)."""
         n = 0 if cmds is None else len(cmds) - first
         m = crash.enter(self.name, call, first, n,
                         command_text(cmds[first]) if crash.armed() and n > 0 else "")
@@ -158,38 +153,14 @@ class ForeignEngine(Interactive):
             ns = time.perf_counter_ns() - t0
             crash.leave(m)
             return rc, ns
-        box: list = []
-
-        def run():
+        where = call + (f" (commands {first}.. of this call: {command_text(cmds[first])})"
+                        if n > 0 else "")
+        with watchdog.watch(self.name, where, self.timeout, m):
             t0 = time.perf_counter_ns()
-            r = fn(*args)
-            box.append((r, time.perf_counter_ns() - t0))
-
-        t = threading.Thread(target=run, name=f"lob foreign {self.name} {call}", daemon=True)
-        deadline = time.monotonic() + self.timeout
-        t.start()
-        where = f"{call}" + (f" (commands {first}.. of this call: {command_text(cmds[first])})"
-                             if n > 0 else "")
-        try:
-            while t.is_alive():
-                t.join(min(0.2, max(0.0, deadline - time.monotonic())))
-                if t.is_alive() and time.monotonic() >= deadline:
-                    self._stuck = (f"foreign engine {self.name!r} did not return from "
-                                   f"{where} within {self.timeout:g} s; the call still runs "
-                                   f"(on a CPU until this process exits) and this book cannot "
-                                   f"be used again (raise ${TIMEOUT_ENV} for longer calls)")
-                    crash.leave(m, abandoned=True)
-                    raise ForeignEngineError(self._stuck)
-        except KeyboardInterrupt:
-            crash.leave(m, abandoned=True)
-            self._stuck = (f"foreign engine {self.name!r} was interrupted inside {where}; the "
-                           f"call still runs and this book cannot be used again")
-            raise KeyboardInterrupt(self._stuck) from None
+            rc = fn(*args)
+            ns = time.perf_counter_ns() - t0
         crash.leave(m)
-        if not box:
-            raise ForeignEngineError(f"foreign engine {self.name!r}: {call} failed in its "
-                                     f"worker thread")
-        return box[0]
+        return rc, ns
 
     def _validate(self, cmds: np.ndarray, i: int, out: np.ndarray, fills: np.ndarray) -> None:
         """Refuse impossible outputs of one call (commands ``cmds[i:i+len(out)]``): statuses,

@@ -38,9 +38,10 @@
  *     is an error;
  *   - each output buffer is followed by a 4 KiB canary and then address space that
  *     cannot be written: a write past the end faults at once;
- *   - a replay call runs in a worker thread with a timeout ($LOB_FOREIGN_TIMEOUT_S, 600 s
- *     by default) and Ctrl-C; a crash (signal, exit) is reported with the engine and the
- *     command when $LOB_CRASH_MARKER is set (lob bench and the experiment runner set it);
+ *   - a replay call that does not return within $LOB_FOREIGN_TIMEOUT_S (600 s by default),
+ *     or within 2 s of Ctrl-C, ends the process with one line naming the engine and the
+ *     command; a crash (signal, exit) is reported with the engine and the command when
+ *     $LOB_CRASH_MARKER is set (lob bench and the experiment runner set it);
  *   - the library is loaded from a copy named by its content hash: rebuilding it in place
  *     and opening it again in the same process runs the new code.
  */
