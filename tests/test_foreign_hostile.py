@@ -461,3 +461,27 @@ def test_the_watchdog_can_be_turned_off_for_a_measurement(hostile, monkeypatch):
     monkeypatch.setenv("LOB_FOREIGN_TIMEOUT_S", "-1")
     with pytest.raises(ValueError, match=r"LOB_FOREIGN_TIMEOUT_S must be >= 0 \(0: no watchdog"):
         open_engine(hostile(""), WL.config, "direct")
+
+
+def test_a_kernel_ended_by_the_watchdog_is_explained(hostile, tmp_path, monkeypatch):
+    from lob.engines.foreign import crash
+    from lob.experiments.job import describe_error
+
+    monkeypatch.setenv(crash.ENV, "")
+    crash.arm(tmp_path)
+    p = _child(f"""
+        import lob
+        from lob.engines.foreign import open_engine
+        wl = lob.workload("cpp_comprehensive", scale=0.001)
+        open_engine({str(hostile("LOOP"))!r}, wl.config, "spinner").replay(wl.commands)
+    """, {"LOB_FOREIGN_TIMEOUT_S": "1"})
+    p.communicate(timeout=60)
+    assert p.returncode == 124
+
+    class DeadKernelError(RuntimeError):
+        pass
+
+    text, _ = describe_error(DeadKernelError("Kernel died"))
+    assert text.startswith("ForeignEngineCrash: foreign engine 'spinner' did not return "
+                           "within its timeout ($LOB_FOREIGN_TIMEOUT_S) from lob_replay at "
+                           "command 0"), text
