@@ -24,7 +24,6 @@ stream first.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import shutil
 import subprocess
@@ -32,12 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
+from lob.engines.foreign.adapters import SHIM_STATS, shim_stats
 from lob.semantics import BookConfig, Kind, OrderType, Scope
 
 QUANTILES = (50, 99, 99.9)
 GAP_NS = 50_000  # a per-op duration above this is the machine (preemption), not the engine
-SHIM_STATS = ("walks", "depth_pages", "depth_levels", "market_pieces", "readds", "reduces",
-              "live_scanned", "compactions")
 
 
 def c_book(name: str = "c_book") -> str:
@@ -116,18 +114,6 @@ def per_type(durations: np.ndarray, labels: np.ndarray) -> dict[str, dict]:
         res[lab] = {"n": int(len(d)), "p50": float(np.percentile(d, 50)),
                     "p99": float(np.percentile(d, 99))}
     return res
-
-
-def shim_stats(eng) -> dict | None:
-    """The shim's counters of an engine built from an adapter exporting ``oc_shim_stats``."""
-    lib = getattr(eng, "_lib", None)
-    if lib is None or not hasattr(lib._dll, "oc_shim_stats"):
-        return None
-    f = lib._dll.oc_shim_stats
-    f.restype, f.argtypes = ctypes.c_int64, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-    buf = (ctypes.c_int64 * len(SHIM_STATS))()
-    n = f(eng._handle, buf, len(SHIM_STATS))
-    return dict(zip(SHIM_STATS, list(buf)[:n], strict=False))
 
 
 def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
@@ -217,8 +203,7 @@ def shim_cost(engine: str = "orderly_chaos", workload: str = "lobster_replay", *
     ``rounds`` rounds, same clock. Per type and over all native commands: p50, p99 and work
     ns/op (durations up to ``GAP_NS``), the per-round ratio shim / native with its interval.
     ``same_book`` says whether both runs traded alike (only when every command is native)."""
-    from lob.engines.foreign.adapters import adapter
-    from lob.engines.foreign.library import load
+    from lob.engines.foreign.adapters import native_replay
     from lob.engines.registry import get_engine
     from lob.measure.stats import change_of_ratios, rotations
     from lob.workloads import build as build_workload
@@ -226,10 +211,7 @@ def shim_cost(engine: str = "orderly_chaos", workload: str = "lobster_replay", *
     wl, note = declared_workload(engine, build_workload(workload, scale=scale))
     cmds = np.ascontiguousarray(wl.commands)
     n = len(cmds)
-    lib = load(adapter(engine).library, engine)
-    raw = lib._dll.oc_raw_replay
-    raw.restype = ctypes.c_int64
-    raw.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
+    raw = native_replay(engine)
     timed = cmds["timed"].astype(bool)
     labels = type_labels(cmds)
     natives = ("LIMIT", "MARKET", "CANCEL")
@@ -246,8 +228,7 @@ def shim_cost(engine: str = "orderly_chaos", workload: str = "lobster_replay", *
                 d[timed] = dt
                 trades["shim"] = len(run.fills)
             else:
-                k = ctypes.c_int64()
-                trades["native"] = int(raw(cmds.ctypes.data, n, d.ctypes.data, ctypes.byref(k)))
+                trades["native"] = raw(cmds, d)
             for g, mask in groups.items():
                 x = d[mask]
                 x = x[x >= 0]
@@ -332,5 +313,5 @@ def report(res: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["c_book", "declared_workload", "measure_beside", "per_type", "report",
+__all__ = ["SHIM_STATS", "c_book", "declared_workload", "measure_beside", "per_type", "report",
            "shim_cost", "shim_cost_report", "shim_stats", "type_labels"]

@@ -74,9 +74,14 @@ class Adapter:
         return f"{self.package.replace('-', '_')}-{self.version}"
 
     def key(self) -> str:
+        """Hash of the shim, the header's declarations (comments and spacing left out: a
+        documentation edit does not rebuild) and the flags."""
+        import re
+
         h = hashlib.sha256()
-        for p in (self.shim, HEADER):
-            h.update(p.read_bytes())
+        h.update(self.shim.read_bytes())
+        code = re.sub(r"/\*.*?\*/|//[^\n]*", "", HEADER.read_text(), flags=re.S)
+        h.update(" ".join(code.split()).encode())
         h.update(" ".join(CXXFLAGS).encode())
         return h.hexdigest()[:12]
 
@@ -223,6 +228,43 @@ def not_built_hint(name: str) -> str | None:
             f"{a.package} {a.version} from PyPI with pip and compiles lob's shim with g++)")
 
 
+SHIM_STATS = ("walks", "depth_pages", "depth_levels", "market_pieces", "readds", "reduces",
+              "live_scanned", "compactions")
+
+
+def shim_stats(eng) -> dict | None:
+    """The shim's counters (``oc_shim_stats``, outside the ABI) of an engine built from an
+    adapter that exports them, else None."""
+    import ctypes
+
+    lib = getattr(eng, "_lib", None)
+    if lib is None or not hasattr(lib._dll, "oc_shim_stats"):
+        return None
+    f = lib._dll.oc_shim_stats
+    f.restype, f.argtypes = ctypes.c_int64, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    buf = (ctypes.c_int64 * len(SHIM_STATS))()
+    n = f(eng._handle, buf, len(SHIM_STATS))
+    return dict(zip(SHIM_STATS, list(buf)[:n], strict=False))
+
+
+def native_replay(name: str):
+    """``run(cmds, durations) -> trades``: the adapter's native driver (``oc_raw_replay``,
+    outside the ABI): the same commands straight to the wrapped engine's own API, each
+    duration (ns) written into ``durations`` (int64, one per command)."""
+    import ctypes
+
+    lib = load(adapter(name).library, name)
+    raw = lib._dll.oc_raw_replay
+    raw.restype = ctypes.c_int64
+    raw.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
+
+    def run(cmds, durations) -> int:
+        k = ctypes.c_int64()
+        return int(raw(cmds.ctypes.data, len(cmds), durations.ctypes.data, ctypes.byref(k)))
+
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m lob.engines.foreign.adapters [NAME ...] [--force]``: build adapters."""
     args = sys.argv[1:] if argv is None else argv
@@ -242,5 +284,6 @@ def main(argv: list[str] | None = None) -> int:
     return rc
 
 
-__all__ = ["ADAPTERS", "Adapter", "BuildError", "BuildUnavailable", "adapter", "build",
-           "cache_dir", "main", "not_built_hint", "specs", "unbuilt"]
+__all__ = ["ADAPTERS", "SHIM_STATS", "Adapter", "BuildError", "BuildUnavailable", "adapter",
+           "build", "cache_dir", "main", "native_replay", "not_built_hint", "shim_stats", "specs",
+           "unbuilt"]
