@@ -68,9 +68,9 @@ def _clock(clock: str):
 
 
 def _workload(workload, scale: float):
-    import lob
+    from lob.workloads import build as build_workload
 
-    return lob.workload(workload, scale=scale) if isinstance(workload, str) else workload
+    return build_workload(workload, scale=scale) if isinstance(workload, str) else workload
 
 
 def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7,
@@ -82,7 +82,7 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
     or ``{engine: {"refused": message}}`` for an engine that refuses the workload's book
     (a band or STP mode it does not take).
     """
-    import lob
+    from lob.engines.registry import get_engine
 
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
@@ -93,7 +93,7 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
     live = []
     for name in engines:
         try:
-            res = lob.get_engine(name, cfg).replay(cmds)  # warm-up, untimed
+            res = get_engine(name, cfg).replay(cmds)  # warm-up, untimed
         except (ValueError, TypeError, NotImplementedError) as e:
             out[name] = {"refused": str(e).splitlines()[0]}
             continue
@@ -104,7 +104,7 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
         for order in stats.rotations(live, rounds):
             for name in order:
                 t0 = now()
-                res = lob.get_engine(name, cfg).replay(cmds)
+                res = get_engine(name, cfg).replay(cmds)
                 t1 = now()
                 out[name]["kernel"].append(res.elapsed_ns / n)
                 out[name]["replay"].append((t1 - t0) / n)
@@ -176,11 +176,11 @@ def lineage_profile(backend: str = "numba", workloads=DEFAULT_WORKLOADS, *,
 
 
 def _known_engines(include_python: bool) -> list[str]:
-    import lob
     from lob.engines import engine_spec
+    from lob.engines.registry import engine_names
 
     names = []
-    for name in lob.engine_names():
+    for name in engine_names():
         spec = engine_spec(name)
         if name == "reference" or (spec.backend == "python" and not include_python):
             continue
@@ -281,11 +281,11 @@ def command_breakdown(engine: str, workload, *, scale: float = 1.0, rounds: int 
     clock's resolution on a VM is ~10 ns, so a class's median says more than its single
     values.
     """
-    import lob
+    from lob.engines.registry import get_engine
 
     wl = _workload(workload, scale)
     cmds, cfg = wl.commands, wl.config
-    eng = lob.get_engine(engine, cfg)
+    eng = get_engine(engine, cfg)
     if getattr(eng, "clock", None) != "engine":
         raise ValueError(f"{engine!r} does not time itself inside a replay "
                          f"(clock={getattr(eng, 'clock', None)!r}); use lob.bench for it")
@@ -294,10 +294,10 @@ def command_breakdown(engine: str, workload, *, scale: float = 1.0, rounds: int 
     untimed = []
     res = None
     for _ in range(max(1, rounds)):
-        res, d = lob.get_engine(engine, cfg).replay_timed(cmds)
+        res, d = get_engine(engine, cfg).replay_timed(cmds)
         best = d if best is None else np.minimum(best, d)
         with _clock(clock):
-            plain = lob.get_engine(engine, cfg).replay(cmds)
+            plain = get_engine(engine, cfg).replay(cmds)
         untimed.append(plain.elapsed_ns / max(1, len(cmds)))
         del plain
     labels = _command_classes(cmds, res.outcomes)[timed]

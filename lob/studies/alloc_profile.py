@@ -36,15 +36,12 @@ def check_parameters(engines: Sequence[str], workloads: Sequence[str], claim_eng
                      top: int) -> None:
     """One clear ValueError for parameters that do not fit together (engine names are
     checked by ``Study.start``)."""
-    if not engines:
-        raise ValueError("engines is empty: name at least one version to profile")
-    if not workloads:
-        raise ValueError("workloads is empty: name at least one stream")
-    if claim_engine not in engines:
-        raise ValueError(f"claim_engine {claim_engine!r} must be one of engines "
-                         f"{list(engines)!r}")
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise ValueError(f"top must be >= 1, got {top!r}")
+    from lob.studies.study import at_least_one, need, one_of
+
+    need(engines, "engines", "version to profile")
+    need(workloads, "workloads", "stream")
+    one_of(claim_engine, engines, "claim_engine", "engines")
+    at_least_one(top, "top")
 
 
 def _site(path: str) -> str:

@@ -79,6 +79,7 @@ def check_parameters(compare: Sequence[str], candidates: Sequence[str], real_sca
                      speedups: Sequence[float]) -> list[str]:
     """One clear ValueError for parameters that do not fit together; returns the candidate
     list (``candidates`` or, when empty, :func:`synthetic_names`)."""
+    from lob.studies.study import at_least_one, need
     from lob.workloads import workload_names
 
     known = set(workload_names())
@@ -89,16 +90,14 @@ def check_parameters(compare: Sequence[str], candidates: Sequence[str], real_sca
     if REAL in compare or REAL in cands:
         raise ValueError(f"{REAL} is the real stream: name only synthetic streams in compare "
                          "and candidates")
-    if not compare:
-        raise ValueError("compare is empty: name at least one synthetic stream")
+    need(compare, "compare", "synthetic stream")
     if not 0 < real_scale <= 1:
         raise ValueError(f"real_scale must be in (0, 1] (a prefix of the recording), got "
                          f"{real_scale!r}")
     for what, v in (("scale", scale), ("candidate_scale", candidate_scale)):
         if not (isinstance(v, int | float) and not isinstance(v, bool) and v > 0):
             raise ValueError(f"{what} must be > 0, got {v!r}")
-    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
-        raise ValueError(f"repeat must be >= 1, got {repeat!r}")
+    at_least_one(repeat, "repeat")
     if any(not (isinstance(s, int | float) and s > 0) for s in speedups):
         raise ValueError(f"speedups must be > 0 (1: the venue's pace; math.inf: unpaced), "
                          f"got {list(speedups)!r}")

@@ -20,7 +20,27 @@ from pathlib import Path
 
 from lob.measure.stats import rotations
 
-__all__ = ["check_engines", "interleaved_throughput", "Study"]
+__all__ = ["check_engines", "interleaved_throughput", "need", "one_of", "at_least_one", "Study"]
+
+
+# --- the parameter rules every study checks, in one place --------------------------------------
+
+def need(values, name: str, what: str) -> None:
+    """ValueError unless ``values`` is non-empty (``what``: what to name instead)."""
+    if not values:
+        raise ValueError(f"{name} is empty: name at least one {what}")
+
+
+def one_of(value, options, name: str, options_name: str) -> None:
+    """ValueError unless ``value`` is one of ``options``."""
+    if value not in options:
+        raise ValueError(f"{name} {value!r} must be one of {options_name} {list(options)!r}")
+
+
+def at_least_one(value, name: str) -> None:
+    """ValueError unless ``value`` is an int >= 1 (a bool is not a count)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value!r}")
 
 
 def check_engines(names: Iterable[str]) -> None:
@@ -40,8 +60,7 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
 
     Each round replays every engine once on a fresh engine, in the round's rotated order.
     ``replay`` (default :func:`lob.replay`) is injectable for tests."""
-    if repeat < 1:
-        raise ValueError(f"repeat must be >= 1, got {repeat!r}")
+    at_least_one(repeat, "repeat")
     if replay is None:
         from lob.engines.registry import replay
     n = len(wl.commands)

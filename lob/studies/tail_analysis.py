@@ -60,13 +60,11 @@ def check_parameters(scenarios: Sequence[str], tail_scenario: str, repeat: int,
                      scale_overrides: Mapping[str, float]) -> None:
     """One clear ValueError for parameters that do not fit together (engine names are
     checked by ``Study.start``)."""
-    if not scenarios:
-        raise ValueError("scenarios is empty: name at least one orderbook-rs scenario")
-    if tail_scenario not in scenarios:
-        raise ValueError(f"tail_scenario {tail_scenario!r} must be one of scenarios "
-                         f"{list(scenarios)!r}")
-    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
-        raise ValueError(f"repeat must be >= 1, got {repeat!r}")
+    from lob.studies.study import at_least_one, need, one_of
+
+    need(scenarios, "scenarios", "orderbook-rs scenario")
+    one_of(tail_scenario, scenarios, "tail_scenario", "scenarios")
+    at_least_one(repeat, "repeat")
     unknown = set(scale_overrides) - set(scenarios)
     if unknown:
         raise ValueError(f"scale_overrides names scenarios not in `scenarios`: {sorted(unknown)}")
