@@ -6,13 +6,20 @@ The engine list is read from the registry at collection time, so engines registe
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 import lob
+
+# the differential tests' stream generators and published counters are reused by other kinds
+# (the plugin and foreign engines' fuzz, the diagnostics' cross-check): importable by name
+sys.path.insert(0, str(Path(__file__).resolve().parent / "differential"))
 from lob.semantics import BookConfig, OrderType, Outcome, Reason, Side, Status, StpMode
 
-# lob's own engines: an engine of another installed package (the example of
-# examples/py_engine, once tests/test_plugin.py has installed it) is tested by its own tests
+# lob's own engines: an engine of another installed package (the example of examples/py_engine,
+# once tests/behaviour/test_plugin.py has installed it) is tested by its own tests
 ENGINES: list[str] = [e for e in lob.engine_names() if lob.engines.engine_spec(e).source == "lob"]
 OTHER_ENGINES: list[str] = [e for e in ENGINES if e != "reference"]
 

@@ -46,7 +46,7 @@ CHANGE_WORDS = ("faster", "slower", "within noise", "inconclusive")
 # The fewest values a side from which :func:`ratio_interval` gives an interval. Below it the
 # percentile bootstrap of a median covers far less often than it claims (simulated, lognormal
 # noise, identical samples, 95%: three values a side exclude 1 in ~10-12% of cases, five in
-# ~3%; tests/test_stats.py checks it).
+# ~3%; tests/behaviour/test_stats.py checks it).
 MIN_RATIO_N = 5
 
 

@@ -11,7 +11,7 @@ and where the bytes go (:func:`sites_table`).
 
 :func:`measure_allocations` takes the notebook's parameters and returns plain records, so the
 tables, the plot and the claims are unit-tested on synthetic data
-(``tests/test_study_alloc_profile.py``).
+(``tests/studies/test_study_alloc_profile.py``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ beside the seed's.
 
 Procedures (``prepare``, ``measure_walk``) take the notebook's parameters and return plain
 data; the table builders, the plot and :func:`claims` work on that data, so
-``tests/test_study_bisection.py`` reaches every sentence on synthetic samples.
+``tests/studies/test_study_bisection.py`` reaches every sentence on synthetic samples.
 """
 
 from __future__ import annotations

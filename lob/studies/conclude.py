@@ -28,7 +28,7 @@ Run conditions and latency captures (:class:`RunConditions`, :func:`capture`,
 
 The builders at the bottom (:func:`capacity_bound`, :func:`conclude_extremes`,
 :func:`conclude_ratio`, ...) are the reusable sentences; they are unit-tested with synthetic
-tables in ``tests/test_conclude.py``.
+tables in ``tests/studies/test_conclude.py``.
 """
 
 from __future__ import annotations

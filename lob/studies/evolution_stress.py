@@ -11,7 +11,7 @@ has to lobster's baseline. Table builders (``..._table``) quote their own cells;
 regime (which baseline) is named in each measurement (:func:`claims`).
 
 Procedures return plain data (lists of records, dicts), so the builders are unit-tested on
-synthetic data (``tests/test_study_evolution_stress.py``).
+synthetic data (``tests/studies/test_study_evolution_stress.py``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ measurements (:func:`claims`). The notebook is a view over these functions.
 
 Every procedure takes the notebook's parameters and returns plain data (dicts and lists of
 records), so the table builders and the claims are unit-tested on synthetic data
-(``tests/test_study_fok_scan_bottleneck.py``).
+(``tests/studies/test_study_fok_scan_bottleneck.py``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ objects whose sentences quote their own cells; :func:`claims` builds the claim m
 
 Procedures take the notebook's parameters and return plain data (records, dicts, one
 DataFrame of per-op figures), so the tables, plots and claims are unit-tested on synthetic
-data (``tests/test_study_tail_analysis.py``). Percentile support comes only from
+data (``tests/studies/test_study_tail_analysis.py``). Percentile support comes only from
 :mod:`lob.measure.stats`.
 """
 

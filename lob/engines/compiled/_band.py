@@ -9,7 +9,7 @@ from lob.engines.bands import band_memory_limit, check_band
 
 OWNER_MAP_SIZE = 4096  # owners 1..4095 can get a level_sums slot; larger ids use a walk
 OWNER_TABLE_ENTRIES = 1 << 21  # cap on levels x owner slots (16 MB) for level_sums
-# mirrors of lob.engines.compiled.book (checked equal by tests/test_bounds.py)
+# mirrors of lob.engines.compiled.book (checked equal by tests/semantics/test_bounds.py)
 LOFF, LEVEL_COLS = 32, 4
 
 

@@ -27,7 +27,7 @@ Which commit of a repository (lob itself, or a package that registers engines th
   side, good or bad, whose median it is nearer, and says so. Looking again after every
   round is a sequential test: each look uses an interval at
   :func:`lob.measure.stats.sequential_level` (Bonferroni over the looks that can give an
-  interval). In simulation (tests/test_bisect.py: lognormal noise per value, identical
+  interval). In simulation (tests/studies/test_bisect.py: lognormal noise per value, identical
   code): no more than 5% false calls at the default and quick settings; with 10% noise,
   5 to 15 rounds and a 5% threshold, a 30% step at commit 7 of 12 is named exactly;
 * a revision where the engine or the workload does not exist, or the code does not import,

@@ -17,7 +17,7 @@ from lob.experiments import MANIFEST, MARKER, plan, run_batch, run_id
 from lob.experiments.cli import parse_assignment
 from lob.experiments.report import write_index
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 PARAMS_CELL = """\
 n: int = 2  # how many numbers to write

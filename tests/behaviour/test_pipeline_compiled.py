@@ -31,7 +31,7 @@ from lob.semantics import COMMAND_DTYPE, OUTCOME_DTYPE, BookConfig
 from lob.system import realtime_allowed
 
 CFG = BookConfig(1, 99)
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 import lob
 from lob.engines import registry
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "py_engine"
 DIST = "lob-listbook"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-LOB = Path(__file__).resolve().parents[1] / "lob"
+LOB = Path(__file__).resolve().parents[2] / "lob"
 PROTOCOL_USERS = ("workloads", "measure", "pipeline", "studies", "experiments")
 # the package order: a module may import its own layer and the layers before it, never after
 # (at module or function level). lob/__init__ (the facade) and lob/cli.py sit above all.

@@ -28,7 +28,7 @@ from lob.semantics import (
     checksum,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NUMBA_VERSIONS = list(backend_versions("numba"))
 
 

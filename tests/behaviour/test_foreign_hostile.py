@@ -27,7 +27,7 @@ from lob.engines.foreign import ENV, ForeignEngineError, open_engine
 from lob.engines.foreign.engine import command_text
 from lob.engines.foreign.library import HEADER
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "c_engine"
 
 HOSTILE = r"""

@@ -20,7 +20,7 @@ from lob.experiments import (
     run_batch,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 EXPERIMENTS = experiment_names()
 NB_IDS = [p.stem for p in NOTEBOOKS]
@@ -87,7 +87,7 @@ def test_parameters_documented_and_quick_is_the_default(name):
         exp.param_sets(preset)  # every preset (and grid point) validates against the cell
 
 
-# nbval runs every notebook once in `make test` (tests/test_claims_outputs.py reads what it
+# nbval runs every notebook once in `make test` (tests/notebooks/test_claims_outputs.py reads what it
 # wrote); through the runner, with its artifacts checked, under `make test-extended`
 @pytest.mark.extended
 @pytest.mark.parametrize("name", EXPERIMENTS)

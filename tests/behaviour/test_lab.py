@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "alloc_profile"  # a quick, timing-free notebook
 pytest.importorskip("jupyterlab")
 websocket = pytest.importorskip("websocket")  # websocket-client, a jupyter_server dependency

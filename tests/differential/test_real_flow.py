@@ -25,7 +25,7 @@ from lob.semantics import Kind, OrderType, Status
 from lob.workloads import bitstamp, build, fetch
 from lob.workloads.fetch import OB_ANALYTICS, DataFetchError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FULL = (1, 0)  # the full price range: reference only
 NARROW = (70_000, 90_000)  # for the scan-from-the-edge engine (v0+pool@numba): 20k ticks
 SLOW_AT_DEFAULT = {"v0+pool@numba"}  # re-scans from the band edge on every match step

@@ -48,7 +48,8 @@ def fake(shas, step_at=None, factor=1.0, sigma=0.0, seed=0, broken=()):
     return measure
 
 
-@pytest.mark.slow
+@pytest.mark.extended  # ~3 minutes of real processes (5 rounds before any call); the search
+# logic is covered by the simulated searches below, in every `make test`
 def test_names_exactly_the_slow_commit_and_skips_the_broken_one(demo, tmp_path, capsys):
     repo, shas, cache = demo
     out = tmp_path / "run"

@@ -1,7 +1,7 @@
 """lob.studies.real_flow on synthetic data: the order-life and flow figures from hand-made
 replay outputs, the distance that picks the closest stream, every sentence branch of every
 table builder, the procedures with injected captures, and the plots. No fetch of the real
-data here (tests/test_real_flow.py runs the study on the real stream)."""
+data here (tests/differential/test_real_flow.py runs the study on the real stream)."""
 
 from __future__ import annotations
 

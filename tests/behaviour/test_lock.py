@@ -27,7 +27,7 @@ from lob.experiments import MANIFEST, MARKER, plan, run_batch
 from lob.experiments.job import run_job
 from lob.experiments.lock import LOCK_FILE, ArtifactsLocked, artifacts_lock, holder
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -45,7 +45,7 @@ VARIANTS = ("command/fields", "command/line", "chunk/line", "chunk/line/realtime
 BASE = "command/line"
 HICCUP_S = 2.0  # the machine's pauses recorded for this long on every CPU
 STALL_NS = 500_000  # a publish gap this long: the run met a stall that alone sets its p99
-OUT = Path(__file__).resolve().parents[1] / "artifacts" / "bench" / "pipeline"
+OUT = Path(__file__).resolve().parents[2] / "artifacts" / "bench" / "pipeline"
 QS = {"p50": 0.5, "p99": 0.99, "p99.9": 0.999}
 ROW_FIELDS = ("round", "variant", "pinning", "fraction", "keeps_up", "samples", *QS,
               "gaps_gt_10us", "longest_gap_us", "gap_share", "span_ms", "stalled", "drain_ns",

@@ -12,7 +12,7 @@ import pytest
 from lob.cli import main
 from lob.experiments import plan
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- scale limits and nested values, checked before any kernel starts ----------------------

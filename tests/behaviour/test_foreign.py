@@ -47,7 +47,7 @@ from lob.semantics import (
     checksum,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "c_engine"
 NAME = "c_book_test"  # registered by the fixture (the example's own TOML says "c_book")
 FUZZ_LEN = 17_000  # per (profile, STP mode): 4 x 4 x 17,000 = 272,000 commands

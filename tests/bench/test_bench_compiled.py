@@ -25,7 +25,7 @@ from lob.measure.hgrm import write_hgrm
 from lob.measure.latency import histogram_from
 
 REPEAT = 5
-OUT = Path(__file__).resolve().parents[1] / "artifacts" / "bench" / "compiled"
+OUT = Path(__file__).resolve().parents[2] / "artifacts" / "bench" / "compiled"
 PERCENTILES = (50, 90, 99, 99.9, 99.99)
 
 
@@ -177,7 +177,7 @@ def _with_c_book(monkeypatch) -> None:
     from lob.engines import registry
 
     build = OUT / "c_book"
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     subprocess.run(["make", "-s", "-C", str(repo / "examples" / "c_engine"),
                     f"BUILD={build}"], check=True)
     toml = build / "engine.toml"
