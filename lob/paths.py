@@ -7,10 +7,12 @@ fetched data, bisect checkouts)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
-__all__ = ["repo_root", "experiments_dir", "artifacts_dir", "notebooks_dir", "cache_dir"]
+__all__ = ["repo_root", "experiments_dir", "artifacts_dir", "notebooks_dir", "cache_dir",
+           "file_sha256"]
 
 
 def repo_root() -> Path:
@@ -43,3 +45,12 @@ def cache_dir(*parts: str) -> Path:
         xdg = os.environ.get("XDG_CACHE_HOME")
         root = (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "lob"
     return root.joinpath(*parts)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes, read in 1 MiB blocks (a fetched wheel, a built library)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

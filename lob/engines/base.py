@@ -183,6 +183,13 @@ class Interactive:
                       as_int("price_hi", price_hi)))
 
 
+def set_command_row(row, values) -> None:
+    """Write one command's plain ints (``EXEC_FIELDS`` order) into a COMMAND_DTYPE record,
+    each checked by :func:`lob.semantics.command_field` (the compiled engines' ``step``)."""
+    for f, v in zip(EXEC_FIELDS, values, strict=True):
+        row[f] = command_field(f, v)
+
+
 def store_fills(fills: np.ndarray | None, got: np.ndarray) -> int:
     """Copy ``got`` (FILL_DTYPE) into the caller's ``fills``; ValueError if it is too short."""
     k = len(got)
@@ -194,4 +201,4 @@ def store_fills(fills: np.ndarray | None, got: np.ndarray) -> int:
 
 
 __all__ = ["EXEC_FIELDS", "Engine", "EngineSpec", "Interactive", "ReplayResult", "as_int",
-           "command_tuples", "execute_values", "store_fills"]
+           "command_tuples", "execute_values", "set_command_row", "store_fills"]

@@ -145,7 +145,26 @@ def execute_notebook(job: Job) -> None:
 
     _kernel_env()
     out = Path(job.run_dir)
-    crash.arm()  # the kernel marks foreign engine calls: a crash in one is named (explain)
+    # the kernel marks foreign engine calls, so a crash in one is named (crash.explain); the
+    # marker is armed for this kernel only: left set, it would follow this process into later
+    # work (a `lob bench` started from here would think a batch is watching it)
+    prev = os.environ.get(crash.ENV)
+    crash.arm()
+    try:
+        _papermill(pm, job, out)
+    except Exception as e:
+        told = crash.explain(e)
+        if told is e:
+            raise
+        raise told from e
+    finally:
+        if prev is None:
+            os.environ.pop(crash.ENV, None)
+        else:
+            os.environ[crash.ENV] = prev
+
+
+def _papermill(pm, job: Job, out: Path) -> None:
     # kernel "python3" resolves to this interpreter: jupyter_client swaps a spec's "python"
     # for sys.executable, and the venv's own kernelspec comes first on its jupyter path
     pm.execute_notebook(_with_kernelspec(job.notebook), str(out / f"{job.experiment}.ipynb"),

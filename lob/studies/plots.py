@@ -21,7 +21,7 @@ Or, for the common "one value per engine (and workload)" chart, all of the above
 >>> fig, ax = plots.subplots()
 >>> plots.bars(ax, frame, ylabel="ns/op", title="cost per op", refs={"seed 000": 42.0})
 
-Save with :func:`lob.experiments.nb.save_figure` (``bbox_inches="tight"`` keeps an outside
+Save with :func:`lob.studies.nb.save_figure` (``bbox_inches="tight"`` keeps an outside
 legend in the PNG). Do not call ``fig.tight_layout()`` on a figure from :func:`subplots`:
 it already uses matplotlib's constrained layout, which keeps titles, labels and outside
 legends apart.

@@ -14,7 +14,6 @@ the command to run elsewhere (offline, a wrong hash, a corrupt or truncated file
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -80,11 +79,9 @@ def _path(ds: Dataset) -> Path:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    from lob.paths import file_sha256
+
+    return file_sha256(path)
 
 
 def _elsewhere(ds: Dataset) -> str:

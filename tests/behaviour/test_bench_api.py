@@ -9,11 +9,11 @@ import pytest
 import lob
 import lob.workloads
 from lob.cli import main
-from lob.experiments import nb
 from lob.measure import load_results
 from lob.measure.hgrm import decode, read_hgrm
 from lob.measure.results import BenchResult, LatencyRun, MixedRunsError
 from lob.semantics import commands
+from lob.studies import nb
 
 bench_mod = importlib.import_module("lob.measure.bench")  # the module, not the function
 

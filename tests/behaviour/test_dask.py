@@ -27,7 +27,7 @@ out_dir: str = ""  # run directory (set by the runner)
 START = """\
 import json, os, signal, time
 from pathlib import Path
-from lob.experiments.nb import run_dir, write_summary
+from lob.studies.nb import run_dir, write_summary
 out = run_dir(out_dir, "dummy")
 t0 = time.time()
 """

@@ -30,7 +30,7 @@ out_dir: str = ""  # run directory (set by the runner)
 BODY = """\
 import os, time, uuid
 from pathlib import Path
-from lob.experiments.nb import run_dir, write_summary
+from lob.studies.nb import run_dir, write_summary
 out = run_dir(out_dir, "dummy")
 (out / "token.txt").write_text(uuid.uuid4().hex)
 hang = os.environ.get("LOB_TEST_HANG")

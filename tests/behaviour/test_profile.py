@@ -60,10 +60,12 @@ def test_side_by_side_names_an_engine_that_refuses_the_book(monkeypatch):
         raise ValueError("picky: takes no band this wide\nsecond line")
 
     spec = EngineSpec("picky", refuse, "refuses every book", "numba")
-    real_spec, real_get = lob.engines.engine_spec, lob.get_engine
+    from lob.engines import registry
+
+    real_spec, real_get = lob.engines.engine_spec, registry.get_engine
     monkeypatch.setattr(lob.engines, "engine_spec",
                         lambda name: spec if name == "picky" else real_spec(name))
-    monkeypatch.setattr(lob, "get_engine",
+    monkeypatch.setattr(registry, "get_engine",
                         lambda name, cfg=None: refuse(cfg) if name == "picky"
                         else real_get(name, cfg))
     t = pf.side_by_side(["v4@numba", "picky"], ("lobster_replay",), scale=SCALE, rounds=5)

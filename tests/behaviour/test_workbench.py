@@ -14,13 +14,13 @@ import pytest
 from lob.cli import main as lob_main
 from lob.experiments import MARKER, run_batch
 from lob.experiments import job as job_mod
-from lob.experiments.nb import run_dir
 from lob.experiments.report import slug, write_index
+from lob.studies.nb import run_dir
 
 PARAMS = 'n: int = 2  # rows\nout_dir: str = ""  # run folder (set by the runner)\n'
 BODY = """\
 import uuid
-from lob.experiments.nb import run_dir, write_summary
+from lob.studies.nb import run_dir, write_summary
 out = run_dir(out_dir, "dummy")
 (out / "token.txt").write_text(uuid.uuid4().hex)
 write_summary(out, tables={"t": [{"i": i} for i in range(n)]}, conclusion="ok",
@@ -217,3 +217,29 @@ def test_workloads_describe_states_scale_and_no_na_rates(capsys):
     assert "..." not in out and "provenance:" in out
     with pytest.raises(SystemExit):
         lob_main(["workloads", "describe", "cancel_only", "--scale", "nan"])
+
+
+@pytest.mark.parametrize("dies", [False, True])
+def test_the_crash_marker_is_armed_for_the_kernel_only(tmp_path, monkeypatch, dies):
+    """A batch arms the foreign-call marker for each notebook's kernel and disarms it after:
+    left set, a later `lob bench` from the same process would skip its crash guard."""
+    from lob.engines.foreign import crash
+
+    monkeypatch.delenv(crash.ENV, raising=False)
+    seen = []
+
+    def fake(pm, job, out):
+        seen.append(os.environ.get(crash.ENV))
+        if dies:
+            raise RuntimeError("Kernel died before replying to kernel_info")
+
+    monkeypatch.setattr(job_mod, "_papermill", fake)
+    job = job_mod.Job("dummy", str(tmp_path / "nb.ipynb"), "quick", {}, "quick-x",
+                      str(tmp_path), str(tmp_path))
+    if dies:
+        with pytest.raises(RuntimeError, match="Kernel died"):  # no foreign call: as it was
+            job_mod.execute_notebook(job)
+    else:
+        job_mod.execute_notebook(job)
+    assert seen and seen[0]  # armed while the kernel ran
+    assert crash.ENV not in os.environ

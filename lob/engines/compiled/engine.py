@@ -13,7 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from lob.engines import toggles as tg
-from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int, store_fills
+from lob.engines.base import (
+    Interactive,
+    ReplayResult,
+    as_int,
+    set_command_row,
+    store_fills,
+)
 from lob.engines.compiled import _band
 from lob.engines.compiled import book as bk
 from lob.engines.compiled import kernel as kn
@@ -32,10 +38,9 @@ from lob.semantics import (
 _BEST = {"scan": bk.BEST_SCAN, "bitmap": bk.BEST_BITMAP}
 _FOK = {"full": bk.FOK_FULL, "early_exit": bk.FOK_EARLY_EXIT, "level_sums": bk.FOK_LEVEL_SUMS}
 _IDS = {"array": bk.IDS_ARRAY, "bitset": bk.IDS_BITSET}
-_LIMITS = {f: np.iinfo(COMMAND_DTYPE[f]) for f in EXEC_FIELDS}
 
 
-_COMPILED_SOURCES = ("book.py", "check.py", "clock.py", "kernel.py")  # the @njit code
+_COMPILED_SOURCES = ("book.py", "check.py", "clock.py", "codes.py", "kernel.py")  # the @njit code
 
 
 def _drop_stale_cache(cache_dir: Path | None = None) -> bool:
@@ -305,12 +310,7 @@ class CompiledEngine(Interactive):
         """Run one command (plain ints, ``EXEC_FIELDS`` order) through the kernel; returns
         the outcome tuple. A value outside its command field's range raises ValueError."""
         row = self._one
-        for f, v in zip(EXEC_FIELDS, (kind, otype, side, owner, price, qty, oid, price_hi),
-                        strict=True):
-            info = _LIMITS[f]
-            if not info.min <= v <= info.max:
-                raise ValueError(f"command field {f!r} = {v} is outside {COMMAND_DTYPE[f]}")
-            row[f] = v
+        set_command_row(row, (kind, otype, side, owner, price, qty, oid, price_hi))
         if self._G[bk.NEXT_ID] + 2 > self._IDX.size:
             self._grow(kn.GROW_INDEX)
         self._run(row, self._one_out, None)

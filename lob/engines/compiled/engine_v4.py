@@ -18,7 +18,13 @@ import time
 import numpy as np
 
 from lob.engines import toggles as tg
-from lob.engines.base import EXEC_FIELDS, Interactive, ReplayResult, as_int, store_fills
+from lob.engines.base import (
+    Interactive,
+    ReplayResult,
+    as_int,
+    set_command_row,
+    store_fills,
+)
 from lob.engines.compiled import _band
 from lob.engines.compiled import _buffers as bf
 from lob.engines.compiled import kernel_v4 as k4
@@ -34,7 +40,6 @@ from lob.semantics import (
 )
 
 _FOK = {"full": k4.FOK_FULL, "early_exit": k4.FOK_EARLY_EXIT, "level_sums": k4.FOK_LEVEL_SUMS}
-_LIMITS = {f: np.iinfo(COMMAND_DTYPE[f]) for f in EXEC_FIELDS}
 _PRESIZE = 1 << 16  # nodes and fill rows reserved from a stream's submit count (2 MB each)
 
 
@@ -238,12 +243,7 @@ class PackedEngine(Interactive):
         """Run one command (plain ints, ``EXEC_FIELDS`` order) through the kernel; returns
         the outcome tuple. A value outside its command field's range raises ValueError."""
         row = self._one
-        for f, v in zip(EXEC_FIELDS, (kind, otype, side, owner, price, qty, oid, price_hi),
-                        strict=True):
-            info = _LIMITS[f]
-            if not info.min <= v <= info.max:
-                raise ValueError(f"command field {f!r} = {v} is outside {COMMAND_DTYPE[f]}")
-            row[f] = v
+        set_command_row(row, (kind, otype, side, owner, price, qty, oid, price_hi))
         if self._S[k4.NEXT_ID] + 2 > self._IDX.size:
             self._grow(k4.GROW_INDEX)
         self._run(row, self._one_out, None)

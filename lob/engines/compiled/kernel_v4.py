@@ -38,16 +38,52 @@ from numba import njit
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
 from lob.engines.compiled.clock import monotonic_ns
+from lob.engines.compiled.codes import (  # noqa: F401 - the kernel's names for them
+    ACCEPTED,
+    CANCEL,
+    CANCELLED,
+    DONE,
+    FILLED,
+    FOK,
+    GROW_FILLS,
+    GROW_INDEX,
+    GROW_POOL,
+    IOC,
+    LIMIT,
+    MARKET,
+    MASS_CANCEL,
+    MODIFY,
+    NOT_FOUND,
+    NOTIONAL,
+    PARTIAL,
+    POST_ONLY,
+    R_BAD_KIND,
+    R_BAD_OWNER,
+    R_BAD_PRICE,
+    R_BAD_QTY,
+    R_BAD_SCOPE,
+    R_BAD_SIDE,
+    R_BAD_TYPE,
+    R_FOK_UNFILLABLE,
+    R_NO_LIQUIDITY,
+    R_POOL_FULL,
+    R_SELF_TRADE,
+    R_UNKNOWN_ID,
+    R_WOULD_CROSS,
+    REJECTED,
+    SCOPE_ALL,
+    SCOPE_OWNER,
+    SCOPE_RANGE,
+    SCOPE_SIDE,
+    STP_MAKER,
+    STP_NONE,
+    STP_TAKER,
+    SUBMIT,
+)
 from lob.semantics import (
     MAX_NOTIONAL,
     MAX_PRICE,
     MAX_QTY,
-    Kind,
-    OrderType,
-    Reason,
-    Scope,
-    Status,
-    StpMode,
 )
 
 # one resting order: ND[node].nxt etc. (32 bytes)
@@ -66,24 +102,6 @@ S_SIZE = 32
 
 FOK_FULL, FOK_EARLY_EXIT, FOK_LEVEL_SUMS = 0, 1, 2
 
-FILLED, PARTIAL, ACCEPTED, CANCELLED, REJECTED, NOT_FOUND = (
-    int(Status.FILLED), int(Status.PARTIALLY_FILLED), int(Status.ACCEPTED),
-    int(Status.CANCELLED), int(Status.REJECTED), int(Status.NOT_FOUND))
-R_BAD_KIND, R_BAD_TYPE, R_BAD_SIDE, R_BAD_OWNER, R_BAD_QTY, R_BAD_PRICE = (
-    int(Reason.BAD_KIND), int(Reason.BAD_TYPE), int(Reason.BAD_SIDE), int(Reason.BAD_OWNER),
-    int(Reason.BAD_QTY), int(Reason.BAD_PRICE))
-R_BAD_SCOPE, R_UNKNOWN_ID, R_NO_LIQUIDITY, R_FOK_UNFILLABLE = (
-    int(Reason.BAD_SCOPE), int(Reason.UNKNOWN_ID), int(Reason.NO_LIQUIDITY),
-    int(Reason.FOK_UNFILLABLE))
-R_WOULD_CROSS, R_SELF_TRADE, R_POOL_FULL = (
-    int(Reason.WOULD_CROSS), int(Reason.SELF_TRADE), int(Reason.POOL_FULL))
-LIMIT, IOC, FOK, POST_ONLY, MARKET, NOTIONAL = (int(t) for t in OrderType)
-STP_NONE, STP_MAKER, STP_TAKER = (
-    int(StpMode.NONE), int(StpMode.CANCEL_MAKER), int(StpMode.CANCEL_TAKER))
-SUBMIT, CANCEL, MODIFY, MASS_CANCEL = (int(k) for k in Kind)
-SCOPE_ALL, SCOPE_SIDE, SCOPE_OWNER, SCOPE_RANGE = (int(x) for x in Scope)
-
-DONE, GROW_POOL, GROW_FILLS, GROW_INDEX = 0, 1, 2, 3
 
 _ONE = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)

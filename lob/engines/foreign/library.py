@@ -15,7 +15,6 @@ filled with a canary pattern, verified after every call (:class:`GuardedArray`).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import mmap
 import os
 import shutil
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lob.paths import file_sha256
 from lob.semantics import COMMAND_DTYPE, FILL_DTYPE, OUTCOME_DTYPE
 
 ABI_VERSION = 2  # must equal LOB_ABI_VERSION in lob_engine.h
@@ -94,12 +94,6 @@ def cache_dir() -> Path:
     return lob_cache()
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def identity(path: str | os.PathLike) -> dict:
