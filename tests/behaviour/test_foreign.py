@@ -9,8 +9,10 @@ built with gcc into a temporary folder; without gcc these tests skip, saying so.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -778,23 +780,37 @@ def test_adapter_build_without_compiler_or_index_says_so(tmp_path, monkeypatch, 
     assert OC in lob.engine_names()
 
 
-# --- the notebooks, by name ------------------------------------------------------------------
+# --- the studies, by name, in a fresh process (a notebook's kernel is one) ----------------------
+
+_STUDY = {
+    "tail_analysis": (
+        "from lob.studies import tail_analysis as ta; "
+        "v = ta.measure_versions([name], ['add_only', 'mixed_70_20_10'], 0.001, 1, False, out); "
+        "print(json.dumps(v['rows']))"),
+    "fok_scan_bottleneck": (
+        "import lob; from lob.studies import fok_scan_bottleneck as fs; "
+        "wl = lob.workload('cpp_comprehensive', scale=0.002); "
+        "c = fs.measure_comprehensive(['v0', 'v1', 'v2', name], wl, 1, 'v2'); "
+        "lat = fs.measure_latency([name], wl, out); "
+        "print(json.dumps([{'engine': e, 'ns': n} for e, n in c['ns_op'].items()] "
+        "+ lat['rows']))"),
+}
+
 
 @pytest.mark.slow
-@pytest.mark.parametrize("notebook,overrides", [
-    ("tail_analysis", {"engines": [NAME]}),
-    ("fok_scan_bottleneck", {"lineage": ["v0", "v1", "v2", NAME], "latency": [NAME]}),
-])
-def test_notebooks_run_the_engine_by_name(toml, notebook, overrides, tmp_path, monkeypatch):
-    from lob.experiments import run_batch
-
-    monkeypatch.setenv(ENV, str(toml))  # the papermill kernel finds the engine through it
-    assert run_batch([notebook], "quick", overrides, artifacts=tmp_path, progress=False) == 0
-    (run,) = (tmp_path / notebook).iterdir()
-    assert list(run.glob(f"{NAME}*.hgrm")), "no latency histogram of the C engine"
-    summary = json.loads((run / "summary.json").read_text())
-    rows = [r for t in summary["tables"].values() for r in t]
-    assert any(NAME in map(str, r.values()) for r in rows), "C engine missing from the tables"
+@pytest.mark.parametrize("study", sorted(_STUDY))
+def test_studies_run_the_engine_by_name(toml, study, tmp_path):
+    """A fresh interpreter, as a notebook's kernel is, finds the TOML engine through
+    $LOB_ENGINES_TOML and the study measures it like lob's own (the notebooks themselves run
+    once, under nbval, with their default engines)."""
+    code = f"import json, sys; name, out = sys.argv[1], sys.argv[2]; {_STUDY[study]}"
+    env = dict(os.environ, **{ENV: str(toml)})
+    r = subprocess.run([sys.executable, "-c", code, NAME, str(tmp_path)], env=env,
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = json.loads(r.stdout.strip().splitlines()[-1])
+    assert any(NAME in map(str, x.values()) for x in rows), "C engine missing from the rows"
+    assert list(tmp_path.glob(f"{NAME}*.hgrm")), "no latency histogram of the C engine"
 
 
 # --- the figure (a benchmark, not a test: `make bench` runs it) ------------------------------

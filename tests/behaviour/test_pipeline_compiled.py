@@ -345,7 +345,7 @@ def test_clean_stale_spares_live_owners(tmp_path):
 @pytest.mark.slow
 def test_under_numba_boundscheck(tmp_path):
     """The compiled loops (and the kernel they call) with bounds checks on, in a subprocess
-    with its own numba cache (everything compiles there: slow)."""
+    with the bounds-checked builds' own numba cache (conftest.boundscheck_cache)."""
     code = textwrap.dedent("""
         import math
         import lob
@@ -366,7 +366,9 @@ def test_under_numba_boundscheck(tmp_path):
     """)
     script = tmp_path / "bc.py"
     script.write_text(code)
-    env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+    from conftest import boundscheck_cache
+
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=boundscheck_cache(),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                        timeout=1200)
