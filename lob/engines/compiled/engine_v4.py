@@ -28,7 +28,7 @@ from lob.engines.base import (
 from lob.engines.compiled import _band
 from lob.engines.compiled import _buffers as bf
 from lob.engines.compiled import kernel_v4 as k4
-from lob.engines.compiled.engine import _zeros
+from lob.engines.compiled.engine import CompiledEngine, _zeros
 from lob.semantics import (
     COMMAND_DTYPE,
     FILL_DTYPE,
@@ -214,13 +214,7 @@ class PackedEngine(Interactive):
         elapsed = self._run(cmds, out, durs)
         return ReplayResult(self.name, out, self._lend_fills(), elapsed, self), durs
 
-    def clock_overhead(self, samples: int = 100_000) -> dict:
-        """Cost of one read of the in-kernel clock (back-to-back reads in compiled code)."""
-        from lob.engines.compiled.clock import kernel_clock_overhead
-
-        o = kernel_clock_overhead(samples)
-        return {"source": f"{o['clock']} in-kernel", "min_ns": o["min"],
-                "median_ns": o["median"], "p99_ns": o["p99"], "samples": o["samples"]}
+    clock_overhead = CompiledEngine.clock_overhead  # the same in-kernel clock
 
     def _lend_fills(self) -> np.ndarray:
         """The fills of this replay as a view for a result; the next replay takes a fresh

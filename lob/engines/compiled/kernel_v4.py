@@ -80,6 +80,7 @@ from lob.engines.compiled.codes import (  # noqa: F401 - the kernel's names for 
     STP_TAKER,
     SUBMIT,
 )
+from lob.engines.compiled.kernel import put  # one outcome-row writer for both kernels
 from lob.semantics import (
     MAX_NOTIONAL,
     MAX_PRICE,
@@ -285,18 +286,6 @@ def consts(S):
     size, owner slots per level)."""
     return (S[WIDTH], S[LO], S[NW0], S[NW1], S[FOK_MODE] == FOK_LEVEL_SUMS, S[OWNSUMS] != 0,
             S[OSLOT_SIZE], S[K])
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def put(out, i, status, reason, oid, remaining, filled, fills, removed):
-    r = out[i]
-    r.status = status
-    r.reason = reason
-    r.id = oid
-    r.remaining = remaining
-    r.filled = filled
-    r.fills = fills
-    r.removed = removed
 
 
 # --- rare paths: real calls, state through S ---------------------------------------------
