@@ -55,10 +55,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from lob.measure.stats import CLOCK_FLOOR_TICKS, at_clock_floor
+from lob.measure.stats import CLOCK_FLOOR_TICKS, at_clock_floor, change_beyond_aa
 from lob.studies.claims.model import _UNSET, Claim, _equal, _show, for_experiment
 from lob.studies.conclude import fmt
 
+MIN_RUNS = 5  # a figure judged against a seed's comes from at least this many independent runs
 VERDICTS = ("reproduced", "direction only", "inconclusive", "inconclusive: single point",
             "not reproduced", "not comparable", "not comparable: different mechanism",
             "not comparable: at the clock floor", "not measured")
@@ -67,7 +68,8 @@ VERDICTS = ("reproduced", "direction only", "inconclusive", "inconclusive: singl
 def measurement(value, *, diagnostics: dict | None = None, explain: dict | None = None,
                 detail: str = "", ci: tuple[float, float] | None = None,
                 ci_what: str = "", mechanisms: list[str] | tuple[str, ...] | None = None,
-                clock: dict | None = None, parts: dict[str, dict] | None = None) -> dict:
+                clock: dict | None = None, parts: dict[str, dict] | None = None,
+                aa: dict | None = None, runs: int | None = None) -> dict:
     """The record a notebook stores under ``summary["claims"][id]``.
 
     ``value``: lob's figure in the claim's metric (a ratio, or a dict of counters);
@@ -81,7 +83,11 @@ def measurement(value, *, diagnostics: dict | None = None, explain: dict | None 
     ``lob_step`` / ``lob_mechanisms``); ``clock``: ``{"tick_ns": lob's tick measured from the
     samples (:func:`lob.measure.stats.clock_grid`), "percentiles": {name: ns}}`` (the
     percentiles entering ``value``), for the clock-floor check; ``parts``: name ->
-    measurement record, one per variant judged on its own (e.g. per transport).
+    measurement record, one per variant judged on its own (e.g. per transport); ``aa``: the
+    experiment's A/A control, :func:`lob.measure.stats.aa_band` of the ratios of the same
+    engine measured twice in the same interleaving (a claim about a change, pivot 1, is then
+    called only when lob's whole interval lies beyond that band); ``runs``: how many
+    independent runs (fresh captures, interleaved) the figure comes from.
     """
     def plain(v):
         if hasattr(v, "item"):
@@ -109,6 +115,14 @@ def measurement(value, *, diagnostics: dict | None = None, explain: dict | None 
         rec["clock"] = plain(clock)
     if parts:
         rec["parts"] = {str(k): dict(x) for k, x in parts.items()}
+    if aa is not None:
+        if "low" not in aa or "high" not in aa:
+            raise ValueError(f"aa needs low and high (stats.aa_band), got {aa!r}")
+        rec["aa"] = plain({k: aa.get(k) for k in ("low", "high", "n", "what")})
+    if runs is not None:
+        if int(runs) < 1:
+            raise ValueError(f"runs must be >= 1, got {runs!r}")
+        rec["runs"] = int(runs)
     return rec
 
 
@@ -176,7 +190,11 @@ def _interval_note(c: Claim, m: dict) -> str:
     if ci is None:
         why = what.removeprefix("no interval: ")
         return f" [no interval available{': ' + why if why else ''}]"
-    return f" [{_fine(ci[0])}-{_fine(ci[1])}{': ' + what if what else ': noise interval'}]"
+    aa = m.get("aa") or {}
+    band = (f"; A/A control {_fine(aa['low'])}-{_fine(aa['high'])} ({aa.get('n')} ratios)"
+            if aa.get("low") is not None else "")
+    return (f" [{_fine(ci[0])}-{_fine(ci[1])}{': ' + what if what else ': noise interval'}"
+            f"{band}]")
 
 
 def _explain(m: dict) -> str:
@@ -227,12 +245,14 @@ def judge(claim: Claim, m: dict | None, *, link: str = "", machine: str = "") ->
     if parts:
         verdict, reason, lob_fig = _judge_parts(claim, parts)
         return Verdict(claim, verdict, lob_fig, regime, reason + engines, link, machine, ex)
-    if claim.kind in ("ratio", "direction") and _ci(m) is None and _number(v):
+    few = m.get("runs") is not None and m["runs"] < MIN_RUNS
+    if claim.kind in ("ratio", "direction") and (_ci(m) is None or few) and _number(v):
         seed = fmt(claim.value) if claim.kind == "ratio" else claim.direction
+        what = (f"{m['runs']} independent run(s), fewer than {MIN_RUNS}" if few else
+                "one measurement without a noise interval")
         return Verdict(claim, "inconclusive: single point", lob_fig, regime,
-                       f"lob {_show(v)} vs seed {seed}: one measurement without a noise "
-                       "interval can neither reproduce nor refute the seed's figure" + engines,
-                       link, machine, ex)
+                       f"lob {_show(v)} vs seed {seed}: {what} can neither reproduce nor "
+                       "refute the seed's figure" + engines, link, machine, ex)
     verdict, reason = _compare(claim, v, m)
     return Verdict(claim, verdict, lob_fig, regime, reason + engines, link, machine, ex)
 
@@ -323,6 +343,15 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
                 f"lob {fmt(v)} {'inside' if ok else 'outside'} {fmt(lo)}-{fmt(hi)}")
     ci = _ci(m)
     pivot = c.pivot
+    aa = m.get("aa") or {}
+    if pivot == 1 and ci and aa.get("low") is not None \
+            and change_beyond_aa(ci[0], ci[1], aa) not in ("faster", "slower"):
+        # a change claim: identical code measured twice moves this much, so a difference
+        # that reaches into that band is not told apart from noise
+        return "inconclusive", (f"lob {fmt(v)}, interval {_fine(ci[0])}-{_fine(ci[1])}, "
+                                f"reaches into the A/A control's band {_fine(aa['low'])}-"
+                                f"{_fine(aa['high'])} (the same engine measured twice in the "
+                                "same interleaving): not told apart from noise")
     if pivot is not None and ci and ci[0] <= pivot <= ci[1]:
         # both directions inside the noise: inconclusive (a rerun could land on either side)
         # unless the interval also rules out the seed's whole tolerance band
