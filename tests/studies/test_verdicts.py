@@ -260,3 +260,39 @@ def test_a_pipeline_run_is_judged_with_todays_definitions(tmp_path):
     assert m["ci"][0] > 0.8 and "20 of 20" in m["detail"]
     by = {v.claim.id: v for v in C.verdicts(tmp_path)}
     assert by["s003_pipeline_saturation"].verdict == "reproduced"
+
+
+# --- the A/A control and the count of runs -------------------------------------------------
+
+def test_a_change_inside_the_aa_band_is_inconclusive_beyond_it_judged():
+    from lob.measure.stats import aa_band
+
+    c = _claim(value=1.15, tolerance=0.3)  # a small change: seed 1.15, pivot 1
+    band = aa_band([0.9, 1.1, 0.95, 1.05, 1.08, 0.93])  # identical code moved up to ~11%
+    inside = C.judge(c, _m(1.12, 1.06, 1.18, aa=band, runs=7))
+    assert inside.verdict == "inconclusive"
+    assert "A/A control" in inside.reason and "not told apart from noise" in inside.reason
+    assert "A/A control" in inside.lob_figure  # the band is shown beside the figure
+    beyond = C.judge(c, _m(1.25, 1.20, 1.30, aa=band, runs=7))
+    assert beyond.verdict == "reproduced"
+    # without the control the same interval would have been called reproduced
+    assert C.judge(c, _m(1.12, 1.06, 1.18, runs=7)).verdict == "reproduced"
+    # too few A/A ratios: no band, so the control decides nothing
+    assert C.judge(c, _m(1.12, 1.06, 1.18, aa=aa_band([1.0, 1.1]), runs=7)).verdict == \
+        "reproduced"
+
+
+def test_fewer_than_five_runs_is_a_single_point_even_with_an_interval():
+    c = _claim()
+    v = C.judge(c, _m(2.1, 2.0, 2.2, runs=3))
+    assert v.verdict == "inconclusive: single point" and "3 independent run(s)" in v.reason
+    assert C.judge(c, _m(2.1, 2.0, 2.2, runs=5)).verdict == "reproduced"
+
+
+def test_measurement_checks_its_aa_and_runs():
+    with pytest.raises(ValueError, match="aa needs low and high"):
+        C.measurement(1.0, aa={"band": [0.9, 1.1]})
+    with pytest.raises(ValueError, match="runs must be >= 1"):
+        C.measurement(1.0, runs=0)
+    rec = C.measurement(1.0, aa={"low": 0.9, "high": 1.1, "n": 6, "what": "w"}, runs=6)
+    assert rec["aa"] == {"low": 0.9, "high": 1.1, "n": 6, "what": "w"} and rec["runs"] == 6
