@@ -31,6 +31,13 @@ clock for both (``CLOCK_THREAD_CPUTIME_ID``, by swapping :func:`time.perf_counte
 the duration of the measurement): time the thread spends preempted by other processes is not
 counted, which on a shared 2-core machine at a load above 2 is most of what a wall clock
 would measure. ``clock="wall"`` uses the wall clock unchanged.
+
+A/A control: ``twin=`` measures one engine a second time in every round as if it were another
+engine (key ``name + AA``); :func:`aa_control` turns the pairs into
+:func:`lob.measure.stats.aa_band`, and with a twin :func:`lineage_profile` and
+:func:`side_by_side` add the band and the call against it (``aa_low``, ``aa_high``,
+``call``: :func:`lob.measure.stats.change_beyond_aa`) beside their threshold call. Both take
+``measured=`` (one :func:`measure` per workload, shared by the two tables).
 """
 
 from __future__ import annotations
@@ -47,9 +54,10 @@ from lob.measure import stats
 
 DEFAULT_WORKLOADS = ("lobster_replay", "cpp_comprehensive")
 CLOCKS = ("cpu", "wall")
+AA = " (A/A)"  # the key of an engine's second measurement in the same rounds (``twin``)
 
-__all__ = ["DEFAULT_WORKLOADS", "command_breakdown", "hardware_counters", "lineage_profile",
-           "measure", "side_by_side"]
+__all__ = ["AA", "DEFAULT_WORKLOADS", "aa_control", "command_breakdown", "hardware_counters",
+           "lineage_profile", "measure", "side_by_side"]
 
 
 @contextlib.contextmanager
@@ -74,13 +82,14 @@ def _workload(workload, scale: float):
 
 
 def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7,
-            clock: str = "cpu") -> dict[str, dict]:
+            clock: str = "cpu", twin: str | None = None) -> dict[str, dict]:
     """Interleaved replays of one workload by each engine.
 
     ``workload``: a registered name (built at ``scale``) or a built workload. Returns
     ``{engine: {"kernel": [ns/op per round], "replay": [ns/op per round], "checksum": int}}``,
     or ``{engine: {"refused": message}}`` for an engine that refuses the workload's book
-    (a band or STP mode it does not take).
+    (a band or STP mode it does not take). ``twin``: an engine measured once more in every
+    round, under the key ``twin + AA``, as if it were another engine (the A/A control).
     """
     from lob.engines.registry import get_engine
 
@@ -91,9 +100,11 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
     n = max(1, len(cmds))
     out: dict[str, dict] = {}
     live = []
-    for name in engines:
+    if twin is not None and twin not in engines:
+        raise ValueError(f"twin {twin!r} is not one of the engines measured")
+    for name in [*engines, *([twin + AA] if twin else [])]:
         try:
-            res = get_engine(name, cfg).replay(cmds)  # warm-up, untimed
+            res = get_engine(name.removesuffix(AA), cfg).replay(cmds)  # warm-up, untimed
         except (ValueError, TypeError, NotImplementedError) as e:
             out[name] = {"refused": str(e).splitlines()[0]}
             continue
@@ -104,7 +115,7 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
         for order in stats.rotations(live, rounds):
             for name in order:
                 t0 = now()
-                res = get_engine(name, cfg).replay(cmds)
+                res = get_engine(name.removesuffix(AA), cfg).replay(cmds)
                 t1 = now()
                 out[name]["kernel"].append(res.elapsed_ns / n)
                 out[name]["replay"].append((t1 - t0) / n)
@@ -126,6 +137,33 @@ def _versus(a: list[float], b: list[float], confidence: float, threshold: float)
     return {"ratio": r["median"], "ratio_lo": lo, "ratio_hi": hi, "change": r["change"]}
 
 
+def aa_control(s: dict, twin: str) -> dict:
+    """The A/A band (:func:`lob.measure.stats.aa_band`) of one :func:`measure` result: the
+    per-round kernel ratios of ``twin``'s second measurement over its first (``"low"`` and
+    ``"high"`` None when either was refused or fewer than 5 rounds ran)."""
+    a, b = s.get(twin, {}), s.get(twin + AA, {})
+    if "kernel" not in a or "kernel" not in b:
+        return {"low": None, "high": None, "n": 0, "what": f"no A/A control: {twin} not measured"}
+    return stats.aa_band(np.asarray(b["kernel"]) / np.asarray(a["kernel"]))
+
+
+def _aa_columns(v: dict, band: dict | None) -> dict:
+    """``aa_low``, ``aa_high`` and ``call`` (the ratio's interval against the band)."""
+    if band is None:
+        return {}
+    return {"aa_low": band["low"], "aa_high": band["high"],
+            "call": stats.change_beyond_aa(v["ratio_lo"], v["ratio_hi"], band)}
+
+
+def _measured(w, scale, names, rounds, clock, twin, measured):
+    """(workload name, its :func:`measure` result): ``measured[name]`` when given."""
+    if measured is not None and isinstance(w, str):
+        return w, measured[w]
+    wl = _workload(w, scale)
+    wname = w if isinstance(w, str) else getattr(wl, "name", "workload")
+    return wname, measure(names, wl, rounds=rounds, clock=clock, twin=twin)
+
+
 def _time_columns(s: dict, confidence: float) -> dict:
     k, klo, khi = _median(s["kernel"], confidence)
     c, clo, chi = _median(s["replay"], confidence)
@@ -137,7 +175,8 @@ def _time_columns(s: dict, confidence: float) -> dict:
 def lineage_profile(backend: str = "numba", workloads=DEFAULT_WORKLOADS, *,
                     scale: float = 1.0, rounds: int = 7, clock: str = "cpu",
                     confidence: float = 0.9, threshold: float = 0.03,
-                    versions: list[str] | None = None) -> pd.DataFrame:
+                    versions: list[str] | None = None, twin: str | None = None,
+                    measured: dict | None = None) -> pd.DataFrame:
     """Each lineage step of ``backend`` on each workload, one row per (step, workload).
 
     Columns: ``step``, ``parent``, ``mechanism`` (the step's description), ``workload``,
@@ -147,7 +186,10 @@ def lineage_profile(backend: str = "numba", workloads=DEFAULT_WORKLOADS, *,
     workload: ``vs_parent`` (median per-round ratio step/parent of kernel time, < 1 is
     faster), ``vs_parent_lo``/``vs_parent_hi`` and ``change`` (``faster``, ``slower``,
     ``within noise`` beyond ``threshold``, or ``inconclusive``). ``versions`` defaults to
-    the backend's bisection chain (:func:`lob.engines.toggles.chain`).
+    the backend's bisection chain (:func:`lob.engines.toggles.chain`). ``twin``: one step
+    measured twice (the A/A control); then ``aa_low``/``aa_high`` (its band on that workload)
+    and ``call`` (``vs_parent``'s interval against the band) too. ``measured``: workload
+    name -> :func:`measure` result to use instead of measuring (with the twin in it).
     """
     from lob.engines import toggles as tg
 
@@ -155,9 +197,8 @@ def lineage_profile(backend: str = "numba", workloads=DEFAULT_WORKLOADS, *,
     parents = tg.backend_versions(backend)
     rows = []
     for w in workloads:
-        wl = _workload(w, scale)
-        wname = w if isinstance(w, str) else getattr(wl, "name", "workload")
-        s = measure(chain, wl, rounds=rounds, clock=clock)
+        wname, s = _measured(w, scale, chain, rounds, clock, twin, measured)
+        band = aa_control(s, twin) if twin else None
         for name in chain:
             base = name.removesuffix(tg.SUFFIX[backend])
             parent = parents.get(name)
@@ -170,7 +211,8 @@ def lineage_profile(backend: str = "numba", workloads=DEFAULT_WORKLOADS, *,
             if parent in s and "kernel" in s[parent]:
                 v = _versus(s[name]["kernel"], s[parent]["kernel"], confidence, threshold)
                 row.update({"vs_parent": v["ratio"], "vs_parent_lo": v["ratio_lo"],
-                            "vs_parent_hi": v["ratio_hi"], "change": v["change"]})
+                            "vs_parent_hi": v["ratio_hi"], "change": v["change"],
+                            **_aa_columns(v, band)})
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -191,7 +233,8 @@ def _known_engines(include_python: bool) -> list[str]:
 def side_by_side(engines: list[str] | None = None, workloads=DEFAULT_WORKLOADS, *,
                  base: str | None = None, scale: float = 1.0, rounds: int = 7,
                  clock: str = "cpu", confidence: float = 0.9, threshold: float = 0.03,
-                 include_python: bool = False) -> pd.DataFrame:
+                 include_python: bool = False, twin: str | None = None,
+                 measured: dict | None = None) -> pd.DataFrame:
     """Every engine on the same streams in one run, as ratios to ``base``.
 
     ``engines`` defaults to every registered engine except ``reference`` and, unless
@@ -201,7 +244,8 @@ def side_by_side(engines: list[str] | None = None, workloads=DEFAULT_WORKLOADS, 
     ns/op with intervals (as :func:`lineage_profile`), ``vs_base`` (median per-round
     ratio engine/base of kernel time, > 1 is slower than the base) with its interval and
     ``change`` call, and ``same_checksum`` (the engine's checksum equals the base's). An
-    engine that refuses the workload's book has a ``note`` and no figures.
+    engine that refuses the workload's book has a ``note`` and no figures. ``twin`` and
+    ``measured`` as in :func:`lineage_profile` (the band and the call of ``vs_base``).
     """
     from lob.engines import engine_spec
     from lob.engines import toggles as tg
@@ -213,9 +257,8 @@ def side_by_side(engines: list[str] | None = None, workloads=DEFAULT_WORKLOADS, 
         names.insert(0, base)
     rows = []
     for w in workloads:
-        wl = _workload(w, scale)
-        wname = w if isinstance(w, str) else getattr(wl, "name", "workload")
-        s = measure(names, wl, rounds=rounds, clock=clock)
+        wname, s = _measured(w, scale, names, rounds, clock, twin, measured)
+        band = aa_control(s, twin) if twin else None
         if "refused" in s[base]:
             raise ValueError(f"the base engine {base!r} refuses {wname}: {s[base]['refused']}")
         for name in names:
@@ -227,7 +270,8 @@ def side_by_side(engines: list[str] | None = None, workloads=DEFAULT_WORKLOADS, 
             v = _versus(s[name]["kernel"], s[base]["kernel"], confidence, threshold)
             row.update({"vs_base": v["ratio"], "vs_base_lo": v["ratio_lo"],
                         "vs_base_hi": v["ratio_hi"], "change": v["change"],
-                        "same_checksum": s[name]["checksum"] == s[base]["checksum"]})
+                        "same_checksum": s[name]["checksum"] == s[base]["checksum"],
+                        **_aa_columns(v, band)})
             rows.append(row)
     out = pd.DataFrame(rows)
     out.attrs["base"] = base
