@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -64,6 +65,19 @@ def _cmd_report(args) -> int:
 
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
         raise ValueError(f"--out {args.out} is a file, not an artifacts directory")
+    if args.reruns is not None:  # the claims' experiments K times from scratch, tallied
+        from lob.experiments.lock import ArtifactsLocked
+        from lob.experiments.reruns import markdown_section, run_reruns
+
+        try:
+            path = run_reruns(args.reruns, args.experiments or None, args.preset, args.out)
+        except ArtifactsLocked as e:
+            print(f"lob report: {e}", file=sys.stderr)
+            return 3
+        print("\n".join(markdown_section(json.loads(path.read_text()))))
+        print(path)
+    elif args.experiments:
+        raise ValueError("--experiments only goes with --reruns K")
     print(write_index(args.out))
     return 0
 
@@ -100,4 +114,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("report", help="write artifacts/index.md: latest complete run of each, "
                                              "every run listed")
     r.add_argument("--out", default=None, help=OUT_HELP)
+    r.add_argument("--reruns", type=int, default=None, metavar="K",
+                   help="first run the experiments that measure the seeds' claims K times "
+                        "from scratch (each notebook in a fresh process, into "
+                        "<out>/reruns/), and count each claim's verdicts over the K reruns "
+                        "(index.md shows the tally)")
+    r.add_argument("--experiments", nargs="+", default=None, metavar="NAME",
+                   help="with --reruns: only these experiments (default: every experiment "
+                        "of the default batch that measures a claim)")
+    r.add_argument("--preset", default="default", help="with --reruns: quick | default | full")
     r.set_defaults(func=_cmd_report)

@@ -17,6 +17,9 @@ from pathlib import Path
 
 from lob.experiments.job import MARKER, SUMMARY, default_artifacts
 
+RERUNS = "reruns"  # `lob report --reruns K` (lob.experiments.reruns) writes here
+TALLY = "reruns.json"
+
 
 def latest_runs(artifacts: Path) -> dict[str, Path]:
     """Label -> run dir: for each experiment, every complete run of the preset it last ran.
@@ -228,6 +231,10 @@ def write_index(artifacts: Path | str | None = None) -> Path:
              "values; a run's `.hgrm` files are HDR histograms kept to 3 significant digits, "
              "so a percentile read from an `.hgrm` can differ from the summary's by up to "
              "0.1% (the histogram's bucket width), never more.", ""]
+    reruns = read(root)
+    if reruns:
+        heads.insert(0, "Reruns of the claims")
+        lines += ["## Reruns of the claims", ""] + markdown_section(reruns)
     if not runs:
         lines.append("_No complete runs yet._")
     lines += [f"- [{h}](#{a})" for h, a in zip(heads, _anchors(heads), strict=True)] + [""]
@@ -237,3 +244,50 @@ def write_index(artifacts: Path | str | None = None) -> Path:
     tmp.write_text("\n".join(lines) + "\n")
     tmp.replace(path)
     return path
+
+
+# --- the tally of `lob report --reruns K` (written by lob.experiments.reruns) ---------
+
+def read(artifacts: Path | str) -> dict | None:
+    """The tally of the latest ``--reruns`` in ``artifacts``, or None."""
+    path = Path(artifacts) / RERUNS / TALLY
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def markdown_section(record: dict) -> list[str]:
+    """The index's section on the reruns: a sentence computed from the tally, and one row per
+    claim (its verdicts counted, whether they agree, lob's figure in each rerun)."""
+    from lob.studies.conclude import markdown
+
+    claims = record["claims"]
+    k = record["k"]
+    agree = [c for c, r in claims.items() if r["agree"]]
+    split = [c for c, r in claims.items() if not r["agree"]]
+    unsettled = [c for c in agree if claims[c]["verdicts"][0].startswith("inconclusive")]
+    cond = record.get("conditions_before") or {}
+    load = cond.get("load_avg")
+    where = (f" on {cond.get('cpu_model')}, {cond.get('cpu_count')} CPUs"
+             + (f", load {load[0]:.1f} before" if load else "") if cond.get("cpu_model")
+             else "")
+    exps = ", ".join(record["experiments"])
+    lines = [f"`lob report --reruns {k}`: the claims' experiments ({exps}, "
+             f"preset `{record['preset']}`) run {k} times from scratch, each notebook in a fresh "
+             f"process, git `{str(record.get('git_sha', '?'))[:12]}`, {record['started']} to "
+             f"{record['ended']}{where}.", ""]
+    say = (f"{len(agree)} of {len(claims)} claims gave the same verdict in all {k} reruns"
+           + (f" ({len(unsettled)} of them the same inconclusive one)" if unsettled else ""))
+    say += (f"; {len(split)} did not: {', '.join(split)}." if split else ".")
+    lines += ["> " + say, ""]
+    rows = [{"claim": c, "verdicts": r["tally"], "agree": "yes" if r["agree"] else "NO",
+             "lob figure per rerun": " | ".join(_short(f) for f in r["figures"])}
+            for c, r in claims.items()]
+    lines += [markdown(rows), ""]
+    return lines
+
+
+def _short(figure: str, width: int = 60) -> str:
+    """A lob figure cell cut to its number and interval (the reason is in each rerun)."""
+    f = str(figure)
+    return f if len(f) <= width else f[: width - 1] + "…"
