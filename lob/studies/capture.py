@@ -104,9 +104,26 @@ def capture(engine: str, wl, *, gc_enabled: bool = True) -> dict:
     else:
         clock = cal.to_dict() if hasattr(cal, "to_dict") else dict(cal)
     n_timed = int(np.count_nonzero(wl.commands["timed"]))
-    return {"durations": np.asarray(cap.durations_ns, dtype=np.int64), "replay": cap.replay,
+    durations = np.asarray(cap.durations_ns, dtype=np.int64)
+    clock = with_grid(clock, durations)
+    return {"durations": durations, "replay": cap.replay,
             "method": cap.method, "clock": clock, "gc_enabled": gc_enabled,
             "untimed": int(len(wl.commands) - n_timed)}
+
+
+def with_grid(clock: dict, durations) -> dict:
+    """``clock`` with the grid its durations really fall on, measured from the samples
+    (:func:`lob.measure.stats.clock_grid`): ``grid_ns`` (None when no grid fits),
+    ``grid_share`` and ``grid_n``. The nominal resolution a clock reports is not what the
+    samples show (CLOCK_MONOTONIC says 1 ns; its values here fall on a ~10 ns grid)."""
+    from lob.measure.stats import clock_grid
+
+    d = np.asarray(durations)
+    if not len(d) or not (d > 0).any():
+        return dict(clock)
+    g = clock_grid(d[d > 0])
+    return {**clock, "grid_ns": g["tick_ns"], "grid_share": g["share_on_grid"],
+            "grid_n": int(g["n"])}
 
 
 def save_hgrm(durations, path) -> str:

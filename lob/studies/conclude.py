@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lob.measure.stats import marker, min_count, supported
+from lob.measure.stats import CLOCK_FLOOR_TICKS, marker, min_count, supported
 
 # --- percentile hygiene ---------------------------------------------------------------------
 
@@ -113,9 +113,21 @@ def clock_line(clock: dict | None) -> str:
     res = clock.get("resolution_ns")
     parts = [f"Clock {src}: one read costs {fmt(med)} ns (median"]
     parts.append(f", min {fmt(lo)} ns)" if lo is not None else ")")
-    if res is not None:
-        parts.append(f", resolution {fmt(res)} ns")
-    return "".join(parts) + "; included in every sample, never subtracted."
+    grid = clock.get("grid_ns")
+    if res is not None and "grid_ns" not in clock:
+        parts.append(f", nominal resolution {fmt(res)} ns")
+    line = "".join(parts) + "; included in every sample, never subtracted."
+    if "grid_ns" not in clock:
+        return line + " Its grid was not measured from these samples."
+    if grid is None:
+        return line + (f" No clock grid shows in the {fmt(clock.get('grid_n'))} durations "
+                       "(measured from the samples): they are continuous to the ns.")
+    floor = grid * CLOCK_FLOOR_TICKS
+    nominal = f" (the clock's nominal resolution: {fmt(res)} ns)" if res is not None else ""
+    return line + (f" The durations fall on a {grid:.3g} ns grid ({clock['grid_share']:.0%} of "
+                   f"{fmt(clock.get('grid_n'))}, measured from the samples){nominal}: a "
+                   f"percentile under {CLOCK_FLOOR_TICKS} ticks ({fmt(floor)} ns) is known to a "
+                   "tick, 10% or worse, and no ratio of one is judged.")
 
 
 # --- formatting -----------------------------------------------------------------------------

@@ -71,6 +71,25 @@ def test_clock_line():
     assert "rdtsc" in line and "11 ns (median, min 9.00 ns)" in line and "never subtracted" \
         in line
     assert "not reported" in K.clock_line(None)
+    assert "nominal resolution 0.40 ns" in line and "grid was not measured" in line
+
+
+def test_clock_line_says_the_grid_measured_from_the_samples():
+    from lob.studies.capture import with_grid
+
+    rng = np.random.default_rng(3)
+    on_grid = rng.integers(2, 60, 5000) * 10.015 + rng.integers(0, 2, 5000)
+    clock = with_grid({"source": "clock_gettime", "overhead_median_ns": 20,
+                       "resolution_ns": 1.0}, on_grid.astype(np.int64))
+    assert abs(clock["grid_ns"] - 10.015) < 0.05 and clock["grid_share"] == 1.0
+    line = K.clock_line(clock)
+    assert "fall on a 10 ns grid (100% of 5,000, measured from the samples)" in line
+    assert "nominal resolution: 1.00 ns" in line and "under 10 ticks (100 ns)" in line
+    smooth = with_grid({"source": "x", "overhead_median_ns": 20},
+                       rng.uniform(100, 100000, 5000))  # not whole ns: no grid
+    assert smooth["grid_ns"] is None
+    assert "No clock grid shows in the 5,000 durations" in K.clock_line(smooth)
+    assert with_grid({"source": "x"}, np.zeros(3)) == {"source": "x"}  # nothing to measure
 
 
 # --- formatting and the number check ----------------------------------------------------------
