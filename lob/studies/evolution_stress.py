@@ -10,17 +10,33 @@ public, so lob measures analogs: its own lineage on lob's lobster-style streams
 has to lobster's baseline. Table builders (``..._table``) quote their own cells; the claims'
 regime (which baseline) is named in each measurement (:func:`claims`).
 
+Every comparison comes from at least :data:`MIN_ROUNDS` interleaved rounds, with an A/A control
+in the same rounds (one engine measured twice as if it were two, :func:`aa_band`); a ratio is
+called faster or slower, and an engine the fastest, only when its whole interval lies beyond
+that band (:func:`call`), else "within noise" or "inconclusive".
+
+The compiled lineage step by step and every engine side by side (:func:`measure_lineage`,
+:func:`lineage_table`, :func:`side_table`) come from :mod:`lob.measure.profile` (one
+interleaved measurement per stream, the kernel's ns/op on the thread's CPU clock), with the
+mechanism of each step, its gain over its parent per stream against the A/A band, and where
+a step is slower than its parent the classes of commands that took the added time
+(:func:`explain_slower`).
+
 Procedures return plain data (lists of records, dicts), so the builders are unit-tested on
 synthetic data (``tests/studies/test_study_evolution_stress.py``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from functools import partial
 from itertools import pairwise
 from pathlib import Path
 
+import numpy as np
+
+from lob.measure.profile import AA, measuring_clock
 from lob.studies import conclude as K
 from lob.studies.study import interleaved_throughput
 
@@ -29,7 +45,10 @@ __all__ = ["SORTED_NAME", "SORTED", "BASELINE", "BITMAP_WORKLOADS", "COSTLY_STEP
            "throughput_table", "shape_table", "measure_latency", "latency_table",
            "plot_throughput", "seed_versions_table", "bitmap_pairs", "measure_bitmap",
            "bitmap_table", "claims", "SHIM_HOW", "BESIDE", "BESIDE_WORKLOADS",
-           "BESIDE_MAX_SCALE", "measure_beside", "beside_table", "shim_table", "shim_name"]
+           "BESIDE_MAX_SCALE", "measure_beside", "beside_table", "shim_table", "shim_name",
+           "MIN_ROUNDS", "AA", "CLOCK", "speedup", "aa_band", "call", "aa_engine", "bar_label",
+           "LINEAGE_WORKLOADS", "side_engines", "measure_lineage", "explain_slower",
+           "steps_table", "lineage_table", "side_table", "slower_table"]
 
 # lobster's v4 -> v5 added a bitmap to a ladder that tracks its best price without rescanning;
 # lob's lineage has only a rescanning baseline (best=scan), so the bitmap pair's baseline is v2
@@ -46,6 +65,12 @@ BITMAP_WORKLOADS = ("lobster_replay", "lobster_sparse")  # narrow replay, sparse
 REPLAY = "lobster_replay"  # the stream of the version-steps claim
 COSTLY_STEP = 0.5  # a step keeping less than this share of its parent's throughput is named
 LATENCY_QS = (50, 90, 99, 99.9)
+MIN_ROUNDS = 5  # interleaved rounds at least: a 90% interval of a median, and an A/A band
+CONFIDENCE = 0.9  # of the intervals of medians (sign test: 93.8% from 5 rounds)
+# replays are timed on the measuring thread's CPU clock (lob.measure.profile's default): time
+# the thread spends preempted by other processes is not counted, which on a shared machine
+# at a load above its cores is most of what a wall clock would add, and most of the noise
+CLOCK = "cpu"
 SHAPE_KEYS = ("commands", "resting_mean", "resting_max", "cancel_hit_pct")
 
 
@@ -90,27 +115,94 @@ def _scale(w: str, scale: float, scale_overrides: Mapping[str, float]) -> float:
     return scale_overrides.get(w, scale)
 
 
-def _mops(ns_per_op: Sequence[float]) -> float:
-    """M ops/s of the best round."""
-    return 1e3 / min(ns_per_op)
+def _rounds(repeat: int) -> int:
+    """The rounds a comparison runs: ``repeat``, at least :data:`MIN_ROUNDS`."""
+    from lob.studies.study import at_least_one
+
+    at_least_one(repeat, "repeat")
+    return max(repeat, MIN_ROUNDS)
+
+
+def _interval(xs: Sequence[float], of: str = "rounds") -> tuple[float, float | None,
+                                                                  float | None, str]:
+    """(median, low, high, what) of ``xs`` (:func:`lob.measure.stats.median_interval`;
+    low and high None with too few values)."""
+    from lob.measure.stats import median_interval
+
+    mi = median_interval(xs, CONFIDENCE, of=of)
+    lo, hi = mi["ci"] if mi["ci"] else (None, None)
+    return mi["median"], lo, hi, mi["what"]
+
+
+def speedup(ns: Mapping[str, Sequence[float]], a: str, b: str) -> dict:
+    """``a``'s throughput over ``b``'s from interleaved rounds (``ns``: engine -> ns/op per
+    round, paired by round): the median of the per-round ratios ``ns[b] / ns[a]`` with its
+    interval (``ratio``, ``lo``, ``hi``, ``what``, ``n``)."""
+    r = [y / x for x, y in zip(ns[a], ns[b], strict=True)]
+    m, lo, hi, what = _interval(r, of="interleaved rounds")
+    return {"ratio": m, "lo": lo, "hi": hi, "what": what, "n": len(r)}
+
+
+def aa_band(ns: Mapping[str, Sequence[float]], engine: str) -> dict:
+    """The A/A band (:func:`lob.measure.stats.aa_band`) of ``engine`` measured twice in the
+    same rounds (its second measurement under ``engine + AA``), with ``engine`` named."""
+    from lob.measure.stats import aa_band as band
+
+    r = [y / x for x, y in zip(ns[engine], ns[engine + AA], strict=True)]
+    return {**band(r), "engine": engine}
+
+
+def call(ratio: Mapping, band: Mapping) -> str:
+    """The change call (:func:`lob.measure.stats.change_beyond_aa`) of a throughput ratio
+    (higher is faster; ``lo``/``hi`` its interval) against an A/A band: ``faster`` /
+    ``slower`` only when the whole interval lies beyond the band."""
+    from lob.measure.stats import change_beyond_aa
+
+    lo, hi = ratio.get("lo"), ratio.get("hi")
+    if not lo or not hi:
+        return "inconclusive"
+    return change_beyond_aa(1 / hi, 1 / lo, band)  # as a cost ratio (lower is faster)
 
 
 # --- throughput per version and workload -------------------------------------------------------
+
+def _twin_replay(replay):
+    """``replay`` taking ``engine + AA`` as ``engine`` (the A/A control's second copy)."""
+    if replay is None:
+        from lob.engines.registry import replay
+
+    def run(engine, wl):
+        return replay(engine.removesuffix(AA), wl)
+    return run
+
+
+def aa_engine(engines: Sequence[str]) -> str:
+    """The engine measured twice (the A/A control): the last of lob's lineage among
+    ``engines`` (the latency view's engine), else the last engine."""
+    from lob.studies.declared import lineage
+
+    return (lineage(engines) or list(engines))[-1]
+
 
 def measure_throughput(engines: Sequence[str], workloads: Sequence[str], scale: float,
                        scale_overrides: Mapping[str, float], repeat: int, *,
                        replay=None) -> dict:
     """Per workload, the engines interleaved round by round
-    (:func:`~lob.studies.study.interleaved_throughput`); M ops/s from the best round. Returns
-    ``{"rows": [{"workload", "engine", "commands", "mops"}], "shape": {workload: regime
-    diagnostics of the last replay}, "skipped": [{"workload", "engine", "reason"}]}``: an
-    engine whose declared capabilities exclude a workload (config or commands) is not run on
-    it, and the reason is kept."""
+    (:func:`~lob.studies.study.interleaved_throughput`, ``max(repeat, MIN_ROUNDS)`` rounds,
+    timed on :data:`CLOCK`), with :func:`aa_engine` measured twice in the same rounds (the
+    A/A control). Returns
+    ``{"rows": [{"workload", "engine", "commands", "mops", "mops_lo", "mops_hi"}] (median M
+    ops/s over the rounds and its interval), "ns": {workload: {engine: [ns/op per round]}}
+    (the twin under ``engine + AA``), "aa": {workload: A/A band}, "rounds": n, "shape":
+    {workload: regime diagnostics of the last replay}, "skipped": [{"workload", "engine",
+    "reason"}]}``: an engine whose declared capabilities exclude a workload (config or
+    commands) is not run on it, and the reason is kept."""
     from lob.studies.declared import refusal
     from lob.workloads import build
     from lob.workloads.diagnostics import stream_diagnostics
 
-    rows, shape, skipped = [], {}, []
+    rounds = _rounds(repeat)
+    rows, shape, skipped, ns, aa = [], {}, [], {}, {}
     for w in workloads:
         wl = build(w, scale=_scale(w, scale, scale_overrides))
         run = []
@@ -122,61 +214,123 @@ def measure_throughput(engines: Sequence[str], workloads: Sequence[str], scale: 
                 run.append(e)
         if not run:
             continue
-        t = interleaved_throughput(run, wl, repeat, replay=replay)
-        sums = {t[e]["last"].checksum for e in run}
+        twin = aa_engine(run)
+        with measuring_clock(CLOCK):
+            t = interleaved_throughput([*run, twin + AA], wl, rounds,
+                                       replay=_twin_replay(replay))
+        sums = {t[e]["last"].checksum for e in t}
         if len(sums) != 1:
             raise RuntimeError(f"engines disagree on {w}: checksums "
-                               + ", ".join(f"{e}={t[e]['last'].checksum}" for e in run))
+                               + ", ".join(f"{e}={t[e]['last'].checksum}" for e in t))
+        ns[w] = {e: list(t[e]["ns_per_op"]) for e in t}
+        aa[w] = aa_band(ns[w], twin)
         for e in run:
+            m, lo, hi, _ = _interval([1e3 / x for x in ns[w][e]])
             rows.append({"workload": w, "engine": e, "commands": len(wl.commands),
-                         "mops": _mops(t[e]["ns_per_op"])})
+                         "mops": m, "mops_lo": lo, "mops_hi": hi})
         rr = t[run[-1]]["last"]
         shape[w] = stream_diagnostics(wl.commands, rr.outcomes, rr.fills)
-    return {"rows": rows, "shape": shape, "skipped": skipped}
+    return {"rows": rows, "ns": ns, "aa": aa, "rounds": rounds, "shape": shape,
+            "skipped": skipped}
 
 
-def _with_ratios(rows: list[dict], lineage: Sequence[str] | None = None) -> list[dict]:
-    """Each row with ``vs_first`` (over the workload's first engine of ``lineage``) and
-    ``vs_previous`` (over the lineage engine before it: that step's effect; None for an
-    engine outside the lineage, which is no step). ``lineage`` None: every engine."""
-    on = [r for r in rows if lineage is None or r["engine"] in lineage]
-    first, prev, step = {}, {}, {}
-    for r in on:
-        w = r["workload"]
-        first.setdefault(w, r["mops"])
-        step[id(r)] = r["mops"] / prev[w] if w in prev else None
-        prev[w] = r["mops"]
-    return [{**r, "vs_first": r["mops"] / first[r["workload"]] if r["workload"] in first
-             else None, "vs_previous": step.get(id(r))} for r in rows]
+def _with_ratios(perf: dict, lineage: Sequence[str] | None = None) -> list[dict]:
+    """Each row with ``vs_first`` (its throughput over the workload's first engine of
+    ``lineage``) and ``vs_previous`` (over the lineage engine before it: that step's effect;
+    None for an engine outside the lineage, which is no step), each the median of the
+    per-round ratios with its interval, ``step_call`` (``vs_previous`` against the A/A band)
+    and the band (``aa_low``, ``aa_high``). ``lineage`` None: every engine."""
+    out, prev, first = [], {}, {}
+    for r in perf["rows"]:
+        if lineage is None or r["engine"] in lineage:
+            first.setdefault(r["workload"], r["engine"])
+    for r in perf["rows"]:
+        w, e = r["workload"], r["engine"]
+        ns, band = perf["ns"][w], perf["aa"][w]
+        on = lineage is None or e in lineage
+        f = speedup(ns, e, first[w]) if w in first else {}
+        p = speedup(ns, e, prev[w]) if on and w in prev else {}
+        out.append({**r, "vs_first": f.get("ratio"), "vs_first_lo": f.get("lo"),
+                    "vs_first_hi": f.get("hi"), "vs_previous": p.get("ratio"),
+                    "vs_previous_lo": p.get("lo"), "vs_previous_hi": p.get("hi"),
+                    "step_call": call(p, band) if p else None,
+                    "aa_low": band["low"], "aa_high": band["high"]})
+        if on:
+            prev[w] = e
+    return out
+
+
+def _fastest(t: K.Conclusion, perf: dict, w: str, engines_here: Sequence[str]) -> None:
+    """The fastest on ``w``, said only when it is faster than every other engine beyond the
+    A/A band; else which engines it is not told apart from."""
+    rows = [r for r in t.rows if r["workload"] == w]
+    top = max(rows, key=lambda r: r["mops"])["engine"]
+    band = perf["aa"][w]
+    ties = [e for e in engines_here if e != top
+            and call(speedup(perf["ns"][w], top, e), band) != "faster"]
+    mops = f"{t.cell((w, top), 'mops')} M ops/s"
+    if band["low"] is None:
+        t.say(f"On {w} no engine is called the fastest: too few rounds for an A/A band "
+              f"({top} has the highest median, {mops}).")
+    elif not ties:
+        t.say(f"On {w} the fastest is {top} ({mops}, {t.cell((w, top), 'mops_lo')}-"
+              f"{t.cell((w, top), 'mops_hi')}): faster than every other engine beyond the A/A "
+              f"band ({t.cell((w, top), 'aa_low')}-{t.cell((w, top), 'aa_high')}).")
+    else:
+        t.say(f"On {w} no engine is the fastest beyond the A/A band ("
+              f"{t.cell((w, top), 'aa_low')}-{t.cell((w, top), 'aa_high')}): {top} has the "
+              f"highest median ({mops}) but is not told apart from {', '.join(ties)}.")
 
 
 def throughput_table(perf: dict, engines: Sequence[str]) -> K.Conclusion:
-    """M ops/s per workload and engine, over the first engine and over the previous one; per
-    workload the fastest, and every step of lob's lineage that keeps less than
-    :data:`COSTLY_STEP` of its parent's throughput. Engines outside the lineage (a
+    """Median M ops/s per workload and engine with its interval; throughput over the first
+    engine and over the previous one (medians of per-round ratios, intervals), each step's
+    call against the A/A band beside it. Per workload: the fastest only when it is faster than
+    every other engine beyond the band (else the engines it is not told apart from), each
+    step's call, and every step of lob's lineage that is slower beyond the band and keeps less
+    than :data:`COSTLY_STEP` of its parent's throughput. Engines outside the lineage (a
     third-party engine) get ``vs_first`` over the lineage's first and a sentence of their
     own; the (workload, engine) cells not run are named with the engine's reason."""
     from lob.studies.declared import lineage
 
     lin = lineage(engines)
     first = lin[0] if lin else engines[0]
-    rows = _with_ratios(perf["rows"], lin or None)
-    t = K.Conclusion("throughput", rows, key=["workload", "engine"],
-                     kinds={"commands": "count", "vs_first": "ratio", "vs_previous": "ratio"})
+    rows = _with_ratios(perf, lin or None)
+    twins = ", ".join(sorted({b["engine"] for b in perf["aa"].values()}))
+    t = K.Conclusion(
+        "throughput", rows, key=["workload", "engine"],
+        kinds={"commands": "count", "vs_first": "ratio", "vs_first_lo": "ratio",
+               "vs_first_hi": "ratio", "vs_previous": "ratio", "vs_previous_lo": "ratio",
+               "vs_previous_hi": "ratio", "step_call": "label", "aa_low": "ratio",
+               "aa_high": "ratio"},
+        note=f"mops: replays timed on the thread's CPU clock, median of the {perf['rounds']} "
+             f"interleaved rounds (mops_lo-mops_hi: its "
+             f"interval); vs_*: throughput over that engine, the median of the per-round "
+             f"ratios and its interval; A/A control: {twins} measured twice in the same "
+             f"rounds, aa_low-aa_high the band of its ratios; step_call: vs_previous's "
+             f"interval against that band (faster / slower only when wholly beyond it)")
     for w in dict.fromkeys(r["workload"] for r in rows):
         mine = [r for r in rows if r["workload"] == w]
-        have = {r["engine"] for r in mine}
-        top = max(mine, key=lambda r: r["mops"])["engine"]
-        t.say(f"On {w} the fastest is {top} ({t.cell((w, top), 'mops')} M ops/s, "
-              f"{t.cell((w, top), 'vs_first')}x {first}).")
-        for prev, e in pairwise([e for e in lin if e in have]):
-            if t.value((w, e), "vs_previous") < COSTLY_STEP:
+        have = [r["engine"] for r in mine]
+        _fastest(t, perf, w, have)
+        steps = [(p, e) for p, e in pairwise([e for e in lin if e in have])]
+        if steps:
+            t.say(f"On {w}, each step's throughput over its parent: " + "; ".join(
+                f"{e} {t.cell((w, e), 'vs_previous')}x {p} ({t.cell((w, e), 'vs_previous_lo')}"
+                f"-{t.cell((w, e), 'vs_previous_hi')}), {t.value((w, e), 'step_call')}"
+                for p, e in steps) + ".")
+        for p, e in steps:
+            if t.value((w, e), "step_call") == "slower" \
+                    and t.value((w, e), "vs_previous") < COSTLY_STEP:
                 t.say(f"On {w}, {e} keeps only {t.cell((w, e), 'vs_previous')}x the throughput "
-                      f"of {prev}: that step costs more than it gains on this stream.")
+                      f"of {p}: that step costs more than it gains on this stream.")
         for e in engines:
-            if e not in lin and e in have and e != top and first in have:
+            if e not in lin and e in have and first in have:
+                c = call({"lo": t.value((w, e), "vs_first_lo"),
+                          "hi": t.value((w, e), "vs_first_hi")}, perf["aa"][w])
                 t.say(f"On {w}, {e} (not of lob's lineage) runs {t.cell((w, e), 'mops')} M "
-                      f"ops/s, {t.cell((w, e), 'vs_first')}x {first}.")
+                      f"ops/s, {t.cell((w, e), 'vs_first')}x {first} ({c} against the A/A "
+                      f"band).")
     for sk in perf.get("skipped", []):
         t.say(f"Not run: {sk['engine']} on {sk['workload']} ({sk['reason']}).")
     return t
@@ -189,20 +343,53 @@ def shape_table(perf: dict):
     return pd.DataFrame(perf["shape"]).T[list(SHAPE_KEYS)]
 
 
+def _value_limits(ax, values) -> None:
+    """The value axis holds every value (bars and interval ends): on a log axis its bottom at
+    least a factor two below the smallest, on a decade (a bar starting at the decade of its
+    own value would be a sliver, or nothing), its top above the largest."""
+    v = np.asarray([x for x in values if x is not None and x > 0], dtype=float)
+    if not len(v):
+        return
+    lo, hi = ax.get_ylim()
+    if ax.get_yscale() == "log":
+        lo = 10 ** math.floor(math.log10(v.min() / 2))
+    ax.set_ylim(lo, max(hi, v.max() * (1.5 if ax.get_yscale() == "log" else 1.1)))
+
+
+def bar_label(engine: str) -> str:
+    """An engine's name over two lines at its joints (``v0+pool`` over ``@numba``,
+    ``orderly_`` over ``chaos``): five names fit a narrow panel unrotated, and the figure is
+    laid out once instead of once per attempt."""
+    return engine.replace("@", "\n@").replace("_", "_\n", 1)
+
+
 def plot_throughput(perf: dict, engines: Sequence[str]):
-    """One bar panel per workload: M ops/s of each engine (best round)."""
+    """One bar panel per workload: median M ops/s of each engine over the rounds, its
+    interval as an error bar; on a log axis every bar rises at least a factor two above the
+    axis' bottom (none hidden). Engines are labelled by :func:`bar_label`."""
     import pandas as pd
 
     from lob.studies import plots as lp
 
     workloads = list(dict.fromkeys(r["workload"] for r in perf["rows"]))
-    fig, axes = lp.subplots(1, len(workloads), panel=(3.6, 3.6), squeeze=False)
+    fig, axes = lp.subplots(1, len(workloads), panel=(4.4, 3.6), squeeze=False)
     for ax, w in zip(axes.flat, workloads, strict=True):
-        d = pd.Series({r["engine"]: r["mops"] for r in perf["rows"] if r["workload"] == w})
-        lp.bars(ax, d.loc[[e for e in engines if e in d.index]], ylabel="M ops/s (best repeat)",
+        by = {r["engine"]: r for r in perf["rows"] if r["workload"] == w}
+        order = [e for e in engines if e in by]
+        d = pd.Series({bar_label(e): by[e]["mops"] for e in order})
+        lp.bars(ax, d, ylabel="M ops/s (median of rounds)",
                 title=f"{w}\n({perf['shape'][w]['commands']:,} cmds)")
-    if lp.overlaps(fig):
-        raise RuntimeError(f"throughput_per_workload: texts overlap: {lp.overlaps(fig)}")
+        lo = [by[e]["mops_lo"] for e in order]
+        hi = [by[e]["mops_hi"] for e in order]
+        have = [i for i, e in enumerate(order) if lo[i] is not None and hi[i] is not None]
+        if have:
+            ax.errorbar(have, [d.iloc[i] for i in have],
+                        yerr=[[d.iloc[i] - lo[i] for i in have], [hi[i] - d.iloc[i] for i in have]],
+                        fmt="none", ecolor="k", capsize=3, lw=1)
+        _value_limits(ax, [*d, *lo, *hi])
+    bad = lp.overlaps(fig)
+    if bad:
+        raise RuntimeError(f"throughput_per_workload: texts overlap: {bad}")
     return fig
 
 
@@ -269,29 +456,41 @@ def bitmap_pairs(engines: Sequence[str], bitmap_pair: Sequence[str]) -> list[tup
 
 def measure_bitmap(bitmap_pair: Sequence[str], engines: Sequence[str], perf: dict,
                    bitmap_scale: float, repeat: int, *, replay=None) -> list[dict]:
-    """M ops/s without and with the bitmap on the narrow and the sparse stream: the bitmap
-    pair measured here (interleaved, ``bitmap_scale``); the lineage's scan -> bitmap steps
-    read from ``perf`` (workloads it ran only)."""
+    """Throughput without and with the bitmap on the narrow and the sparse stream: the bitmap
+    pair measured here (interleaved, ``max(repeat, MIN_ROUNDS)`` rounds on :data:`CLOCK`,
+    ``bitmap_scale``,
+    the pair's first engine measured twice: the A/A control); the lineage's scan -> bitmap
+    steps read from ``perf``'s rounds (workloads it ran only), with its A/A band. Per row:
+    median M ops/s of each, ``with_over_without`` (the median of the per-round ratios) with
+    its interval (``lo``, ``hi``; ``ci_what`` in words), the band (``aa_low``, ``aa_high``),
+    the ``call`` against it, and ``runs`` (rounds)."""
     from lob.workloads import build
     from lob.workloads.diagnostics import stream_diagnostics
 
-    perf_mops = {(r["workload"], r["engine"]): r["mops"] for r in perf["rows"]}
     rows = []
     for w in BITMAP_WORKLOADS:
         for a, b in bitmap_pairs(engines, bitmap_pair):
             if (a, b) == tuple(bitmap_pair):
                 wl = build(w, scale=bitmap_scale)
-                t = interleaved_throughput([a, b], wl, repeat, replay=replay)
-                ma, mb = _mops(t[a]["ns_per_op"]), _mops(t[b]["ns_per_op"])
+                with measuring_clock(CLOCK):
+                    t = interleaved_throughput([a, b, a + AA], wl, _rounds(repeat),
+                                               replay=_twin_replay(replay))
+                ns = {e: t[e]["ns_per_op"] for e in t}
                 ra = t[a]["last"]
                 dg = stream_diagnostics(wl.commands, ra.outcomes, ra.fills)
-            elif w in perf["shape"]:
-                ma, mb, dg = perf_mops[(w, a)], perf_mops[(w, b)], perf["shape"][w]
+                band = aa_band(ns, a)
+            elif w in perf["shape"] and a in perf["ns"][w] and b in perf["ns"][w]:
+                ns, dg, band = perf["ns"][w], perf["shape"][w], perf["aa"][w]
             else:
                 continue
+            r = speedup(ns, b, a)
             rows.append({"workload": w, "pair": f"{a} -> {b}", "baseline_best": best_rule(a),
                          "commands": dg["commands"], "resting_mean": dg["resting_mean"],
-                         "mops_without": ma, "mops_with": mb, "with_over_without": mb / ma})
+                         "mops_without": _interval([1e3 / x for x in ns[a]])[0],
+                         "mops_with": _interval([1e3 / x for x in ns[b]])[0],
+                         "with_over_without": r["ratio"], "lo": r["lo"], "hi": r["hi"],
+                         "aa_low": band["low"], "aa_high": band["high"], "call": call(r, band),
+                         "runs": r["n"], "ci_what": r["what"]})
     return rows
 
 
@@ -299,21 +498,36 @@ def _pair_label(bitmap_pair: Sequence[str]) -> str:
     return f"{bitmap_pair[0]} -> {bitmap_pair[1]}"
 
 
+BITMAP_CALL = {"faster": "a gain beyond the A/A band", "slower": "a loss beyond the A/A band",
+               "within noise": "within noise (inside the A/A band)",
+               "inconclusive": "inconclusive (its interval reaches into the A/A band, or too "
+                               "few rounds for one)"}
+
+
 def bitmap_table(rows: list[dict], bitmap_pair: Sequence[str]) -> K.Conclusion:
-    """The pairs' M ops/s without and with the bitmap; per stream the bitmap pair's ratio in
-    words, and the rescanning baseline's ratios when the lineage has such a step."""
-    t = K.Conclusion("bitmap", rows, key=["workload", "pair"],
+    """The pairs' median M ops/s without and with the bitmap, the ratio with its interval and
+    the A/A band beside it; per stream the bitmap pair's ratio and its call in words, and the
+    rescanning baseline's ratios when the lineage has such a step."""
+    t = K.Conclusion("bitmap", [{k: v for k, v in r.items() if k != "ci_what"} for r in rows],
+                     key=["workload", "pair"],
                      kinds={"commands": "count", "resting_mean": "count",
-                            "with_over_without": "ratio"})
+                            "with_over_without": "ratio", "lo": "ratio", "hi": "ratio",
+                            "aa_low": "ratio", "aa_high": "ratio", "call": "label",
+                            "runs": "count"},
+                     note="with_over_without: median of the per-round throughput ratios, lo-hi "
+                          "its interval; aa_low-aa_high: the A/A band (the pair's first engine "
+                          "measured twice in the same rounds); call: the interval against it")
     pair = _pair_label(bitmap_pair)
     for w in BITMAP_WORKLOADS:
         t.say(f"On {w}, adding the bitmap to the {t.cell((w, pair), 'baseline_best')} baseline "
-              f"gives {t.cell((w, pair), 'with_over_without')}x the throughput.")
+              f"gives {t.cell((w, pair), 'with_over_without')}x the throughput ("
+              f"{t.cell((w, pair), 'lo')}-{t.cell((w, pair), 'hi')}): "
+              f"{BITMAP_CALL[t.value((w, pair), 'call')]}.")
     resc = [r for r in rows if r["baseline_best"] == "scan"]
     if resc:
         t.say("Against lob's rescanning baseline the bitmap gives " + ", ".join(
             f"{t.cell((r['workload'], r['pair']), 'with_over_without')}x ({r['pair']}, "
-            f"{r['workload']})" for r in resc)
+            f"{r['workload']}, {r['call']})" for r in resc)
             + ": there it removes a scan problem, which lobster's narrow book never had.")
     return t
 
@@ -324,7 +538,9 @@ def claims(bitmap_rows: list[dict], bitmap_pair: Sequence[str], perf: dict,
            engines: Sequence[str]) -> dict[str, dict]:
     """claim id -> :func:`lob.studies.claims.measurement`: the bitmap on the narrow and the
     sparse stream (its baseline named in the diagnostics), and the lineage's first-to-last
-    step on the replay stream (when that stream ran)."""
+    step on the replay stream (when that stream ran); each the median of per-round ratios of
+    interleaved rounds with its interval, the A/A band of the same rounds and the count of
+    rounds (``runs``)."""
     from lob.studies.claims import measurement
     from lob.studies.declared import lineage
 
@@ -341,14 +557,18 @@ def claims(bitmap_rows: list[dict], bitmap_pair: Sequence[str], perf: dict,
                          "resting_mean": r["resting_mean"], "commands": int(r["commands"])},
             explain={"against lob's rescanning baseline": ", ".join(
                 f"{K.fmt(x['with_over_without'])}x" for x in resc if x["workload"] == w)},
-            detail=f"{pair} M ops/s")
-    m = {r["engine"]: r["mops"] for r in perf["rows"] if r["workload"] == REPLAY}
-    if REPLAY in perf["shape"] and engines[0] in m and engines[-1] in m:
+            detail=f"{pair} M ops/s", ci=(r["lo"], r["hi"]) if r["lo"] else None,
+            ci_what=r["ci_what"], aa={"low": r["aa_low"], "high": r["aa_high"],
+                                      "n": r["runs"]}, runs=r["runs"])
+    first, last = engines[0], engines[-1]
+    ns = perf.get("ns", {}).get(REPLAY, {})
+    if REPLAY in perf["shape"] and first in ns and last in ns:
+        r = speedup(ns, last, first)
         out["s003_version_steps"] = measurement(
-            m[engines[-1]] / m[engines[0]],
-            diagnostics={"resting_mean": perf["shape"][REPLAY]["resting_mean"]},
+            r["ratio"], diagnostics={"resting_mean": perf["shape"][REPLAY]["resting_mean"]},
             explain={"lob's steps": " -> ".join(engines)},
-            detail=f"{engines[-1]} / {engines[0]} M ops/s")
+            detail=f"{last} / {first} M ops/s", ci=(r["lo"], r["hi"]) if r["lo"] else None,
+            ci_what=r["what"], aa=perf["aa"][REPLAY], runs=r["n"])
     return out
 
 
@@ -500,3 +720,219 @@ def shim_table(engine: str, b: dict, *, how: dict | None = None) -> K.Conclusion
 def shim_name(b: dict) -> str | None:
     """The stream the shim / native split ran on (None without one)."""
     return (b.get("shim") or {}).get("workload")
+
+
+# --- the compiled lineage step by step, and every engine side by side (lob.measure.profile) ----
+
+LINEAGE_WORKLOADS = ("lobster_replay", "cpp_comprehensive")  # no FOK / FOK-heavy: v2, v3 act
+BREAKDOWN_ROUNDS = 3  # command_breakdown's rounds (each command keeps its lowest duration)
+
+
+def side_engines(*, say=print, c_book=None) -> list[str]:
+    """Every engine the workbench knows that is not pure Python, lineage first: lob's
+    compiled lineage (:func:`lob.engines.toggles.chain`), then the engines behind the C ABI
+    and any other registered one. The example C engine is built first (``c_book``: gcc into
+    the cache); an engine that cannot be built or is not built here gets one line to ``say``
+    and is left out."""
+    from lob.engines import toggles as tg
+    from lob.engines.registry import engine_names, engine_spec
+    from lob.studies import declared
+
+    if c_book is None:
+        from lob.studies.engines_beside import c_book
+    try:
+        c_book()
+    except Exception as e:  # no C compiler, no checkout: one line, then without it
+        say(f"c_book is not built here ({e}); the side-by-side goes on without it")
+    chain = tg.chain("numba")
+    rest = [n for n in engine_names() if n != "reference" and n not in chain
+            and engine_spec(n).backend != "python"]
+    return declared.built_only([*chain, *rest], say=say)
+
+
+def measure_lineage(engines: Sequence[str], scale: float, repeat: int, *,
+                    workloads: Sequence[str] = LINEAGE_WORKLOADS, measure=None) -> dict:
+    """``engines`` (:func:`side_engines`) on each stream at ``scale``, interleaved in
+    ``max(repeat, MIN_ROUNDS)`` rounds, the newest compiled step measured twice (the A/A
+    control): :func:`lob.measure.profile.measure` once per stream, read by
+    :func:`~lob.measure.profile.lineage_profile` (each step's kernel ns/op, its mechanism, its
+    ratio to its parent) and :func:`~lob.measure.profile.side_by_side` (every engine over that
+    base). Returns ``{"lineage": [rows], "side": [rows], "base", "rounds", "scale",
+    "workloads"}`` (rows: the profile's columns, an engine refusing a stream with a ``note``)."""
+    from lob.engines import toggles as tg
+    from lob.measure import profile as pf
+
+    measure = measure or pf.measure
+    chain = [e for e in tg.chain("numba") if e in engines]
+    base = chain[-1]
+    rounds = _rounds(repeat)
+    got = {w: measure(list(engines), w, scale=scale, rounds=rounds, twin=base)
+           for w in workloads}
+    lin = pf.lineage_profile(workloads=list(workloads), versions=chain, twin=base,
+                             measured=got)
+    side = pf.side_by_side(list(engines), list(workloads), base=base, twin=base, measured=got)
+    return {"lineage": _records(lin), "side": _records(side), "base": base, "rounds": rounds,
+            "scale": scale, "workloads": list(workloads)}
+
+
+def _records(df) -> list[dict]:
+    """A profile DataFrame as plain records (NaN as None)."""
+    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+            for r in df.to_dict("records")]
+
+
+def _inverse(x):
+    return None if x is None else 1 / x
+
+
+def _gain_row(r: dict, ratio: str) -> dict:
+    """A profile row's cost ratio (``ratio``: step / parent, or engine / base) as a
+    throughput ratio (higher is faster), with its interval and the A/A band inverted alike."""
+    return {"gain": _inverse(r.get(ratio)), "gain_lo": _inverse(r.get(f"{ratio}_hi")),
+            "gain_hi": _inverse(r.get(f"{ratio}_lo")), "call": r.get("call"),
+            "aa_low": _inverse(r.get("aa_high")), "aa_high": _inverse(r.get("aa_low"))}
+
+
+GAIN_KINDS = {"gain": "ratio", "gain_lo": "ratio", "gain_hi": "ratio", "call": "label",
+              "aa_low": "ratio", "aa_high": "ratio"}
+
+
+def steps_table(lin: dict) -> K.Conclusion:
+    """Each compiled step, its parent and its mechanism (one line of
+    :mod:`lob.engines.toggles`)."""
+    rows = list({r["step"]: {"step": r["step"], "parent": r["parent"],
+                             "mechanism": r["mechanism"]} for r in lin["lineage"]}.values())
+    return K.Conclusion("lineage steps", rows, key="step",
+                        kinds={"step": "label", "parent": "label", "mechanism": "label"})
+
+
+def lineage_table(lin: dict) -> K.Conclusion:
+    """Per stream and step: the kernel's ns/op (median of the rounds, interval), the step's
+    gain over its parent (throughput ratio: the median of the per-round ratios, interval), the
+    A/A band of the stream and the call against it. Sentences: per stream, the steps faster
+    beyond the band, those slower, and those not told apart from noise."""
+    rows = []
+    for r in lin["lineage"]:
+        row = {"workload": r["workload"], "step": r["step"], "parent": r["parent"],
+               "kernel_ns": r.get("kernel_ns"), "kernel_lo": r.get("kernel_lo"),
+               "kernel_hi": r.get("kernel_hi")}
+        rows.append({**row, **(_gain_row(r, "vs_parent") if r["parent"] else {})})
+    t = K.Conclusion("lineage", rows, key=["workload", "step"],
+                     kinds={"step": "label", "parent": "label", **GAIN_KINDS},
+                     note=f"{lin['rounds']} interleaved rounds, fresh engine each, on the "
+                          f"thread's CPU clock; kernel_ns: in-kernel ns/op (median, "
+                          f"kernel_lo-kernel_hi its interval); gain: the parent's kernel time "
+                          f"over the step's (median of the per-round ratios, gain_lo-gain_hi); "
+                          f"aa_low-aa_high: {lin['base']} measured twice in the same rounds; "
+                          f"call: the gain's interval against that band; streams at "
+                          f"{K.fmt(lin['scale'])} of their published sizes")
+    for w in lin["workloads"]:
+        steps = [r for r in t.rows if r["workload"] == w and r.get("gain") is not None]
+        by = {c: [r for r in steps if r["call"] == c] for c in
+              ("faster", "slower", "within noise", "inconclusive")}
+        parts = [f"{c}: " + ", ".join(
+            f"{r['step']} {t.cell((w, r['step']), 'gain')}x {r['parent']} "
+            f"({t.cell((w, r['step']), 'gain_lo')}-{t.cell((w, r['step']), 'gain_hi')})"
+            for r in rs) for c, rs in by.items() if rs]
+        if steps:
+            band = steps[0]["step"]
+            t.say(f"On {w} (A/A band {t.cell((w, band), 'aa_low')}-"
+                  f"{t.cell((w, band), 'aa_high')}), each step over its parent: "
+                  + "; ".join(parts) + ".")
+    return t
+
+
+def side_table(lin: dict) -> K.Conclusion:
+    """Every engine on each stream: kernel ns/op with its interval and its throughput over
+    the base (the newest compiled step; median of the per-round ratios, interval), the A/A
+    band and the call; an engine refusing a stream is named with its reason."""
+    base = lin["base"]
+    rows = []
+    for r in lin["side"]:
+        row = {"workload": r["workload"], "engine": r["engine"], "backend": r["backend"],
+               "kernel_ns": r.get("kernel_ns"), "kernel_lo": r.get("kernel_lo"),
+               "kernel_hi": r.get("kernel_hi")}
+        if r.get("note"):
+            rows.append(row)
+            continue
+        g = _gain_row(r, "vs_base")
+        rows.append({**row, f"vs_{base}": g["gain"], "lo": g["gain_lo"], "hi": g["gain_hi"],
+                     "aa_low": g["aa_low"], "aa_high": g["aa_high"], "call": g["call"],
+                     "same_work": r["same_checksum"]})
+    t = K.Conclusion("side by side", rows, key=["workload", "engine"],
+                     kinds={"engine": "label", "backend": "label", f"vs_{base}": "ratio",
+                            "lo": "ratio", "hi": "ratio", "aa_low": "ratio",
+                            "aa_high": "ratio", "call": "label", "same_work": "label"},
+                     note=f"vs_{base}: the engine's throughput over {base}'s (in-kernel, "
+                          f"median of the per-round ratios of {lin['rounds']} interleaved "
+                          f"rounds, lo-hi its interval); aa_low-aa_high: {base} measured twice; "
+                          f"same_work: the same checksum as {base}")
+    for w in lin["workloads"]:
+        mine = [r for r in t.rows if r["workload"] == w and r["engine"] != base
+                and r.get("call")]
+        by = {c: [r["engine"] for r in mine if r["call"] == c]
+              for c in ("faster", "slower", "within noise", "inconclusive")}
+        if mine:
+            t.say(f"On {w}, against {base} (A/A band {t.cell((w, base), 'aa_low')}-"
+                  f"{t.cell((w, base), 'aa_high')}): " + "; ".join(
+                      f"{c}: " + ", ".join(f"{e} {t.cell((w, e), f'vs_{base}')}x" for e in es)
+                      for c, es in by.items() if es) + ".")
+    for r in lin["side"]:
+        if r.get("note"):
+            t.say(f"Not run: {r['engine']} on {r['workload']} ({r['note']}).")
+    return t
+
+
+def explain_slower(lin: dict, *, breakdown=None) -> list[dict]:
+    """For each step slower than its parent beyond the A/A band on a stream: both engines'
+    in-kernel time per class of command (:func:`lob.measure.profile.command_breakdown`, at
+    the lineage's scale) and the class that added the most time per command of the stream
+    (share x median ns, step minus parent). Rows ``{"workload", "step", "parent", "class",
+    "share", "step_ns", "parent_ns", "added_ns_per_op"}``; a step whose classes add no time
+    gets ``class`` None (the data does not say where)."""
+    from lob.measure import profile as pf
+
+    breakdown = breakdown or pf.command_breakdown
+    out = []
+    for r in lin["lineage"]:
+        if r.get("call") != "slower":
+            continue
+        w = r["workload"]
+        a = breakdown(r["step"], w, scale=lin["scale"], rounds=BREAKDOWN_ROUNDS)
+        b = breakdown(r["parent"], w, scale=lin["scale"], rounds=BREAKDOWN_ROUNDS)
+        pb = {x["class"]: x for x in _records(b)}
+        best = None
+        for x in _records(a):
+            y = pb.get(x["class"])
+            if y is None:
+                continue
+            added = x["share"] * (x["median_ns"] - y["median_ns"])
+            if added > 0 and (best is None or added > best["added_ns_per_op"]):
+                best = {"class": x["class"], "share": x["share"], "step_ns": x["median_ns"],
+                        "parent_ns": y["median_ns"], "added_ns_per_op": added}
+        out.append({"workload": w, "step": r["step"], "parent": r["parent"],
+                    **(best or {"class": None})})
+    return out
+
+
+def slower_table(rows: list[dict]) -> K.Conclusion:
+    """The steps slower than their parent beyond the A/A band, and where the added time went
+    (the class of command with the most added time per command of the stream)."""
+    t = K.Conclusion("slower steps", rows, key=["workload", "step"],
+                     kinds={"step": "label", "parent": "label", "class": "label",
+                            "share": "ratio"},
+                     note="step_ns / parent_ns: median in-kernel ns of one command of the "
+                          "class (the clock read included); added_ns_per_op: share x the "
+                          "difference")
+    if not rows:
+        t.say("No step is slower than its parent beyond the A/A band on any stream.")
+    for r in rows:
+        k = (r["workload"], r["step"])
+        if r["class"] is None:
+            t.say(f"On {r['workload']}, {r['step']} is slower than {r['parent']}, and no class "
+                  f"of command shows where: every class's median is the same or lower.")
+        else:
+            t.say(f"On {r['workload']}, {r['step']} is slower than {r['parent']}; the most "
+                  f"added time is in {r['class']} ({t.cell(k, 'share')} of the commands, "
+                  f"{t.cell(k, 'step_ns')} ns against {t.cell(k, 'parent_ns')} ns).")
+    return t
