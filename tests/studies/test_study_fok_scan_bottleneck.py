@@ -68,6 +68,10 @@ def checked(t: K.Conclusion) -> K.Conclusion:
 
 def test_check_parameters():
     fok.check_parameters(LINEAGE, PAIR)
+    with pytest.raises(ValueError, match="pairs must be >= 1"):
+        fok.check_parameters(LINEAGE, PAIR, pairs=0)
+    with pytest.raises(ValueError, match="limit_max_repeat must be >= 1"):
+        fok.check_parameters(LINEAGE, PAIR, limit_max_repeat=0)
     with pytest.raises(ValueError, match="lineage needs"):
         fok.check_parameters(["v0", "v1"], PAIR)
     with pytest.raises(ValueError, match="limit_pair needs two"):
@@ -123,6 +127,80 @@ def test_measure_comprehensive_refuses_disagreeing_engines():
         fok.measure_comprehensive(["v0", "v1", "v2"], wl, 1, "v2", replay=replay)
 
 
+TWIN = fok.aa_name("v2")
+
+
+def with_pairs(v1, v2, twin, commands=4000):
+    c = comp(commands)
+    c["pairs"] = {"orders": rotations(["v1", "v2", TWIN], len(v1)),
+                  "ns_op": {"v1": list(v1), "v2": list(v2), TWIN: list(twin)}}
+    return c
+
+
+FIVE = (1000, 1010, 990, 1005, 995)
+FLAT = (10, 10.2, 9.9, 10.1, 10)
+AA = (10.1, 10, 10, 10.2, 9.8)
+
+
+def test_measure_comprehensive_with_pairs_runs_v2_twice_in_every_round():
+    from lob.workloads import build
+
+    wl = build(fok.COMPREHENSIVE, scale=0.00025)
+    calls = []
+
+    def replay(e, w):
+        from lob.engines.registry import replay as real
+
+        calls.append(e)
+        return real(e, w)
+    c = fok.measure_comprehensive(["v0", "v1", "v2"], wl, 2, "v2", pairs=5, replay=replay)
+    p = c["pairs"]
+    assert set(c["ns_op"]) == {"v0", "v1", "v2"}  # the copy is not a lineage engine
+    assert calls.count("v1") == 5 and calls.count("v2") == 10 and calls.count("v0") == 2
+    assert [len(p["ns_op"][e]) for e in ("v1", "v2", TWIN)] == [5, 5, 5]
+    # the lineage's two rounds (v0 first, then last), then three more continuing the rotation
+    assert p["orders"] == [["v1", "v2", TWIN], ["v1", "v2", TWIN], [TWIN, "v1", "v2"],
+                           ["v1", "v2", TWIN], ["v2", TWIN, "v1"]]
+    assert fok.measure_comprehensive(["v0", "v1", "v2"], wl, 1, "v2")["pairs"] is None
+
+
+def test_v1_v2_pairs_table_faster_beyond_the_aa_band():
+    c = with_pairs(FIVE, FLAT, AA)
+    vi = fok.v1_v2_interval(c, LINEAGE)
+    assert vi["n"] == 5 and vi["ratio"] == 100.0 and vi["ci"][0] < 100 < vi["ci"][1]
+    assert vi["aa_ratios"] == pytest.approx([b / a for a, b in zip(FLAT, AA, strict=True)])
+    t = checked(fok.v1_v2_pairs_table(c, LINEAGE))
+    assert [r["order"] for r in t.rows[:2]] == ["v1, v2, v2 (A/A)", "v2, v2 (A/A), v1"]
+    lo, hi = (t.cell("median", k) for k in ("interval_low", "interval_high"))
+    alo, ahi = (t.cell("median", k) for k in ("aa_low", "aa_high"))
+    assert t.text == (f"On 4,000 commands, v2 is 100x as fast as v1 over 5 interleaved rounds "
+                      f"(interval {lo}-{hi}). v2 run twice in the same rounds differs by "
+                      f"{alo}-{ahi}x (the A/A band); v2 is faster than v1 beyond it.")
+    assert "95% bootstrap interval of the ratio of the medians of 5" in t.note
+
+
+TEN = tuple(x * 10 for x in FLAT)
+
+
+@pytest.mark.parametrize(("v1", "v2", "twin", "words"), [
+    ((10, 10.1, 9.9, 10.2, 10), TEN, tuple(x * 10 for x in AA),
+     "v2 is slower than v1 beyond it"),
+    ((10.01, 10.2, 9.9, 10.1, 10), FLAT, (11, 9, 10, 10.2, 9.8),
+     "the difference lies inside it: within noise"),
+    ((10.4, 10.6, 10.3, 10.5, 10.4), FLAT, AA, "the interval reaches into it: inconclusive"),
+])
+def test_v1_v2_pairs_table_calls(v1, v2, twin, words):
+    t = checked(fok.v1_v2_pairs_table(with_pairs(v1, v2, twin), LINEAGE))
+    assert t.text.endswith(f"(the A/A band); {words}."), t.text
+
+
+def test_v1_v2_pairs_table_too_few_rounds():
+    t = checked(fok.v1_v2_pairs_table(with_pairs(FIVE[:2], FLAT[:2], AA[:2]), LINEAGE))
+    assert t.rows[-1]["interval_low"] is None and t.rows[-1]["aa_low"] is None
+    assert t.text == ("On 4,000 commands, v2 is 99.5x as fast as v1 over 2 interleaved rounds; "
+                      "too few rounds for an interval, so no call.")
+
+
 # --- the limit-only pairs -----------------------------------------------------------------------
 
 def test_measure_limit_pairs_interleaves():
@@ -137,25 +215,97 @@ def test_measure_limit_pairs_interleaves():
     assert m["orders"] == [["v0", "v1"], ["v1", "v0"], ["v0", "v1"]]
     assert m["ns_op"] == {"v0": [2.0] * 3, "v1": [1.0] * 3}
     assert m["counters"]["v1"] == {"remaining_sum": 5} and m["load"] >= 0
+    assert (m["looks"], m["cap"], m["cleared"]) == (1, 3, False)  # no interval from 3 pairs
+
+
+def sequential_replay(v0_ns):
+    """v1 at 100 ns/op; v0 at the next of ``v0_ns`` each time it runs."""
+    it = iter(v0_ns)
+
+    def replay(e, wl):
+        ns = next(it) if e == "v0" else 100.0
+        return SimpleNamespace(elapsed_ns=ns * len(wl.commands), checksum=7,
+                               counters={"remaining_sum": 5})
+    return replay
+
+
+def test_measure_limit_pairs_adds_abba_blocks_while_the_interval_straddles_an_edge():
+    # 4 pairs give no interval: one ABBA block more, then the interval of 6 clears the edges
+    m = fok.measure_limit_pairs(PAIR, 0.0005, 4, limit_max_repeat=10, edges=(1.0, 2.65),
+                                replay=sequential_replay([200] * 10))
+    assert len(m["orders"]) == 6 and m["looks"] == 2 and m["cleared"]
+    assert m["orders"][4:] == [["v0", "v1"], ["v1", "v0"]]  # the rotation continues: ABBA
+    assert m["level"] == pytest.approx(1 - 0.05 / 4)  # Bonferroni over the 4 looks allowed
+    # still straddling at the cap: stops there, not cleared
+    m = fok.measure_limit_pairs(PAIR, 0.0005, 6, limit_max_repeat=9, edges=(2.0,),
+                                replay=sequential_replay([200, 210, 190, 220, 180, 200] * 2))
+    assert len(m["orders"]) == 9 and m["looks"] == 3 and not m["cleared"]
+    # clear from the start: no more rounds
+    m = fok.measure_limit_pairs(PAIR, 0.0005, 6, limit_max_repeat=10, edges=(1.0, 2.65),
+                                replay=sequential_replay([200, 210, 190, 220, 180, 200]))
+    assert len(m["orders"]) == 6 and m["looks"] == 1 and m["cleared"]
+
+
+def test_claim_edges_are_the_pivot_and_the_tolerance_band():
+    from lob.studies.claims import get
+
+    c = get("s001_v0_v1_limit_only")
+    assert fok.claim_edges() == pytest.approx(
+        (1.0, c.value * (1 - c.tolerance), c.value * (1 + c.tolerance)))
+
+
+def limit_with(v0, v1, cleared=True):
+    return {"commands": 4000, "orders": rotations(PAIR, len(v0)),
+            "ns_op": {"v0": list(v0), "v1": list(v1)},
+            "counters": {e: {"remaining_sum": 12} for e in PAIR}, "load": 1.0,
+            "level": 0.95, "cleared": cleared}
+
+
+def test_limit_aa_pairs_each_engines_two_rounds_of_an_abba_block():
+    ratios, band = fok.limit_aa(limit_with([100, 110, 100, 90, 100], [50, 55, 50, 45, 60]),
+                                PAIR)
+    assert ratios == pytest.approx([1.1, 0.9, 1.1, 0.9])  # the fifth round has no partner
+    assert band["low"] is None
+    ratios, band = fok.limit_aa(limit_with([100, 110, 100, 90, 100, 100], [50] * 6), PAIR)
+    assert len(ratios) == 6 and band["high"] == pytest.approx(1 / 0.9)
 
 
 def test_limit_table_with_an_interval():
     t = checked(fok.limit_table(lim(5), PAIR))
     med = t.rows[-1]
     assert med["pair"] == "median" and med["ratio"] == 2.05
-    assert (med["interval_low"], med["interval_high"]) == (1.9, 2.2)
+    ci = fok.limit_interval(lim(5), PAIR)[1]["ci"]
+    assert (med["interval_low"], med["interval_high"]) == ci and ci[0] < 2.05 < ci[1]
     assert [r["order"] for r in t.rows[:2]] == ["v0, v1", "v1, v0"]
-    assert t.text == ("On the limit-only stream (4,000 commands), v1 is 2.05x as fast as v0, the "
-                      "median of 5 interleaved pairs (step: levels, best); its interval is "
-                      "1.90-2.20.")
-    assert "interval of the median of 5 interleaved pairs" in t.note
+    assert t.text == ("On the limit-only stream (4,000 commands), v1 is 2.05x as fast as v0, "
+                      f"over 5 interleaved pairs (step: levels, best); its interval is "
+                      f"{K.fmt(ci[0])}-{K.fmt(ci[1])} (the rounds reached their cap with the "
+                      "interval still across a tolerance edge). Too few A/A ratios for a band: "
+                      "inconclusive.")
+    assert "95.0% bootstrap interval of the ratio of the medians of 5 interleaved pairs" \
+        in t.note
 
 
 def test_limit_table_without_an_interval():
     t = checked(fok.limit_table(lim(2), PAIR))
     assert t.rows[-1]["interval_low"] is None
-    assert t.text.endswith("the median of 2 interleaved pairs (step: levels, best); too few "
-                           "pairs for an interval.")
+    assert t.text.endswith("over 2 interleaved pairs (step: levels, best); too few pairs for "
+                           "an interval.")
+
+
+@pytest.mark.parametrize(("v0", "v1", "words"), [
+    ([200, 202, 198, 201, 199, 200], [100] * 6, "v1 is faster than v0 beyond it"),
+    ([50, 50.5, 49.5, 50.2, 49.8, 50], [100] * 6, "v1 is slower than v0 beyond it"),
+    ([100, 130, 100, 77, 100.5, 100.2], [100, 100, 99.8, 100, 100.1, 100],
+     "the difference lies inside it: within noise"),
+    ([100, 103, 110, 107, 104, 102], [100] * 6, "the interval reaches into it: inconclusive"),
+])
+def test_limit_table_calls_the_change_against_the_aa_band(v0, v1, words):
+    t = checked(fok.limit_table(limit_with(v0, v1), PAIR))
+    assert "(the interval clears the claim's tolerance edges)" in t.text
+    assert t.text.endswith(f"(the A/A band); {words}."), t.text
+    med = t.rows[-1]
+    assert t.cell("median", "aa_low") in t.text and med["aa_high"] > 1
 
 
 # --- the counters -------------------------------------------------------------------------------
@@ -203,6 +353,71 @@ def test_measure_latency_and_its_table(tmp_path):
                       "hidden for want of samples: v1 (p99.9, p99.99); v2 (p99.9, p99.99); "
                       "v3 (p99, p99.9, p99.99).")
     assert "Clock fake" in t.note
+    # the grid the samples fall on, measured from them, goes under the table
+    assert lat["clock"]["grid_ns"] == pytest.approx(100) and lat["clock"]["grid_n"] == 500
+    assert t.note == K.clock_line(lat["clock"])
+    v2 = lat["clocks"]["v2"]
+    assert v2["tick_ns"] == pytest.approx(100) and v2["percentiles"] == {"p50": 100.0,
+                                                                         "p99": 300.0}
+    assert lat["clocks"]["v3"]["percentiles"] == {"p50": 100.0}  # p99 unsupported: left out
+
+
+def test_with_grid_keeps_a_measured_grid_and_a_missing_clock():
+    assert fok.with_grid(None, durations()) is None
+    assert fok.with_grid({"grid_ns": 7.0}, durations()) == {"grid_ns": 7.0}
+    assert fok.with_grid({"source": "x"}, [0, 0]) == {"source": "x"}
+    g = fok.with_grid({"source": "x"}, np.array([30, 50, 70] * 100))
+    assert g["grid_ns"] == pytest.approx(10, rel=0.01) and g["grid_share"] == 1.0
+    # only the short durations are read (milliseconds would make the grid search explode),
+    # and too few of them measure no grid
+    g = fok.with_grid({"source": "x"}, np.array([30, 50, 70] * 40 + [16_000_003] * 500))
+    assert g["grid_ns"] == pytest.approx(10, rel=0.01) and g["grid_n"] == 120
+    assert fok.with_grid({"source": "x"}, np.array([30] * 99 + [5000] * 900)) == {"source": "x"}
+
+
+# --- the machine effect -------------------------------------------------------------------------
+
+ME = {"seed": 13.1, "seed_machine": "M", "low": 20.0, "high": 21.0, "machine": "VM",
+      "factor_low": 20.0 / 13.1, "factor_high": 21.0 / 13.1, "tolerance": 0.3}
+
+
+def test_machine_effect_reads_the_published_rebuild():
+    from lob.studies.claims import figure, get
+    from lob.studies.published import figures
+
+    me = fok.machine_effect()
+    c = get("s001_v1_v2_comprehensive")
+    pub = figure(figures(), fok.REBUILT)
+    assert (me["seed"], me["tolerance"], me["seed_machine"]) == (c.value, c.tolerance,
+                                                                  c.machine)
+    assert (me["low"], me["high"]) == (pub["low"], pub["high"]) and me["low"] <= me["high"]
+    assert me["factor_high"] == pytest.approx(pub["high"] / c.value)
+
+
+@pytest.mark.parametrize(("ci", "end"), [
+    ((90.0, 110.0), "beyond what machines alone explain (above)."),
+    ((5.0, 9.0), "beyond what machines alone explain (below)."),
+    ((18.0, 30.0), "within what machines alone (and the tolerance) explain."),
+])
+def test_machine_effect_table_places_lob_beside_the_machine_effect(ci, end):
+    t = checked(fok.machine_effect_table({"ci": ci}, ME))
+    assert t.sentences[0] == (
+        "Machines alone moved the seed's own v1/v2 from 13.1x to 20-21x, 1.53-1.60x the "
+        "published figure: more than the claim's tolerance of +-30%, so a ratio measured on "
+        "another machine can miss the seed's by more than the tolerance with no difference "
+        "in the code.")
+    assert t.value("lob, interval low (this machine)", "over rebuilt") == ci[0] / 21.0
+    assert t.sentences[1].startswith(f"lob's {K.fmt(ci[0])}-{K.fmt(ci[1])}x is ")
+    assert t.sentences[1].endswith(end)
+
+
+def test_machine_effect_table_within_tolerance_and_without_an_interval():
+    me = {**ME, "low": 14.0, "high": 15.0, "factor_low": 14 / 13.1, "factor_high": 15 / 13.1}
+    t = checked(fok.machine_effect_table({"ci": None}, me))
+    assert t.text == ("Machines alone moved the seed's own v1/v2 from 13.1x to 14-15x, "
+                      "1.07-1.15x the published figure: within the claim's tolerance of +-30%. "
+                      "lob's v1/v2 has no interval here, so no call on it.")
+    assert len(t.rows) == 3
 
 
 # --- the depth sweep ----------------------------------------------------------------------------
@@ -265,6 +480,7 @@ def test_measure_fok_depth():
         ("v1", 100), ("v2", 100), ("v1", 200), ("v2", 200)]
     assert m["rows"][0]["p50"] == 300.0 and set(m["rows"][0]) == {"engine", "depth", "count",
                                                                   "p50", "p90"}
+    assert m["clock"]["grid_ns"] == pytest.approx(100) and m["clock"]["grid_n"] == 1600
 
 
 def test_fok_depth_table():
@@ -318,6 +534,36 @@ def test_claims_all_measured():
     assert m["s001_v2_tail"]["value"] == 20.0
     assert m["s001_v2_tail"]["explain"] == {"clock read, median ns": 20.0}
     assert m["s001_v1_v2_p99"]["value"] == 0.5
+
+
+def test_claims_with_pairs_carry_interval_aa_runs_machine_effect_and_clock(tmp_path):
+    c = with_pairs(FIVE, FLAT, AA, commands=fok.SEED_COMMANDS)
+    cap = fake_capture({"v1": durations(100, 2000), "v2": durations(100, 300)})
+    lat = fok.measure_latency(["v1", "v2"], None, tmp_path, capture=cap)
+    lm = limit_with([200, 202, 198, 201, 199, 200], [100] * 6)
+    m = fok.claims(LINEAGE, PAIR, c, lm, sweep(), SEED, lat, ME)
+    v12 = m["s001_v1_v2_comprehensive"]
+    vi = fok.v1_v2_interval(c, LINEAGE)
+    assert v12["value"] == 100.0 and v12["ci"] == list(vi["ci"]) and v12["runs"] == 5
+    assert v12["aa"]["low"] == vi["aa"]["low"] and v12["aa"]["n"] == 5
+    assert v12["detail"] == "v1 / v2 ns/op, ratio of the medians"
+    ex = v12["explain"]
+    assert ex["the seed's own v1/v2 rebuilt on VM"] == "20-21"
+    assert ex["machines alone moved the seed's ratio (x)"] == "1.53-1.6"
+    assert ex["beyond what machines alone explain"] == "yes (above)"
+    assert ex["v1/v2 at mean depth 10"] == 1.5  # the depth explanation stays
+    lo = m["s001_v0_v1_limit_only"]
+    assert lo["runs"] == 6 and lo["aa"]["n"] == 6 and lo["value"] == 2.0
+    tail, p99 = m["s001_v2_tail"], m["s001_v1_v2_p99"]
+    assert tail["clock"]["tick_ns"] == pytest.approx(100)
+    assert tail["clock"]["percentiles"] == {"p50": 100.0, "p99": 300.0}
+    assert p99["clock"]["percentiles"] == {"v1/p99": 2000.0, "v2/p99": 300.0}
+    from lob.studies.claims import get, judge
+
+    # judged: the pairs give an interval and the A/A band is far from it
+    v = judge(get("s001_v1_v2_comprehensive"), v12)
+    assert v.verdict == "direction only" and "beyond what machines alone explain: yes" \
+        in v.reason
 
 
 def test_claims_without_latency_or_tail():
