@@ -8,7 +8,11 @@ bound), then offered rates from 80% of it down by halves until one keeps up, the
 bisection between the last rate that kept up and the first that did not; the bracket (the
 resolution) is reported. A row of a sweep is ``saturated`` when it was measured not to keep up
 (the same test, on that row's own run), whatever its offered rate; ``above_capacity`` says
-whether its offered rate exceeds the capacity found.
+whether its offered rate exceeds the top of the capacity's bracket (``capacity_high``: the
+lowest offered rate the search saw fall behind), so a row inside the search's resolution is
+not taken for one above capacity. ``lat_growth`` (every row): the median latency of the
+run's last tenth of commands over its first tenth's (a run that falls behind grows its
+queue, and its latency with it).
 
 Every function here runs its rows on one :class:`~lob.pipeline.session.PipelineSession` (one
 sender/engine pair for the whole sweep, the book reset between rows): pass ``session=`` to
@@ -77,7 +81,17 @@ def summarize(run: PipelineRun) -> dict:
             "gc_enabled": run.gc_enabled,
             "late_batches_1ms": run.extra.get("sender", {}).get("late_batches_1ms"),
             **{f"lat_{k}": v for k, v in st.to_dict().items()},
-            "encoded": h.encode().decode()}
+            "lat_growth": _growth(run.latency_ns), "encoded": h.encode().decode()}
+
+
+def _growth(lat: np.ndarray) -> float | None:
+    """Median latency of the last tenth of the commands (due order) over the first tenth's;
+    None with fewer than 20 commands or a first tenth at 0 ns."""
+    k = len(lat) // 10
+    if k < 2:
+        return None
+    first = float(np.median(lat[:k]))
+    return float(np.median(lat[-k:])) / first if first > 0 else None
 
 
 def service_time(engine: str, commands: np.ndarray, *, config: BookConfig | None = None,
@@ -160,8 +174,9 @@ def sweep(engine: str, commands: np.ndarray, *, batches=(1, 8, 64), fractions=(0
 
     ``pins`` lists CPU pinnings to compare (None = unpinned, or (sender_cpu, engine_cpu));
     capacity is found unpinned-or-first-pin, then every pinning runs the same offered rates.
-    Each row carries ``fraction`` (of capacity), ``above_capacity`` (offered > capacity) and
-    ``saturated`` (measured: the row's run did not keep up). All
+    Each row carries ``fraction`` (of capacity), ``capacity_high`` (the top of the capacity's
+    bracket), ``above_capacity`` (offered > that top) and ``saturated`` (measured: the row's
+    run did not keep up). All
     rows run on one session (one process pair).
     """
     kw.pop("pin", None)
@@ -176,8 +191,10 @@ def sweep(engine: str, commands: np.ndarray, *, batches=(1, 8, 64), fractions=(0
                 for f in fractions:
                     run = s.run(commands, rate=f * cap["capacity"], batch=b, pin=pin, **row_kw)
                     row = summarize(run)
-                    row.update(fraction=f, capacity=cap["capacity"],
-                               above_capacity=bool(f > 1), saturated=not row["keeps_up"])
+                    top = cap["bracket"][1]
+                    row.update(fraction=f, capacity=cap["capacity"], capacity_high=top,
+                               above_capacity=bool(f * cap["capacity"] > top),
+                               saturated=not row["keeps_up"])
                     rows.append(row)
     return rows, caps
 

@@ -7,7 +7,8 @@ its published outcome. The notebook is a view over this module, section by secti
 * **service**: :func:`measure_service` (the engine's closed-loop per-op latency and the python
   transport's executor cost per command) -> :func:`service_table`;
 * **sweep**: :func:`measure_sweep` (capacity per transport and batch size, then runs at
-  fractions of it, one .hgrm per row) -> :func:`sweep_table`, :func:`plot_latency_by_rate`,
+  fractions of it, one .hgrm per row) -> :func:`sweep_table`, :func:`saturation_table`,
+  :func:`plot_latency_by_rate`,
   :func:`capacity_table`, :func:`plot_capacity`, :func:`at_fraction_table`,
   :func:`at_fraction_pivot`;
 * **scenarios**: :func:`measure_scenarios` (the eight orderbook-rs scenarios open loop at
@@ -15,8 +16,9 @@ its published outcome. The notebook is a view over this module, section by secti
 * **pauses**: :func:`measure_pauses` (a bare clock-reading loop on every CPU) ->
   :func:`pauses_raw`, :func:`pauses_table`;
 * **tail**: :func:`measure_tail` (repeated batch-1 runs of a lineage of compiled variants,
-  pauses recorded between the rounds) -> :func:`floor_and_model` (the floor and the model on
-  those pauses) -> :func:`tail_table`, :func:`tail_runs_table`, :func:`plot_tail_vs_floor`,
+  pauses recorded between the rounds, an A/A control beside the pinned runs) ->
+  :func:`tail_model` (the model on those pauses) -> :func:`tail_table`,
+  :func:`tail_runs_table`, :func:`plot_tail_vs_model`, :func:`pinning_table`,
   :func:`stalls_table`, :func:`steps_table`;
 * **claims**: :func:`claims` (``s003_*`` from the tables by
   :func:`lob.studies.claims.pipeline_claims`).
@@ -36,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lob.measure.stats import change_of_ratios, marker
+from lob.measure.stats import CLOCK_FLOOR_TICKS, change_of_ratios, marker
 from lob.studies import plots as lp
 from lob.studies.conclude import (
     Conclusion,
@@ -48,13 +50,14 @@ from lob.studies.conclude import (
 
 __all__ = [
     "PCTS", "AT_FRACTIONS", "TAIL_FRACTIONS", "BASE_VARIANT", "TICK_LOCKED_PCT", "TICK_PERIODS",
-    "MIN_SPAN_MS_NO_HZ", "MODEL_FACTOR", "SAME_BAND", "STALL_COVERAGE",
-    "Plan", "Service", "Sweep", "Tail", "FloorModel",
+    "MIN_SPAN_MS_NO_HZ", "MODEL_FACTOR", "SAME_BAND", "STALL_COVERAGE", "AA_PINNING",
+    "Plan", "Service", "Sweep", "Tail", "TailModel",
     "resolve_engine", "plan", "measure_service", "service_table", "measure_sweep",
-    "sweep_table", "plot_latency_by_rate", "capacity_table", "plot_capacity",
+    "sweep_table", "saturation_table", "plot_latency_by_rate", "capacity_table", "plot_capacity",
     "at_fraction_table", "at_fraction_pivot", "measure_scenarios", "scenarios_table",
-    "measure_pauses", "pauses_raw", "pauses_table", "measure_tail", "floor_and_model",
-    "tail_table", "tail_runs_table", "plot_tail_vs_floor", "poisson_upper", "stall_rates",
+    "measure_pauses", "pauses_raw", "pauses_table", "measure_tail", "pinnings", "tail_model",
+    "tail_table", "tail_runs_table", "plot_tail_vs_model", "pinning_table", "poisson_upper",
+    "stall_rates",
     "stalls_table", "steps_table", "claims",
 ]
 
@@ -65,11 +68,11 @@ BASE_VARIANT = "command/line"  # seed 003's capacity: every command published on
 TICK_LOCKED_PCT = 50.0  # pauses at one tick phase above this share come with the tick (~12% if not)
 TICK_PERIODS = 10  # a run shorter than this many tick periods may meet no pause: not compared
 MIN_SPAN_MS_NO_HZ = 40.0  # that span when the kernel's tick rate is unknown (250 Hz's)
-MODEL_FACTOR = 2.0  # every run beyond this factor of the model's p99: a finding, not noise
+MODEL_FACTOR = 2.0  # the model holds when the runs' p99 lie within this factor of its p99
 SAME_BAND = 0.05  # a step whose whole interval lies within this of no change changes nothing
 STALL_COVERAGE = 0.99  # stalled runs up to this quantile of the expected count: the machine's
 SERVICE_REPEAT = 2  # fresh-engine passes of the executor's cost per command (the best kept)
-ENGINE_REPEAT = 3  # closed-loop replays for the engine's own time per command (the best kept)
+AA_PINNING = "unpinned (A/A)"  # the second unpinned run of a round: the pinning's A/A control
 
 
 def _pct_cells(lat, qs=("p50", "p99", "p99.9")) -> dict:
@@ -173,9 +176,9 @@ def service_table(svc: Service) -> Conclusion:
 
 # --- the sweep ------------------------------------------------------------------------------
 
-SWEEP_COLUMNS = ["transport", "batch", "pinning", "fraction", "offered_rate", "achieved_rate",
-                 "saturated", "keeps_up", "count", "lat_p50", "lat_p99", "lat_p99_9",
-                 "lat_max", "backlog_end"]
+SWEEP_COLUMNS = ["transport", "batch", "pinning", "fraction", "offered_rate", "capacity_high",
+                 "above_capacity", "achieved_rate", "saturated", "keeps_up", "count", "lat_p50",
+                 "lat_p99", "lat_p99_9", "lat_max", "backlog_end", "lat_growth"]
 
 
 @dataclass
@@ -218,6 +221,76 @@ def sweep_table(sw: Sweep) -> Conclusion:
     t = sw.rows.rename(columns={"lat_count": "count"})[SWEEP_COLUMNS]
     return Conclusion("sweep", t, kinds={"transport": "label", "batch": "label",
                                          "pinning": "label", "fraction": "ratio"})
+
+
+def saturation_table(sw: Sweep) -> Conclusion:
+    """Per transport and over all rows: of the rows offered above capacity (above the top of
+    the capacity's bracket: ``above_capacity``), how many were *measured* not to keep up
+    (``keeps_up`` false: achieved below 99% of offered, or a backlog), the Clopper-Pearson
+    interval of that share, the median achieved / offered rate and latency growth (last
+    tenth over first tenth of the run); beside it the rows above 1 inside the bracket and
+    the rows below capacity that fell behind. The ``all`` row is the s003_pipeline_saturation
+    figure (:func:`lob.studies.claims.pipeline_claims`). Sentences: no row above capacity;
+    per group the share; rows that kept up; rows inside the bracket; rows below capacity
+    that fell behind."""
+    res = sw.rows
+    rows = []
+    groups = [(tr, res[res.transport == tr]) for tr in dict.fromkeys(res.transport)]
+    for name, d in [*groups, ("all", res)] if len(groups) > 1 else groups:
+        recs = d.drop(columns=["encoded"], errors="ignore").to_dict("records")
+        m = claims({"sweep": recs}, 1).get("s003_pipeline_saturation")
+        over = d[d.fraction > 1]
+        below = d[d.fraction < 1]
+        ex = (m or {}).get("explain") or {}
+        n = m["diagnostics"]["count"] if m else 0
+        k = round(m["value"] * n) if m else 0
+        rows.append({"transport": name, "rows above capacity": n, "fell behind": k,
+                     "kept up": n - k, "share": m["value"] if m else None,
+                     "interval low": m["ci"][0] if m else None,
+                     "interval high": m["ci"][1] if m else None,
+                     "achieved / offered": next((v for kk, v in ex.items()
+                                                 if kk.startswith("achieved")), None),
+                     "latency growth": next((v for kk, v in ex.items()
+                                             if kk.startswith("latency growth")), None),
+                     "inside the bracket": int((~over.above_capacity).sum())
+                     if "above_capacity" in over else 0,
+                     "rows below capacity": len(below),
+                     "below capacity, fell behind": int((~below.keeps_up.astype(bool)).sum())})
+    c = Conclusion("saturation", rows, key="transport",
+                   kinds={"transport": "label", "rows above capacity": "count",
+                          "fell behind": "count", "kept up": "count", "share": "ratio",
+                          "interval low": "ratio", "interval high": "ratio",
+                          "achieved / offered": "ratio", "latency growth": "ratio",
+                          "inside the bracket": "count", "rows below capacity": "count",
+                          "below capacity, fell behind": "count"},
+                   note="Above capacity: offered above the top of the capacity's bracket (the "
+                        "lowest rate the search saw fall behind). Fell behind: achieved below "
+                        "99% of offered, or a backlog at the end (the keeps-up test). Interval: "
+                        "95% Clopper-Pearson. Latency growth: median latency of the run's last "
+                        "tenth of commands over its first tenth's (medians over the rows).")
+    for r in c.rows:
+        t = r["transport"]
+        if not r["rows above capacity"]:
+            c.say(f"{t}: no row was offered above the top of its capacity's bracket, so "
+                  "saturation is not measured (add fractions well above capacity).")
+        else:
+            c.say(f"{t}: {c.cell(t, 'fell behind')} of {c.cell(t, 'rows above capacity')} rows "
+                  f"offered above capacity fell behind (share {c.cell(t, 'share')}, interval "
+                  f"{c.cell(t, 'interval low')} to {c.cell(t, 'interval high')}); median "
+                  f"achieved / offered {c.cell(t, 'achieved / offered')}, latency growth "
+                  f"{c.cell(t, 'latency growth')}x over the run.")
+        if r["kept up"]:
+            c.say(f"{t}: {c.cell(t, 'kept up')} row(s) above capacity kept up: the capacity "
+                  "search met a busier moment than those rows did.")
+        if r["inside the bracket"]:
+            c.say(f"{t}: {c.cell(t, 'inside the bracket')} row(s) offered above the capacity "
+                  "found lie inside its bracket (the search's resolution) and are not "
+                  "counted.")
+        if r["below capacity, fell behind"]:
+            c.say(f"{t}: {c.cell(t, 'below capacity, fell behind')} of "
+                  f"{c.cell(t, 'rows below capacity')} rows offered below capacity fell behind "
+                  "as well: the machine was busy (see the load), so keeping up is noisy here.")
+    return c
 
 
 def plot_latency_by_rate(sw: Sweep, closed_p50: float):
@@ -430,7 +503,6 @@ class Tail:
     capacity: float
     unpaced: dict[str, float]  # variant -> its unpaced (flat out) rate, commands/s
     n: int  # commands per run
-    engine_ns: float  # the engine's own closed-loop time per command (best of a few)
     runs: pd.DataFrame  # one row per run (variant, fraction, pinning, run, percentiles, ...)
     latencies: dict = field(default_factory=dict)  # (variant, fraction, pinning) -> [arrays]
     recordings: dict = field(default_factory=dict)  # realtime -> [[Hiccups per CPU], ...]
@@ -470,16 +542,39 @@ def _fit_realtime(vs: list[str], commands, slowest_rate: float) -> list[str]:
     return vs
 
 
+def pinnings(pins: list) -> dict[str, object]:
+    """The tail section's pinnings by label: ``unpinned``; with a CPU pair also ``pinned`` and
+    :data:`AA_PINNING` (a second unpinned run in the same round: the A/A control)."""
+    if len(pins) < 2:
+        return {"unpinned": None}
+    return {"unpinned": None, "pinned": pins[1], AA_PINNING: None}
+
+
+def _tick(run, exact_below_ns: int = 2048, most: int = 2000) -> float | None:
+    """The clock's grid (ns) measured from one run's own stamps
+    (:func:`lob.measure.stats.clock_grid`): its latencies and gaps between successive
+    publishes under ``exact_below_ns`` (the first ``most`` of them; longer durations only
+    widen the search), or None with fewer than 100 such."""
+    from lob.measure.stats import clock_grid
+
+    gaps = np.diff(np.sort(run.done_ns))
+    v = np.concatenate([x[(x > 0) & (x < exact_below_ns)] for x in (run.latency_ns, gaps)])
+    return clock_grid(v[:most])["tick_ns"] if len(v) >= 100 else None
+
+
 def measure_tail(p: Plan, *, variants, mode: str, scale: float, repeat: int, steps: int,
                  hiccup_s: float, stall_us: float, gc_enabled: bool) -> Tail:
     """The compiled transport's ``variants`` (the python one in ``mode`` only), one session
     each, at :data:`TAIL_FRACTIONS` of the capacity at B=1 of :data:`BASE_VARIANT`; each round
     records the pauses under each policy the variants use (``hiccup_s / repeat`` seconds in
-    all), then runs every pinning and rate, the variants' order reversed every other round
-    (so each step's two variants run back to back in every round). A run whose longest
-    publish gap exceeds ``stall_us`` is marked ``stalled``."""
-    from lob.engines.registry import get_engine
+    all), then runs every pinning (:func:`pinnings`, their order rotated round by round:
+    :func:`lob.measure.stats.rotations`) and rate, the variants' order reversed every other
+    round (so each step's two variants run back to back in every round). A run whose longest
+    publish gap exceeds ``stall_us`` is marked ``stalled``; ``tick_ns``: the clock's grid
+    measured from the stamps of each variant's first run (:func:`_tick`; None on the others:
+    the search costs a fraction of a second)."""
     from lob.measure.hiccup import record_hiccups
+    from lob.measure.stats import rotations
     from lob.pipeline.session import PipelineSession, variant_options
     from lob.pipeline.sweep import find_capacity
     from lob.workloads import build as build_workload
@@ -488,7 +583,9 @@ def measure_tail(p: Plan, *, variants, mode: str, scale: float, repeat: int, ste
     vs = _tail_variants(tr, variants, mode)
     wl = build_workload(p.workload, scale=scale)
     rt_of = {v: variant_options(v)["realtime"] for v in vs}
-    rows, lats = [], {}
+    pins = pinnings(p.pins)
+    order = rotations(list(pins), repeat)
+    rows, lats, ticked = [], {}, {}
     with contextlib.ExitStack() as stack:
         sess = {v: stack.enter_context(PipelineSession(p.engine, transport=tr, config=wl.config,
                                                        gc_enabled=gc_enabled,
@@ -504,11 +601,11 @@ def measure_tail(p: Plan, *, variants, mode: str, scale: float, repeat: int, ste
         for rep in range(repeat):
             for rt in policies:  # the pauses come in bursts: recorded between the rounds
                 recs[rt].append(record_hiccups(hiccup_s / repeat / len(policies), realtime=rt))
-            for pin in p.pins:
+            for pinning in order[rep]:
                 for f in TAIL_FRACTIONS:
                     for v in (vs if rep % 2 == 0 else vs[::-1]):
-                        r = sess[v].run(wl.commands, rate=f * tcap["capacity"], batch=1, pin=pin)
-                        pinning = "pinned" if pin else "unpinned"
+                        r = sess[v].run(wl.commands, rate=f * tcap["capacity"], batch=1,
+                                        pin=pins[pinning])
                         lat = r.latency_ns
                         lats.setdefault((v, f, pinning), []).append(lat)
                         gap_us = r.longest_gap_ns() / 1e3
@@ -517,20 +614,18 @@ def measure_tail(p: Plan, *, variants, mode: str, scale: float, repeat: int, ste
                                      "span_ms": (r.done_ns.max() - r.due_ns[0]) / 1e6,
                                      "keeps_up": r.keeps_up(), "drain_ns": r.drain_ns(),
                                      "longest gap (µs)": gap_us, "stalled": gap_us > stall_us,
+                                     "tick_ns": None if (v, rt_of[v]) in ticked else
+                                     ticked.setdefault((v, rt_of[v]), _tick(r)),
                                      **_pct_cells(lat, ("p50", "p90", "p99", "p99.9"))})
-    # the engine alone: its best closed-loop time per command over the same stream
-    eng_ns = min(get_engine(p.engine, wl.config).replay(wl.commands).elapsed_ns
-                 for _ in range(ENGINE_REPEAT)) / len(wl.commands)
-    return Tail(tr, vs, rt_of, base, tcap["capacity"], unpaced, len(wl.commands), eng_ns,
+    return Tail(tr, vs, rt_of, base, tcap["capacity"], unpaced, len(wl.commands),
                 pd.DataFrame(rows), lats, recs)
 
 
 @dataclass
-class FloorModel:
-    """The floor and the model on the recorded pauses, and the tail table's rows."""
+class TailModel:
+    """The model on the recorded pauses, and the tail table's rows."""
 
-    floor: dict  # (fraction, realtime) -> [latency arrays, one per window]
-    model: dict  # (variant, fraction) -> [latency arrays]
+    model: dict  # (variant, fraction) -> [latency arrays, one per window]
     rows: list[dict]
     min_span_ms: float  # shorter runs are not compared (ten tick periods)
 
@@ -548,124 +643,133 @@ def _windows(tail: Tail, f: float, service_ns: float, send_ns: float, rt: bool) 
                                                     n=tail.n)]
 
 
-def _p99_spread(ws) -> tuple:
+def _p99_median(ws) -> float | None:
     p = [x for x in (_pct_cells(w, ("p99",))["p99"] for w in ws) if _num(x)]
-    return (float(np.median(p)), min(p), max(p)) if p else (None, None, None)
+    return float(np.median(p)) if p else None
 
 
-def floor_and_model(tail: Tail, hic) -> FloorModel:
+def _model_check(ratios: list[float], factor: float = MODEL_FACTOR) -> tuple:
+    """(median, low, high, check) of the per-run ratios run p99 / model p99: ``holds`` when
+    the interval of their median (:func:`lob.measure.stats.median_interval`) lies within
+    ``factor`` of 1 either way, ``fails: above`` / ``fails: below`` when the whole interval
+    lies beyond it, ``cannot tell`` when it reaches across an edge, ``too few runs`` without
+    an interval."""
+    from lob.measure.stats import median_interval
+
+    mi = median_interval(ratios, of="runs")
+    if mi["ci"] is None:
+        return mi["median"], None, None, "too few runs"
+    lo, hi = mi["ci"]
+    check = ("fails: above" if lo > factor else "fails: below" if hi < 1 / factor else
+             "holds" if lo >= 1 / factor and hi <= factor else "cannot tell")
+    return mi["median"], lo, hi, check
+
+
+def tail_model(tail: Tail, hic) -> TailModel:
     """Per rate and variant (unpinned runs): the measured p99 (median, lowest, highest run)
-    beside the floor (a transport costing nothing beyond the engine's own time per command)
-    and the model (the engine working off queues at the runs' drain speed, behind a sender
-    that catches up at the variant's unpaced rate), both on the pauses recorded under the
-    variant's policy. ``hic``: the pauses section's recording (its tick rate sets the
-    shortest run compared)."""
+    beside the model (an engine working off queues at the runs' drain speed, behind a sender
+    that catches up at the variant's unpaced rate, on the pauses recorded under the
+    variant's policy) and the model's check (:func:`_model_check` on each run's p99 over
+    the model's). ``hic``: the pauses section's recording (its tick rate sets the shortest
+    run compared)."""
     hz = next((h.hz for h in hic if h.hz), None)
     min_span = TICK_PERIODS * 1e3 / hz if hz else MIN_SPAN_MS_NO_HZ
-    floor, model, rows = {}, {}, []
+    model, rows = {}, []
     rt = tail.runs
     for f in TAIL_FRACTIONS:
-        for pol in tail.policies:
-            floor[f, pol] = _windows(tail, f, tail.engine_ns, 0.0, pol)
         for v in tail.variants:
             pol = tail.realtime_of[v]
-            fl, fl_lo, fl_hi = _p99_spread(floor[f, pol])
             sel = rt[(rt["variant"] == v) & (rt.fraction == f) & (rt.pinning == "unpinned")]
             p99s = [x for x in sel.p99 if _num(x)]
             dr = [x for x in sel.drain_ns if _num(x)]
             drain = float(np.median(dr)) if dr else None
             send_ns = 1e9 / tail.unpaced[v]  # the pipeline's time per command flat out
             model[v, f] = _windows(tail, f, drain, send_ns, pol) if drain else []
-            mo = _p99_spread(model[v, f])[0]
+            mo = _p99_median(model[v, f])
             med99 = float(np.median(p99s)) if p99s else marker(99)
             p50s = [x for x in sel.p50 if _num(x)]
+            ratio, lo, hi, check = (_model_check([x / mo for x in p99s]) if p99s and mo
+                                    else (None, None, None, "no model"))
             rows.append({"variant": v, "fraction": f, "runs": len(sel),
                          "count": int(sel["count"].min()) if len(sel) else 0,
                          "shortest run (ms)": float(sel.span_ms.min()) if len(sel) else None,
                          "p50": float(np.median(p50s)) if p50s else marker(50), "p99": med99,
                          "p99 lowest run": min(p99s) if p99s else None,
                          "p99 highest run": max(p99s) if p99s else None,
-                         "engine ns/command": tail.engine_ns, "drain ns/command": drain,
-                         "send ns/command": send_ns, "unpaced /s": tail.unpaced[v],
+                         "drain ns/command": drain, "send ns/command": send_ns,
+                         "unpaced /s": tail.unpaced[v],
                          "pauses under": "SCHED_FIFO" if pol else "ordinary",
-                         "windows": len(floor[f, pol]), "floor p99": fl,
-                         "floor p99 lowest window": fl_lo, "floor p99 highest window": fl_hi,
-                         "model p99": mo,
-                         "p99 over floor": med99 / fl if p99s and fl else None,
-                         "p99 over model": med99 / mo if p99s and mo else None})
-    return FloorModel(floor, model, rows, min_span)
+                         "windows": len(model[v, f]), "model p99": mo,
+                         "run p99 over model": ratio, "interval low": lo, "interval high": hi,
+                         "model check": check})
+    return TailModel(model, rows, min_span)
 
 
-def tail_table(fm: FloorModel, tail: Tail) -> Conclusion:
-    """The tail against the floor and the model, per variant and rate. Sentences: each
-    variant's unpaced rate (at the first rate); no p99 to compare, or a run too short to
-    meet the pauses; the floor (once per policy); the measured p99 over the floor; and the
-    model against the runs' range: within it, every run beyond :data:`MODEL_FACTOR` of it,
-    every run below 1 / :data:`MODEL_FACTOR` of it, or outside by less than that factor."""
+_CHECK_WORDS = {
+    "holds": "within a factor of {w} either way: the model holds, the tail is the machine's "
+             "pauses worked off at this variant's speeds (its engine's drain and its sender's "
+             "catch-up)",
+    "fails: above": "the whole interval above {t} the model: the model fails, the transport "
+                    "adds to the tail beyond the pauses and its speeds",
+    "fails: below": "the whole interval below {p} the model: the model fails the other way, "
+                    "the runs met fewer or shorter pauses than the recordings did",
+    "cannot tell": "the interval reaches past a factor of {w}: the runs cannot tell whether "
+                   "the model holds",
+}
+
+
+def tail_table(tm: TailModel, tail: Tail) -> Conclusion:
+    """The tail against the model, per variant and rate. Sentences: each variant's unpaced
+    rate (at the first rate); no model to compare, or a run too short to meet the pauses;
+    the measured p99 and the model's; and the model's check (:func:`_model_check`): holds,
+    fails above, fails below, cannot tell, or too few runs for an interval."""
     c = Conclusion(f"tail against the machine's pauses ({tail.transport}, B=1, "
                    f"{tail.n:,} commands, unpinned, medians over runs and windows)",
-                   fm.rows, key=["variant", "fraction"],
+                   tm.rows, key=["variant", "fraction"],
                    kinds={"variant": "label", "fraction": "ratio", "runs": "count",
                           "pauses under": "label", "windows": "count",
-                          "p99 over floor": "ratio", "p99 over model": "ratio"},
+                          "run p99 over model": "ratio", "interval low": "ratio",
+                          "interval high": "ratio", "model check": "label"},
                    note=f"Offered rates: fractions of {fmt(tail.capacity)}/s, the capacity at "
-                        f"B=1 of variant {tail.base}, for every variant. Floor: a transport "
-                        "costing nothing beyond the engine's own time per command, on the "
-                        "pauses recorded under the variant's scheduling policy; model: an "
-                        "engine working off a queue at the drain speed measured in the runs, "
-                        "behind a sender that catches up no faster than the pipeline runs "
-                        "flat out (send ns/command, from the variant's unpaced rate). A run is "
-                        f"compared only if it spans at least {fmt(fm.min_span_ms)} ms "
+                        f"B=1 of variant {tail.base}, for every variant. Model: an engine "
+                        "working off a queue at the drain speed measured in the runs, behind a "
+                        "sender that catches up no faster than the pipeline runs flat out (send "
+                        "ns/command, from the variant's unpaced rate), on the pauses recorded "
+                        "under the variant's scheduling policy between the rounds. Check: the "
+                        "interval of the median over runs of run p99 / model p99 (sign test, "
+                        f"90% or more); the model holds when it lies within a factor of "
+                        f"{fmt(MODEL_FACTOR)} of 1 either way, fails when it lies wholly beyond. "
+                        "No floor is drawn: a transport costing nothing, simulated on pauses "
+                        "recorded between the runs, is no lower bound for runs that met other "
+                        "pauses (it lay above the measured p99 on a busy machine). A run is "
+                        f"compared only if it spans at least {fmt(tm.min_span_ms)} ms "
                         f"({TICK_PERIODS} periods of the kernel's tick).")
     first_f = c.rows[0]["fraction"] if c.rows else None
-    first_of: dict = {}  # the floor is the same for every variant under one policy: said once
-    for r in c.rows:
-        first_of.setdefault((r["fraction"], r["pauses under"]), r["variant"])
+    w = {"w": _word(MODEL_FACTOR), "t": _times(MODEL_FACTOR), "p": _part(MODEL_FACTOR)}
     for r in c.rows:
         k = (r["variant"], r["fraction"])
         at_f = f"{r['variant']} at {c.cell(k, 'fraction')} of capacity:"
         if r["fraction"] == first_f:
             c.say(f"Flat out (unpaced), {r['variant']} ran {c.cell(k, 'unpaced /s')} "
                   "commands/s.")
-        if not _num(r["p99 over floor"]):
-            c.say(f"{at_f} no p99 to compare: too few samples, or a recording of the pauses "
+        if r["model check"] == "no model":
+            c.say(f"{at_f} no model to compare: too few samples, or a recording of the pauses "
                   "shorter than one run (raise hiccup_s).")
             continue
-        if r["shortest run (ms)"] < fm.min_span_ms:
+        if r["shortest run (ms)"] < tm.min_span_ms:
             c.say(f"{at_f} the shortest run spans {c.cell(k, 'shortest run (ms)')} ms, too "
                   "short to meet the machine's pauses: its p99 is not compared (raise "
                   "tail_scale).")
             continue
-        if first_of[r["fraction"], r["pauses under"]] == r["variant"]:
-            c.say(f"At {c.cell(k, 'fraction')} of capacity, on this machine's pauses under the "
-                  f"{r['pauses under']} policy ({c.cell(k, 'windows')} windows as long as a "
-                  f"run), a transport costing nothing beyond the engine's "
-                  f"{c.cell(k, 'engine ns/command')} ns per command sees a p99 of "
-                  f"{c.cell(k, 'floor p99')} ns (windows {c.cell(k, 'floor p99 lowest window')} "
-                  f"to {c.cell(k, 'floor p99 highest window')} ns).")
-        c.say(f"{at_f} measured p99 {c.cell(k, 'p99')} ns (runs {c.cell(k, 'p99 lowest run')} "
-              f"to {c.cell(k, 'p99 highest run')} ns), {c.cell(k, 'p99 over floor')}x that "
-              "floor.")
-        if not _num(r["p99 over model"]):
+        head = (f"{at_f} measured p99 {c.cell(k, 'p99')} ns (runs {c.cell(k, 'p99 lowest run')}"
+                f" to {c.cell(k, 'p99 highest run')} ns), the model's {c.cell(k, 'model p99')} "
+                f"ns; the median run is {c.cell(k, 'run p99 over model')}x the model")
+        if r["model check"] == "too few runs":
+            c.say(f"{head}, from {c.cell(k, 'runs')} runs: too few for an interval, so the "
+                  "model is not tested.")
             continue
-        # judged against the spread of the runs: the model inside the runs' range is
-        # consistent; every run beyond MODEL_FACTOR of it is a finding
-        lo, hi, mo = r["p99 lowest run"], r["p99 highest run"], r["model p99"]
-        head = f"The model's p99 ({c.cell(k, 'model p99')} ns)"
-        if lo <= mo <= hi:
-            c.say(f"{head} lies within the runs' range: the tail is the machine's pauses worked "
-                  "off at this variant's speeds (its engine's drain and its sender's catch-up).")
-        elif lo > MODEL_FACTOR * mo:
-            c.say(f"Every run's p99 is more than {_times(MODEL_FACTOR)} the model's "
-                  f"({c.cell(k, 'model p99')} ns): the transport adds to the tail beyond the "
-                  "pauses and its speeds.")
-        elif hi < mo / MODEL_FACTOR:
-            c.say(f"Every run's p99 is below {_part(MODEL_FACTOR)} the model's "
-                  f"({c.cell(k, 'model p99')} ns): the runs met fewer pauses than the "
-                  "recordings did, and the model is not compared.")
-        else:
-            c.say(f"{head} lies outside the runs' range, by less than a factor of "
-                  f"{_word(MODEL_FACTOR)}: it gives the tail's size, not its exact value.")
+        c.say(f"{head} (interval {c.cell(k, 'interval low')} to {c.cell(k, 'interval high')}), "
+              f"{_CHECK_WORDS[r['model check']].format(**w)}.")
     return c
 
 
@@ -685,16 +789,32 @@ def _word(x: float) -> str:
 
 
 def tail_runs_table(tail: Tail) -> Conclusion:
-    """Every run of the tail section: summary.json's ``tail_runs`` (the pinning claim)."""
-    return Conclusion("tail_runs", tail.runs,
-                      kinds={"variant": "label", "fraction": "ratio", "pinning": "label",
-                             "run": "label"})
+    """Every run of the tail section: summary.json's ``tail_runs`` (the pinning claim); under
+    it the clock's grid measured from the runs' latencies."""
+    c = Conclusion("tail_runs", tail.runs,
+                   kinds={"variant": "label", "fraction": "ratio", "pinning": "label",
+                          "run": "label", "tick_ns": "ratio"})
+    ticks = [t for t in tail.runs.get("tick_ns", []) if _num(t)]
+    if not ticks:
+        c.say("Clock: no grid found in the runs' latencies (tick_ns empty), so no percentile "
+              "is marked as under ten ticks.")
+        return c
+    tick = float(np.median(ticks))
+    row = min(range(len(c.rows)), key=lambda i: abs((c.rows[i].get("tick_ns") or 0) - tick))
+    c.note = (f"Clock: durations fall on a {fmt(c.rows[row]['tick_ns'])} ns grid (measured "
+              "from the samples of each variant's first run, tick_ns); a percentile under "
+              f"{CLOCK_FLOOR_TICKS} ticks ({fmt(CLOCK_FLOOR_TICKS * c.rows[row]['tick_ns'])} ns) "
+              "enters no claim's ratio.")
+    lows = [x for x in tail.runs.get("p50", []) if _num(x)]
+    if lows and min(lows) < CLOCK_FLOOR_TICKS * tick:
+        c.say("Some runs' p50 lie under ten ticks of the clock: they are known only to a "
+              "tick, a tenth of themselves or worse.")
+    return c
 
 
-def plot_tail_vs_floor(tail: Tail, fm: FloorModel, engine: str):
-    """Per rate: each variant's percentiles (thin: each run; thick: the median run) and the
-    floor under each policy (dashed: ordinary, dotted: SCHED_FIFO; shaded: the ordinary
-    floor's range over windows), on a log scale."""
+def plot_tail_vs_model(tail: Tail, tm: TailModel, engine: str):
+    """Per rate: each variant's percentiles (thin: each run; thick: the median run) and its
+    model (dashed, the median window), on a log scale."""
     from lob.measure.stats import supported
 
     fig, axes = lp.subplots(1, len(TAIL_FRACTIONS), panel=(4.6, 3.6), squeeze=False)
@@ -703,40 +823,89 @@ def plot_tail_vs_floor(tail: Tail, fm: FloorModel, engine: str):
     colors = {v: f"C{i}" for i, v in enumerate(tail.variants)}
     for ax, f in zip(axes.flat, TAIL_FRACTIONS, strict=True):
         for v in tail.variants:
-            lats = [x for (vv, ff, _), ls in tail.latencies.items() if (vv, ff) == (v, f)
-                    for x in ls]
-            if not lats:
-                continue
-            ok = [j for j, k in enumerate(names)
-                  if supported(100 * PCTS[k], min(len(x) for x in lats))]
-            if not ok:
-                continue
-            qs = np.array([[np.quantile(x, PCTS[names[j]]) for j in ok] for x in lats])
-            for row in qs:
-                ax.plot(xs[ok], row, "-", color=colors[v], lw=0.6, alpha=0.35)
-            ax.plot(xs[ok], np.median(qs, axis=0), "-", color=colors[v], lw=2.2, marker="o",
-                    ms=3, label=f"{v}, median run")
-        for rt in tail.policies:
-            ws = fm.floor.get((f, rt)) or []
-            ok = [j for j, k in enumerate(names)
-                  if ws and supported(100 * PCTS[k], len(ws[0]))]
-            if not ok:
-                continue
-            fq = np.array([[np.quantile(w, PCTS[names[j]]) for j in ok] for w in ws])
-            if not rt:
-                ax.fill_between(xs[ok], fq.min(axis=0), fq.max(axis=0), color="0.88", zorder=0,
-                                label="floor, ordinary pauses: range over windows")
-            ax.plot(xs[ok], np.median(fq, axis=0), "k:" if rt else "k--", lw=1.5,
-                    label=f"floor (engine alone), {'SCHED_FIFO' if rt else 'ordinary'} "
-                          "pauses, median window")
+            lats = [x for (vv, ff, pin), ls in tail.latencies.items()
+                    if (vv, ff, pin) == (v, f, "unpinned") for x in ls]
+            if lats:
+                ok = [j for j, k in enumerate(names)
+                      if supported(100 * PCTS[k], min(len(x) for x in lats))]
+                if ok:
+                    qs = np.array([[np.quantile(x, PCTS[names[j]]) for j in ok] for x in lats])
+                    for row in qs:
+                        ax.plot(xs[ok], row, "-", color=colors[v], lw=0.6, alpha=0.35)
+                    ax.plot(xs[ok], np.median(qs, axis=0), "-", color=colors[v], lw=2.2,
+                            marker="o", ms=3, label=f"{v}, median run")
+            ws = tm.model.get((v, f)) or []
+            ok = [j for j, k in enumerate(names) if ws and supported(100 * PCTS[k], len(ws[0]))]
+            if ok:
+                mq = np.array([[np.quantile(w, PCTS[names[j]]) for j in ok] for w in ws])
+                ax.plot(xs[ok], np.median(mq, axis=0), "--", color=colors[v], lw=1.5,
+                        label=f"{v}, model (median window)")
         ax.set(xticks=xs, xticklabels=[n.removeprefix("p") for n in names],
                xlabel="percentile", ylabel="latency (ns)", title=f"{f:.0%} of capacity")
         ax.set_yscale("log")
         lp.value_axis(ax, axis="y")
-    fig.suptitle(f"{engine}, {tail.transport} transport, B=1: the variants against this "
-                 "machine's pauses")
+    fig.suptitle(f"{engine}, {tail.transport} transport, B=1, unpinned: the variants against "
+                 "the model on this machine's pauses")
     lp.legend_outside(axes.flat[-1])
     return fig
+
+
+_PIN_WORDS = {
+    "within noise": "inside the A/A band: pinning changes the p99 by no more than the same "
+                    "runs unpinned twice do (within noise)",
+    "faster": "wholly below the A/A band: pinning lowers the p99 beyond noise",
+    "slower": "wholly above the A/A band: pinning raises the p99 beyond noise",
+    "inconclusive": "reaching past an edge of the A/A band: the runs cannot tell a pinning "
+                    "effect from noise",
+}
+
+
+def pinning_table(tail: Tail, cpu_count: int | None = None) -> Conclusion:
+    """Per variant: the median of the per-round ratios p99 pinned / p99 unpinned (rates below
+    capacity) with its interval, beside the A/A control (unpinned (A/A) / unpinned of the
+    same rounds, :func:`lob.measure.stats.aa_band`) and the call
+    (:func:`lob.measure.stats.change_beyond_aa`): the s003_pinning claim's figures, part by
+    part (:func:`lob.studies.claims.pipeline_claims`). Sentences: no pinned runs; per
+    variant no interval, no A/A band, or the call."""
+    from lob.measure.stats import change_beyond_aa
+
+    m = claims({"tail_runs": tail.runs.to_dict("records")}, cpu_count).get("s003_pinning")
+    parts = (m.get("parts") or {tail.variants[0]: m}) if m else {}
+    rows = []
+    for v, pm in parts.items():
+        ci, aa = pm.get("ci") or [None, None], pm.get("aa") or {}
+        rows.append({"variant": v, "pairs": pm.get("runs"), "pinned / unpinned p99": pm["value"],
+                     "interval low": ci[0], "interval high": ci[1],
+                     "A/A pairs": aa.get("n"), "A/A band low": aa.get("low"),
+                     "A/A band high": aa.get("high"),
+                     "call": change_beyond_aa(ci[0], ci[1], aa) if aa else "inconclusive"})
+    c = Conclusion(f"pinning per variant ({tail.transport}, B=1, p99 pinned / unpinned, round "
+                   "by round, against the A/A control)", rows, key="variant",
+                   kinds={"variant": "label", "pairs": "count", "A/A pairs": "count",
+                          "pinned / unpinned p99": "ratio", "interval low": "ratio",
+                          "interval high": "ratio", "A/A band low": "ratio",
+                          "A/A band high": "ratio", "call": "label"},
+                   note="pairs: rounds x rates with a pinned and an unpinned run. Interval: "
+                        "the sign test's for the median ratio (90% or more; none below 5 "
+                        "pairs). A/A band: 95% of the ratios of a second unpinned run over the "
+                        "first in the same rounds lie inside it (none below 5).")
+    if not rows:
+        c.say("No pinned runs (pin_compare off, or one CPU): pinning is not compared.")
+    for r in c.rows:
+        v = r["variant"]
+        head = (f"{v}: pinned / unpinned p99 {c.cell(v, 'pinned / unpinned p99')} over "
+                f"{c.cell(v, 'pairs')} pairs")
+        if not _num(r["interval low"]):
+            c.say(f"{head}; too few pairs for an interval, so no statement on pinning.")
+        elif not _num(r["A/A band low"]):
+            c.say(f"{head} (interval {c.cell(v, 'interval low')} to "
+                  f"{c.cell(v, 'interval high')}); no A/A band (fewer than 5 A/A pairs), so "
+                  "the difference is not told apart from noise.")
+        else:
+            c.say(f"{head} (interval {c.cell(v, 'interval low')} to "
+                  f"{c.cell(v, 'interval high')}), A/A band {c.cell(v, 'A/A band low')} to "
+                  f"{c.cell(v, 'A/A band high')}: {_PIN_WORDS[r['call']]}.")
+    return c
 
 
 # --- stalls and the lineage's steps ----------------------------------------------------------

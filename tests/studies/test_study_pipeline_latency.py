@@ -21,7 +21,10 @@ def _clean(c):
 
 
 def _sweep_rows(transports=("python", "compiled"), batches=(1, 8), pins=(False,),
-                fractions=(0.5, 0.9, 1.2), count=5_000):
+                fractions=(0.5, 0.9, 1.2), count=5_000, top=1.1, keeps=()):
+    """Rows at ``fractions`` of capacity; the bracket's top at ``top`` x capacity; a row keeps
+    up when offered at or below capacity, or when (transport, batch, fraction) is in
+    ``keeps``."""
     rows = []
     for tr in transports:
         for b in batches:
@@ -29,13 +32,16 @@ def _sweep_rows(transports=("python", "compiled"), batches=(1, 8), pins=(False,)
             for pinned in pins:
                 for f in fractions:
                     base = 1_000 * f * (2 if pinned else 1)
+                    ok = f <= 1 or (tr, b, f) in keeps
                     rows.append({"engine": "v2@numba", "transport": tr, "batch": b,
                                  "pinned": pinned, "fraction": f, "offered_rate": f * cap,
-                                 "achieved_rate": min(f, 1) * cap, "saturated": f > 1,
-                                 "keeps_up": f <= 1, "lat_count": count, "lat_p50": base,
+                                 "capacity_high": top * cap, "above_capacity": f > top,
+                                 "achieved_rate": (f if ok else 1) * cap, "saturated": not ok,
+                                 "keeps_up": ok, "lat_count": count, "lat_p50": base,
                                  "lat_p99": 4 * base, "lat_p99_9": 9 * base,
-                                 "lat_max": 20 * base, "backlog_end": 0 if f <= 1 else 500,
-                                 "capacity": cap, "encoded": "x"})
+                                 "lat_max": 20 * base, "backlog_end": 0 if ok else 500,
+                                 "lat_growth": 1.0 if ok else 40.0, "capacity": cap,
+                                 "encoded": "x"})
     return pl._sweep_frame(rows)
 
 
@@ -197,105 +203,178 @@ def _hic(cpu, at, gap, seconds=1.0, realtime=False):
 
 
 def _tail(variants=("command/fields", "command/line", "chunk/line/realtime"), runs=None,
-          recordings=None, repeat=5, stalled=(), n=30_000):
+          recordings=None, repeat=5, stalled=(), n=30_000, pins=("unpinned", "pinned"),
+          pinned_x=1.0, aa_x=1.0, tick=10.0):
+    """Runs of ``variants``: p99 10 µs x (1 + variant index), times ``pinned_x`` (a list: one
+    factor per round) pinned and ``aa_x`` (likewise) in the A/A run."""
     rt_of = {v: v.endswith("/realtime") for v in variants}
+
+    def per_round(x, rep):
+        return x[rep] if isinstance(x, list | tuple) else x
+
     if runs is None:
         rows = []
         for rep in range(repeat):
-            for pin in ("unpinned", "pinned"):
+            for pin in pins:
                 for f in pl.TAIL_FRACTIONS:
                     for i, v in enumerate(variants):
                         p99 = 10_000.0 * (1 + i) * (1 + 0.01 * rep)
+                        p99 *= {"pinned": per_round(pinned_x, rep),
+                                pl.AA_PINNING: per_round(aa_x, rep)}.get(pin, 1.0)
                         rows.append({"variant": v, "fraction": f, "pinning": pin,
                                      "run": rep + 1, "span_ms": 60.0, "keeps_up": True,
                                      "drain_ns": 300.0, "longest gap (µs)": 100.0,
-                                     "stalled": (v, rep + 1) in stalled, "count": 20_000,
-                                     "p50": 800.0, "p90": 2_000.0, "p99": p99,
-                                     "p99.9": "n<10000"})
+                                     "stalled": (v, rep + 1) in stalled, "tick_ns": tick,
+                                     "count": 20_000, "p50": 800.0, "p90": 2_000.0,
+                                     "p99": p99, "p99.9": "n<10000"})
         runs = pd.DataFrame(rows)
     if recordings is None:
         recordings = {rt: [[_hic(0, [100_000_000, 600_000_000], [30_000, 900_000], 0.5, rt),
                             _hic(1, [300_000_000], [20_000], 0.5, rt)]]
                       for rt in set(rt_of.values())}
     return pl.Tail("compiled", list(variants), rt_of, "command/line", 1e6,
-                   {v: 2e6 for v in variants}, n, 250.0, runs,
+                   {v: 2e6 for v in variants}, n, runs,
                    {(v, f, "unpinned"): [np.arange(1, 20_001, dtype=np.int64) * (i + 1)]
                     for i, v in enumerate(variants) for f in pl.TAIL_FRACTIONS},
                    recordings)
 
 
-def test_floor_and_model_on_recorded_pauses():
+def test_tail_model_on_recorded_pauses():
     short = {rt: [[_hic(0, [10_000_000, 30_000_000], [30_000, 900_000], 0.05, rt),
                    _hic(1, [20_000_000], [20_000], 0.05, rt)]] for rt in (False, True)}
     tail = _tail(recordings=short, n=3_000)
-    fm = pl.floor_and_model(tail, [_hic(0, [], [])])
-    assert fm.min_span_ms == pytest.approx(pl.TICK_PERIODS * 1e3 / 250)
-    assert [(r["variant"], r["fraction"]) for r in fm.rows] == \
+    tm = pl.tail_model(tail, [_hic(0, [], [])])
+    assert tm.min_span_ms == pytest.approx(pl.TICK_PERIODS * 1e3 / 250)
+    assert [(r["variant"], r["fraction"]) for r in tm.rows] == \
         [(v, f) for f in pl.TAIL_FRACTIONS for v in tail.variants]
-    r = fm.rows[0]
+    r = tm.rows[0]
     # 3,000 commands at half of 1 M/s span 6 ms: eight windows per 50 ms trace, both ways
     assert r["windows"] == 2 * 8 and r["pauses under"] == "ordinary"
-    assert r["floor p99"] >= tail.engine_ns and r["model p99"] >= r["floor p99"]
     assert r["p99"] == pytest.approx(np.median([10_000 * (1 + 0.01 * k) for k in range(5)]))
-    assert r["p99 over floor"] == pytest.approx(r["p99"] / r["floor p99"])
-    assert fm.rows[2]["pauses under"] == "SCHED_FIFO"
-    no_hz = pl.floor_and_model(tail, [SimpleNamespace(hz=None)])
+    assert r["run p99 over model"] == pytest.approx(r["p99"] / r["model p99"])
+    assert r["model check"] in ("holds", "fails: above", "fails: below", "cannot tell")
+    assert tm.rows[2]["pauses under"] == "SCHED_FIFO"
+    no_hz = pl.tail_model(tail, [SimpleNamespace(hz=None)])
     assert no_hz.min_span_ms == pl.MIN_SPAN_MS_NO_HZ
+    # a recording shorter than one run: no window, no model
+    none = pl.tail_model(_tail(recordings=short, n=300_000), [_hic(0, [], [])])
+    assert {r["model check"] for r in none.rows} == {"no model"}
+
+
+def test_model_check_can_fail_either_way():
+    assert pl._model_check([1.0, 1.2, 0.9, 1.1, 0.8, 1.05, 0.95])[3] == "holds"
+    # synthetic runs five times the model: the model fails (the transport adds to the tail)
+    assert pl._model_check([5.0, 5.5, 4.8, 6.0, 5.2, 4.9, 5.1])[3] == "fails: above"
+    assert pl._model_check([0.1, 0.2, 0.15, 0.12, 0.18])[3] == "fails: below"
+    # a range from 12.7 µs to 16.8 ms against a model inside it: no longer "consistent"
+    assert pl._model_check([0.01, 0.1, 1.0, 10.0, 100.0, 1_000.0])[3] == "cannot tell"
+    assert pl._model_check([1.0, 1.0, 1.0]) == (1.0, None, None, "too few runs")
 
 
 def _tail_row(variant, fraction, *, lo=9_000.0, hi=11_000.0, model=10_000.0, span=60.0,
-              p99=10_000.0, floor=2_000.0, pauses="ordinary"):
-    return {"variant": variant, "fraction": fraction, "runs": 5, "count": 20_000,
+              p99=10_000.0, check="holds", runs=5, ilo=0.9, ihi=1.1):
+    return {"variant": variant, "fraction": fraction, "runs": runs, "count": 20_000,
             "shortest run (ms)": span, "p50": 800.0, "p99": p99, "p99 lowest run": lo,
-            "p99 highest run": hi, "engine ns/command": 250.0, "drain ns/command": 300.0,
-            "send ns/command": 500.0, "unpaced /s": 2e6, "pauses under": pauses,
-            "windows": 16, "floor p99": floor, "floor p99 lowest window": 1_500.0,
-            "floor p99 highest window": 3_000.0, "model p99": model,
-            "p99 over floor": None if floor is None else p99 / floor,
-            "p99 over model": None if model is None else p99 / model}
+            "p99 highest run": hi, "drain ns/command": 300.0, "send ns/command": 500.0,
+            "unpaced /s": 2e6, "pauses under": "ordinary", "windows": 16, "model p99": model,
+            "run p99 over model": None if model is None else p99 / model,
+            "interval low": ilo, "interval high": ihi, "model check": check}
 
 
 def test_tail_table_reaches_every_branch():
-    rows = [_tail_row("a", 0.5),  # unpaced, floor, measured, model within the runs' range
-            _tail_row("b", 0.5, model=4_000.0),  # every run beyond twice the model
-            _tail_row("c", 0.5, model=30_000.0),  # every run below half the model
-            _tail_row("d", 0.5, model=15_000.0),  # outside the range by less than twice
-            _tail_row("e", 0.5, model=None),  # no model: the measured sentence ends it
-            _tail_row("f", 0.5, floor=None),  # no p99 to compare
+    rows = [_tail_row("a", 0.5),  # unpaced, measured, the model holds
+            _tail_row("b", 0.5, model=2_000.0, check="fails: above", ilo=4.0, ihi=6.0),
+            _tail_row("c", 0.5, model=50_000.0, check="fails: below", ilo=0.1, ihi=0.3),
+            _tail_row("d", 0.5, check="cannot tell", ilo=0.01, ihi=1_000.0),
+            _tail_row("e", 0.5, check="too few runs", runs=3, ilo=None, ihi=None),
+            _tail_row("f", 0.5, model=None, check="no model", ilo=None, ihi=None),
             _tail_row("g", 0.5, span=12.5),  # too short to meet the pauses
-            _tail_row("h", 0.5, pauses="SCHED_FIFO"),  # the other policy's floor, said once
             _tail_row("a", 0.9)]  # not the first rate: no unpaced sentence
-    fm = pl.FloorModel({}, {}, rows, 40.0)
-    c = _clean(pl.tail_table(fm, _tail()))
-    t = c.sentences
-    assert sum("Flat out (unpaced)" in s for s in t) == 8
-    assert sum("a transport costing nothing beyond" in s for s in t) == 3  # a@0.5, h, a@0.9
-    assert "lies within the runs' range" in " ".join(t)
-    assert "Every run's p99 is more than twice the model's (4,000 ns)" in " ".join(t)
-    assert "Every run's p99 is below half the model's (30,000 ns)" in " ".join(t)
-    assert "by less than a factor of two" in " ".join(t)
-    assert "f at 0.50 of capacity: no p99 to compare" in " ".join(t)
-    assert "g at 0.50 of capacity: the shortest run spans 12.5 ms" in " ".join(t)
-    e = [s for s in t if s.startswith("e at")]
-    assert e == ["e at 0.50 of capacity: measured p99 10,000 ns (runs 9,000 to 11,000 ns), "
-                 "5.00x that floor."]
-    assert "40 ms (10 periods" in c.note
+    c = _clean(pl.tail_table(pl.TailModel({}, rows, 40.0), _tail()))
+    t = " ".join(c.sentences)
+    assert sum("Flat out (unpaced)" in s for s in c.sentences) == 7
+    assert ("a at 0.50 of capacity: measured p99 10,000 ns (runs 9,000 to 11,000 ns), the "
+            "model's 10,000 ns; the median run is 1.00x the model (interval 0.90 to 1.10), "
+            "within a factor of two either way: the model holds") in t
+    assert "(interval 4.00 to 6.00), the whole interval above twice the model: the model " \
+           "fails, the transport adds" in t
+    assert "the whole interval below half the model: the model fails the other way" in t
+    assert "reaches past a factor of two: the runs cannot tell whether the model holds" in t
+    assert "from 5 runs: too few for an interval, so the model is not tested" not in t
+    assert "from 3 runs: too few for an interval, so the model is not tested." in t
+    assert "f at 0.50 of capacity: no model to compare" in t
+    assert "g at 0.50 of capacity: the shortest run spans 12.5 ms" in t
+    assert "40 ms (10 periods" in c.note and "No floor is drawn" in c.note
 
 
-def test_tail_runs_table_and_its_plot():
+def test_tail_runs_table_says_the_clock_grid_and_the_plot_draws_the_model():
     tail = _tail()
     c = _clean(pl.tail_runs_table(tail))
     assert c.name == "tail_runs" and len(c.rows) == len(tail.runs)
-    fm = pl.FloorModel({(f, rt): [np.full(20_000, 300, np.int64)] * 3
-                        for f in pl.TAIL_FRACTIONS for rt in (False, True)}, {}, [], 40.0)
-    fig = pl.plot_tail_vs_floor(tail, fm, "v2@numba")
+    assert c.note.startswith("Clock: durations fall on a 10 ns grid") and "(100 ns)" in c.note
+    assert c.sentences == []
+    low = _clean(pl.tail_runs_table(_tail(tick=100.0)))  # p50 800 ns < 10 ticks of 100 ns
+    assert low.sentences[0].startswith("Some runs' p50 lie under ten ticks")
+    none = _clean(pl.tail_runs_table(_tail(tick=None)))
+    assert none.sentences[0].startswith("Clock: no grid found")
+    tm = pl.TailModel({(v, f): [np.full(20_000, 300, np.int64)] * 3
+                       for v in tail.variants for f in pl.TAIL_FRACTIONS}, [], 40.0)
+    fig = pl.plot_tail_vs_model(tail, tm, "v2@numba")
     ax = fig.axes[0]
     assert ax.get_yscale() == "log" and ax.get_title() == "50% of capacity"
     labels = [ln.get_label() for ln in ax.lines]
     assert [lb for lb in labels if lb.endswith("median run")] == \
         [f"{v}, median run" for v in tail.variants]
-    assert sum("floor (engine alone)" in lb for lb in labels) == 2
-    assert len(ax.collections) == 1  # the ordinary floor's range
+    assert [lb for lb in labels if "model" in lb] == \
+        [f"{v}, model (median window)" for v in tail.variants]
+    assert not any("floor" in lb for lb in labels)
+
+
+# --- pinning against its A/A control -----------------------------------------------------------
+
+def test_pinnings_add_the_aa_run_only_with_a_cpu_pair():
+    assert pl.pinnings([None]) == {"unpinned": None}
+    assert pl.pinnings([None, (0, 1)]) == {"unpinned": None, "pinned": (0, 1),
+                                            pl.AA_PINNING: None}
+
+
+AA = [1.0, 1.02, 1 / 1.02, 1.01, 1 / 1.01]  # the A/A runs: within 2% of the first unpinned
+ALL3 = ("unpinned", "pinned", pl.AA_PINNING)
+
+
+def _pin_table(pinned_x, aa_x=AA, **kw):
+    return _clean(pl.pinning_table(_tail(variants=["v0"], pins=ALL3, pinned_x=pinned_x,
+                                         aa_x=aa_x, **kw), cpu_count=2))
+
+
+def test_pinning_table_calls_each_variant_against_its_aa_band():
+    inside = _pin_table([1.0, 1.01, 0.99, 1.005, 0.995])
+    (r,) = inside.rows
+    assert r["pairs"] == 10 and r["A/A pairs"] == 10 and r["call"] == "within noise"
+    assert r["A/A band low"] == pytest.approx(1 / 1.02) and r["A/A band high"] == 1.02
+    assert inside.sentences[0].startswith("v0: pinned / unpinned p99 1.00 over 10 pairs "
+                                          "(interval 0.99 to 1.01), A/A band 0.98 to 1.02: "
+                                          "inside the A/A band")
+    assert _pin_table(0.5).rows[0]["call"] == "faster"
+    assert "pinning lowers the p99 beyond noise" in _pin_table(0.5).sentences[0]
+    assert "pinning raises the p99 beyond noise" in _pin_table(2.0).sentences[0]
+    across = _pin_table([0.9, 1.1, 0.95, 1.05, 1.0])  # reaches past the band's edges
+    assert across.rows[0]["call"] == "inconclusive"
+    assert "cannot tell a pinning effect from noise" in across.sentences[0]
+
+
+def test_pinning_table_without_aa_runs_too_few_pairs_or_no_pinned_runs():
+    no_aa = _clean(pl.pinning_table(_tail(variants=["v0"], pinned_x=0.5), cpu_count=2))
+    assert no_aa.rows[0]["A/A band low"] is None
+    assert "no A/A band (fewer than 5 A/A pairs)" in no_aa.sentences[0]
+    few = _clean(pl.pinning_table(_tail(variants=["v0"], pins=ALL3, repeat=2, aa_x=1.0),
+                                  cpu_count=2))
+    assert few.sentences[0].endswith("too few pairs for an interval, so no statement on "
+                                     "pinning.")
+    none = _clean(pl.pinning_table(_tail(pins=("unpinned",)), cpu_count=2))
+    assert none.rows == [] and none.sentences[0].startswith("No pinned runs")
+    many = _clean(pl.pinning_table(_tail(pins=ALL3, aa_x=AA), cpu_count=2))
+    assert [r["variant"] for r in many.rows] == sorted(_tail().variants)
 
 
 # --- stalls and steps -------------------------------------------------------------------------
@@ -399,14 +478,80 @@ def test_realtime_variants_are_dropped_when_a_row_would_outrun_the_budget(capsys
 
 def test_claims_from_the_study_tables():
     cap = pl.capacity_table(_caps(), SERVICE, "chunk")
-    sweep = pl.sweep_table(pl.Sweep(_sweep_rows(), _caps()))
-    runs = pl.tail_runs_table(_tail())
+    sweep = pl.sweep_table(pl.Sweep(_sweep_rows(fractions=(0.5, 0.9, 1.05, 1.5, 2.0)), _caps()))
+    runs = pl.tail_runs_table(_tail(pins=ALL3, aa_x=AA))
     m = pl.claims([cap, sweep, runs], cpu_count=2)
     assert set(m) == {"s003_pipeline_capacity", "s003_pipeline_saturation", "s003_pinning"}
     assert m["s003_pipeline_capacity"]["value"] == 3e6  # the compiled transport's
-    assert m["s003_pipeline_saturation"]["value"] == 1.0
-    assert m["s003_pinning"]["value"] == pytest.approx(1.0)  # same p99 pinned and unpinned
+    sat = m["s003_pipeline_saturation"]
+    # 1.05 lies inside the bracket (top 1.1): 2 rates x 2 batches x 2 transports count
+    assert sat["value"] == 1.0 and sat["diagnostics"]["count"] == 8 and sat["runs"] == 8
+    assert sat["explain"]["latency growth above capacity (median, last / first tenth)"] == 40
+    pin = m["s003_pinning"]
+    assert pin["value"] == pytest.approx(1.0)  # same p99 pinned and unpinned
+    assert set(pin["parts"]) == set(_tail().variants)
+    for part in pin["parts"].values():
+        assert part["runs"] == 10 and part["aa"]["n"] == 10 and part["ci"] is not None
+        assert part["aa"]["high"] == pytest.approx(1.02)
+        assert part["clock"]["tick_ns"] == 10.0
+    assert pin["aa"]["n"] == 30 and pin["runs"] == 30
     assert pl.claims({"capacity": []}) == {}
+
+
+def test_claims_verdicts_per_variant_and_saturation_decided():
+    from lob.studies.claims import judge, load
+
+    cl = {c.id: c for c in load()}
+    runs = pl.tail_runs_table(_tail(pins=ALL3, aa_x=AA))
+    sweep = pl.sweep_table(pl.Sweep(_sweep_rows(transports=("python", "compiled"),
+                                                batches=(1, 8, 64), pins=(False, True),
+                                                fractions=(0.5, 0.9, 1.5, 2.0, 3.0)), _caps()))
+    m = pl.claims([sweep, runs], cpu_count=2)
+    v = judge(cl["s003_pipeline_saturation"], m["s003_pipeline_saturation"])
+    assert m["s003_pipeline_saturation"]["diagnostics"]["count"] == 36
+    assert v.verdict == "reproduced"  # 36 of 36: interval 0.90-1, inside the band
+    keeps = {("python", 64, 1.5)}
+    two = pl.claims([pl.sweep_table(pl.Sweep(_sweep_rows(
+        batches=(1, 8, 64), pins=(False, True), fractions=(0.5, 0.9, 1.5, 2.0, 3.0),
+        keeps=keeps), _caps()))], cpu_count=2)
+    assert judge(cl["s003_pipeline_saturation"], two["s003_pipeline_saturation"]).verdict \
+        == "reproduced"  # 34 of 36 (its pinned and unpinned rows): still decided
+    pv = judge(cl["s003_pinning"], m["s003_pinning"])
+    assert pv.verdict == "reproduced" and "A/A control" in pv.lob_figure
+    assert pv.reason.count("reproduced") >= 3  # one verdict per variant
+
+
+def test_saturation_table_reaches_every_branch():
+    rows = _sweep_rows(batches=(1, 8), pins=(False, True), fractions=(0.5, 0.9, 1.05, 1.5, 2.0),
+                       keeps={("python", 8, 1.5)})
+    rows.loc[(rows.transport == "compiled") & (rows.fraction == 0.5), "keeps_up"] = False
+    c = _clean(pl.saturation_table(pl.Sweep(rows, _caps())))
+    assert [r["transport"] for r in c.rows] == ["python", "compiled", "all"]
+    py, co, al = c.rows
+    assert (py["rows above capacity"], py["fell behind"], py["kept up"]) == (8, 6, 2)
+    assert py["inside the bracket"] == 4 and co["below capacity, fell behind"] == 4
+    assert al["rows above capacity"] == 16 and al["share"] == pytest.approx(14 / 16)
+    t = " ".join(c.sentences)
+    assert ("compiled: 8 of 8 rows offered above capacity fell behind (share 1.00, interval "
+            "0.63 to 1.00); median achieved / offered 0.58, latency growth 40x over the "
+            "run.") in t
+    assert "python: 2 row(s) above capacity kept up" in t
+    assert "python: 4 row(s) offered above the capacity found lie inside its bracket" in t
+    assert "compiled: 4 of 8 rows offered below capacity fell behind as well" in t
+    one = _clean(pl.saturation_table(pl.Sweep(_sweep_rows(transports=("compiled",),
+                                                          fractions=(0.5, 1.05)), _caps())))
+    assert [r["transport"] for r in one.rows] == ["compiled"]
+    assert one.sentences[0] == ("compiled: no row was offered above the top of its capacity's "
+                                "bracket, so saturation is not measured (add fractions well "
+                                "above capacity).")
+
+
+def test_the_aa_label_is_the_one_the_claims_read():
+    import inspect
+
+    from lob.studies.claims import collecting
+
+    assert f'"{pl.AA_PINNING}"' in inspect.getsource(collecting.pipeline_claims)
 
 
 def test_plan_skips_the_compiled_transport_for_a_python_engine():

@@ -71,58 +71,78 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
 
     ``tables["capacity"]``: rows with ``batch`` and ``capacity`` (or ``capacity_compiled``);
     ``tables["sweep"]``: rows with ``batch``, ``pinning`` (pinned | unpinned), ``fraction``
-    (offered rate over capacity), ``saturated``, ``lat_p99`` and optionally ``transport``
-    (only the compiled transport's rows are used when there are any); ``tables["tail_runs"]``
-    (optional): the notebook's repeated batch-1 runs (``fraction``, ``pinning``, ``run``,
-    ``p99``, and ``variant`` (or ``mode``) when it compares transport variants: a round is
-    then one variant's), used for the pinning claim instead of the sweep's rows when present.
+    (offered rate over capacity), ``keeps_up`` (or ``achieved_rate`` and ``offered_rate``),
+    ``lat_p99``, optionally ``above_capacity`` (offered above the top of the capacity's
+    bracket), ``lat_growth`` and ``transport``; ``tables["tail_runs"]`` (optional): the
+    notebook's repeated batch-1 runs (``fraction``, ``pinning`` (pinned, unpinned, and
+    ``unpinned (A/A)``: a second unpinned run in the same round, the A/A control), ``run``,
+    ``p99``, optionally ``tick_ns`` (the clock's grid measured from the run's samples), and
+    ``variant`` (or ``mode``) when it compares transport variants: a round is then one
+    variant's), used for the pinning claim instead of the sweep's rows when present.
     Gives
-    ``s003_pipeline_capacity`` (batch 1), ``s003_pipeline_saturation`` (the share of unpinned
-    rows offered above capacity that were *measured* not to keep up: ``keeps_up`` false, or
-    achieved below 99% of offered; with its Clopper-Pearson interval, and the growth of p99
-    above capacity as the explanation) and ``s003_pinning`` (the median over rounds and rates
-    below capacity of p99 pinned / p99 unpinned, with its interval from 5 ratios on; one part
-    per transport variant, each with its own interval, when the runs name variants); a claim
-    whose rows are missing is left out.
+    ``s003_pipeline_capacity`` (batch 1; the compiled transport's when it ran),
+    ``s003_pipeline_saturation`` (the share of rows offered above capacity, every transport,
+    batch and pinning, that were *measured* not to keep up: ``keeps_up`` false, or achieved
+    below 99% of offered; a row above capacity is one offered above the top of the
+    capacity's bracket when the table says (``above_capacity``), else one at a fraction
+    above 1; with its Clopper-Pearson interval, and the growth of latency as the
+    explanation) and ``s003_pinning`` (the median over rounds and rates below capacity of p99
+    pinned / p99 unpinned, with its interval from 5 ratios on, its A/A control (the band of
+    the ratios unpinned (A/A) / unpinned of the same rounds, ``aa``), its count of runs and
+    the clock's grid; one part per transport variant, each with its own interval and A/A
+    band, when the runs name variants); a claim whose rows are missing is left out.
     """
+    from lob.measure.stats import aa_band
 
+    aa_label = "unpinned (A/A)"  # lob.studies.pipeline_latency.AA_PINNING
     out: dict[str, dict] = {}
     cap = [r for r in tables.get("capacity") or [] if r.get("batch") == 1]
     key = next((k for k in ("capacity", "capacity_compiled") if cap and cap[0].get(k)), None)
     if key:
         out["s003_pipeline_capacity"] = measurement(cap[0][key],
                                                     detail=f"{key}, commands/s at batch 1")
-    sweep = tables.get("sweep") or []
+    every = tables.get("sweep") or []
+    sweep = every
     if any(r.get("transport") == "compiled" for r in sweep):  # the seed's is compiled code
         sweep = [r for r in sweep if r.get("transport") == "compiled"]
-    above = [r for r in sweep if r.get("pinning", "unpinned") == "unpinned"
-             and (r.get("fraction") or 0) > 1 and _measured_saturation(r) is not None]
+
+    def is_above(r):
+        if r.get("above_capacity") is not None:
+            return bool(r["above_capacity"])
+        return (r.get("fraction") or 0) > 1
+
+    # saturation is a property of any queue: every transport's and pinning's rows count
+    above = [r for r in every if is_above(r) and _measured_saturation(r) is not None]
     if above:
         sat = [_measured_saturation(r) for r in above]
         k, n = sum(sat), len(sat)
         lo, hi = share_interval(k, n)
-        below = [r.get("lat_p99") for r in sweep if r.get("pinning", "unpinned") == "unpinned"
-                 and (r.get("fraction") or 0) < 1 and _num(r.get("lat_p99"))]
-        over = [r.get("lat_p99") for r in above if _num(r.get("lat_p99"))]
         explain = {}
-        if below and over:
-            explain["p99 above / below capacity (medians)"] = (statistics.median(over)
-                                                                / statistics.median(below))
+        growth = [r["lat_growth"] for r in above if _num(r.get("lat_growth"))]
+        if growth:
+            explain["latency growth above capacity (median, last / first tenth)"] = \
+                statistics.median(growth)
+        ach = [r["achieved_rate"] / r["offered_rate"] for r in above
+               if _num(r.get("achieved_rate")) and _num(r.get("offered_rate"))]
+        if ach:
+            explain["achieved / offered above capacity (median)"] = statistics.median(ach)
         out["s003_pipeline_saturation"] = measurement(
-            k / n, diagnostics={"count": n}, explain=explain, ci=(lo, hi),
+            k / n, diagnostics={"count": n}, explain=explain, ci=(lo, hi), runs=n,
             ci_what=f"95% Clopper-Pearson interval of {k} of {n} rows",
-            detail=f"{k} of {n} rows offered above capacity measured not to keep up "
-                   "(achieved rate or backlog)")
+            detail=f"{k} of {n} rows offered above capacity (above the top of its bracket; "
+                   "every transport, batch and pinning) measured not to keep up (achieved "
+                   "rate or backlog)")
     # p99 pinned / unpinned within each round (a round runs both pinnings at one rate): the
     # tail section's repeated batch-1 runs when recorded, else the sweep's batch-1 rows (the
     # k-th row of a rate and pinning in round k); the median of the per-round ratios, with
-    # its interval once there are 5 or more
+    # its interval once there are 5 or more; the A/A control: unpinned (A/A) / unpinned
     def p99_of(v):
         return isinstance(v, int | float) and v == v and v > 0
 
+    tail = [r for r in tables.get("tail_runs") or [] if p99_of(r.get("p99"))]
     runs = [(r.get("fraction"), r.get("pinning") or "unpinned",
-             (r.get("variant", r.get("mode")), r.get("run")), r["p99"])
-            for r in tables.get("tail_runs") or [] if p99_of(r.get("p99"))]
+             (r.get("variant", r.get("mode")), r.get("run")), r["p99"]) for r in tail]
+    ticks = [r["tick_ns"] for r in tail if _num(r.get("tick_ns"))]
     if not runs:
         seen: dict = {}
         for r in sweep:
@@ -130,6 +150,7 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
                 key = (r.get("fraction"), r.get("pinning") or "unpinned")
                 seen[key] = seen.get(key, 0) + 1
                 runs.append((*key, seen[key], r["lat_p99"]))
+
     def pinning(runs):
         rounds: dict = {}
         counts: dict = {}
@@ -141,12 +162,19 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
                      if "pinned" in x and "unpinned" in x]
         if not per_round:
             return None
+        aa = aa_band([x[aa_label] / x["unpinned"] for x in rounds.values()
+                      if aa_label in x and "unpinned" in x])
         rates = {f for f, _ in counts if (f, "pinned") in counts and (f, "unpinned") in counts}
         repeats = min(counts[(f, p)] for f in rates for p in ("pinned", "unpinned"))
         mi = median_interval(per_round, of="per-round ratios")
+        used = [p99 for f, pin, _, p99 in runs if (f or 0) < 1 and pin in ("pinned", "unpinned")]
+        clock = ({"tick_ns": statistics.median(ticks), "what": "median over the runs of the "
+                  "grid measured from each run's latencies",
+                  "percentiles": {"p99 (lowest run)": min(used)}} if ticks else None)
         return measurement(
             mi["median"], diagnostics={"cpu_count": cpu_count, "repeats": repeats},
             explain={"rate points": len(rates)}, ci=mi["ci"], ci_what=mi["what"],
+            aa=aa, runs=len(per_round), clock=clock,
             detail=f"median of {len(per_round)} per-round ratios of p99 pinned / unpinned, "
                    f"batch 1, {repeats} run(s) each")
 
@@ -159,9 +187,10 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
             whole["value"], diagnostics={**whole["diagnostics"],
                                          "repeats": min(p["diagnostics"]["repeats"]
                                                         for p in parts.values())},
-            explain=whole["explain"], parts=parts,
-            detail=f"per transport variant ({', '.join(parts)}), each its own interval; "
-                   f"pooled median {fmt(whole['value'])} shown only")
+            explain=whole["explain"], parts=parts, aa=whole.get("aa"), runs=whole["runs"],
+            clock=whole.get("clock"),
+            detail=f"per transport variant ({', '.join(parts)}), each its own interval and "
+                   f"A/A band; pooled median {fmt(whole['value'])} shown only")
     if whole:
         out["s003_pinning"] = whole
     return out
