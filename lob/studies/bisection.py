@@ -3,10 +3,14 @@
 Between two versions of lob's lineage and one metric, the change is attributed step by step
 (each step changes one toggle). Every version is measured ``runs`` times after one warm-up
 run (dropped and counted), interleaved in rotated order (:func:`lob.measure.stats.rotations`)
-so drift hits every version alike; each step's ratio of medians gets a bootstrap interval
-(:func:`lob.measure.stats.ratio_interval`) and the one change call of lob
-(:func:`lob.measure.stats.change`: ``faster`` / ``slower`` / ``within noise`` /
-``inconclusive``); a step is **called** when that call is ``faster`` or ``slower``.
+so drift hits every version alike. An A/A control runs inside the same interleaving: the start
+version measured a second time as if it were one more version (:data:`AA`), one ratio per
+round, whose spread is the band of "no change" on this machine in this run
+(:func:`lob.measure.stats.aa_band`). Each step's ratio of medians gets a bootstrap interval
+(:func:`lob.measure.stats.ratio_interval`) and the call
+:func:`lob.measure.stats.change_beyond_aa` (``faster`` / ``slower`` only when the whole
+interval lies beyond the A/A band, ``within noise`` inside it, else ``inconclusive``); a
+step is **called** when that call is ``faster`` or ``slower``.
 
 seed 000 (orderbook-rs, Apple M4 Max) bisected its 0.12.0 release in three points; its
 figures come from ``claims.yaml``'s ``published`` section (:mod:`lob.studies.published`),
@@ -25,10 +29,17 @@ from pathlib import Path
 
 import numpy as np
 
-from lob.measure.stats import change, min_count, ratio_interval, rotations, supported
+from lob.measure.stats import (
+    aa_band,
+    change_beyond_aa,
+    min_count,
+    ratio_interval,
+    rotations,
+    supported,
+)
 from lob.studies import conclude as K
 
-__all__ = ["METRICS", "BACKENDS", "WARMUP", "SEED_POINTS", "resolve_metric", "changed",
+__all__ = ["METRICS", "BACKENDS", "WARMUP", "SEED_POINTS", "AA", "resolve_metric", "changed",
            "prepare", "path_table", "measure_walk", "raw_table", "steps_table",
            "three_points_table", "seed_points_table", "plot_walk", "claims"]
 
@@ -37,6 +48,7 @@ BACKENDS = {"": "python", "@numba": "numba"}
 WARMUP = 1  # runs dropped at the start of every version (run 0 warms every version up)
 SEED_POINTS = (("start", "0.11.0"), ("midpoint", "post-upgrade midpoint"), ("end", "0.12.0"))
 CALLED = ("faster", "slower")  # the change calls that clear the noise
+AA = " (A/A)"  # suffix of the A/A control's name in the interleaving: the start version again
 
 
 # --- parameters and the walk ------------------------------------------------------------------
@@ -106,50 +118,70 @@ def path_table(plan: dict):
 
 # --- the measurement --------------------------------------------------------------------------
 
-def _measure_one(engine: str, wl, metric: str) -> tuple[float, dict | None]:
-    """One run: ns/op of a replay, or a percentile of one latency capture (and its clock)."""
+def _measure_one(engine: str, wl, metric: str) -> tuple[float, dict | None, np.ndarray | None]:
+    """One run: ns/op of a replay, or a percentile of one latency capture (its clock and its
+    durations too)."""
     from lob.engines.registry import replay
     from lob.studies.capture import capture
 
     if metric == "ns_per_op":
-        return replay(engine, wl).elapsed_ns / len(wl.commands), None
+        return replay(engine, wl).elapsed_ns / len(wl.commands), None, None
     cp = capture(engine, wl)
     q = float(np.percentile(cp["durations"], float(metric[1:]), method="inverted_cdf"))
-    return q, cp["clock"]
+    return q, cp["clock"], cp["durations"]
 
 
 def measure_walk(plan: dict, runs: int, out: Path | None = None, *,
                  measure: Callable | None = None) -> dict:
-    """Every version ``runs + WARMUP`` times, round by round in rotated order; then one
-    latency histogram per version saved as ``<engine>__<workload>.hgrm`` in ``out``.
+    """Every version and the A/A control (the start version again, named ``start + AA``)
+    ``runs + WARMUP`` times, round by round in rotated order; the latency histogram of each
+    version's kept runs saved as ``<engine>__<workload>.hgrm`` in ``out`` (for ns/op, one
+    capture per version after the walk).
+
     Returns ``{"samples": {engine: [all runs]}, "kept": {engine: runs after the warm-up},
-    "dropped": {engine: n}, "clock": the latency clock or None, "hgrm": [file names]}``.
-    ``measure(engine, wl, metric) -> (value, clock)`` is injectable for tests."""
+    "dropped": {engine: n}, "aa": {"samples", "kept", "ratios": one A/A over start ratio per
+    kept round, "band": stats.aa_band}, "clock": the latency clock or None, "durations":
+    {engine: the kept runs' durations merged} (latency metrics), "hgrm": [file names]}``.
+    ``measure(engine, wl, metric) -> (value, clock[, durations])`` is injectable for
+    tests."""
     measure = measure or _measure_one
     names, wl, metric = plan["names"], plan["wl"], plan["metric"]
-    samples: dict[str, list[float]] = {e: [] for e in names}
+    aa = names[0] + AA
+    samples: dict[str, list[float]] = {e: [] for e in [*names, aa]}
+    durs: dict[str, list] = {e: [] for e in names}
     clock = None
-    for order in rotations(names, runs + WARMUP):
+    for order in rotations([*names, aa], runs + WARMUP):
         for e in order:
-            v, c = measure(e, wl, metric)
+            v, c, *d = measure(e.removesuffix(AA), wl, metric)
             samples[e].append(float(v))
             clock = c or clock
-    warm = {e: K.drop_warmup(samples[e], WARMUP) for e in names}
+            if d and d[0] is not None and e in durs and len(samples[e]) > WARMUP:
+                durs[e].append(np.asarray(d[0]))
+    warm = {e: K.drop_warmup(samples[e], WARMUP) for e in samples}
+    kept = {e: [float(x) for x in warm[e][0]] for e in samples}
+    ratios = [b / a for a, b in zip(kept[names[0]], kept[aa], strict=True) if a > 0 and b > 0]
+    merged = {e: np.concatenate(durs[e]) for e in names if durs[e]}
     hgrm = []
     if out is not None:
         from lob.studies.capture import capture, save_hgrm
 
-        hgrm = [save_hgrm(capture(e, wl)["durations"],
+        hgrm = [save_hgrm(merged[e] if e in merged else capture(e, wl)["durations"],
                           Path(out) / f"{e}__{plan['workload']}.hgrm") for e in names]
-    return {"samples": samples, "kept": {e: [float(x) for x in warm[e][0]] for e in names},
-            "dropped": {e: warm[e][1] for e in names}, "clock": clock, "hgrm": hgrm}
+    return {"samples": {e: samples[e] for e in names},
+            "kept": {e: kept[e] for e in names},
+            "dropped": {e: warm[e][1] for e in names},
+            "aa": {"name": aa, "samples": samples[aa], "kept": kept[aa], "ratios": ratios,
+                   "band": aa_band(ratios)},
+            "clock": clock, "durations": merged, "hgrm": hgrm}
 
 
 def raw_table(walk: dict):
-    """Every run of every version (a DataFrame; run 0 is the dropped warm-up)."""
+    """Every run of every version and of the A/A control (a DataFrame; run 0 is the dropped
+    warm-up)."""
     import pandas as pd
 
-    raw = pd.DataFrame(walk["samples"])
+    aa = walk.get("aa")
+    raw = pd.DataFrame({**walk["samples"], **({aa["name"]: aa["samples"]} if aa else {})})
     raw.index.name = "run (0: warm-up, dropped)"
     return raw
 
@@ -157,9 +189,9 @@ def raw_table(walk: dict):
 # --- the steps, with their intervals and calls ------------------------------------------------
 
 def _step_row(step: str, toggle: str, a: Sequence[float], b: Sequence[float], dropped: int,
-              confidence: float, n_boot: int, seed: int) -> dict:
+              confidence: float, n_boot: int, seed: int, band: dict) -> dict:
     ratio, lo, hi = ratio_interval(a, b, confidence=confidence, n_boot=n_boot, seed=seed)
-    call = change(lo, hi)
+    call = change_beyond_aa(lo, hi, band)
     return {"step": step, "toggle": toggle, "runs": len(b), "warmup_dropped": dropped,
             "median_before": float(np.median(a)), "median_after": float(np.median(b)),
             "ratio": ratio, "ci_low": lo, "ci_high": hi, "change": call,
@@ -173,29 +205,43 @@ def _with_interval(c: K.Conclusion, row: str) -> str:
             f"{c.cell(row, 'ci_high')}")
 
 
+def _band(walk: dict) -> dict:
+    """The walk's A/A band (no A/A control recorded: no band, so no step is called)."""
+    aa = walk.get("aa")
+    return aa["band"] if aa else {"low": None, "high": None, "n": 0,
+                                  "what": "no A/A control in this walk"}
+
+
 def steps_table(walk: dict, plan: dict, *, confidence: float = 0.95, n_boot: int = 2000,
                 boot_seed: int = 1) -> K.Conclusion:
     """One row per step plus the whole walk: medians before and after, the ratio after /
-    before with its bootstrap interval, the change call, and each step's share of the walk's
-    (log) change. Sentences: the whole walk; the steps clear of the noise and the largest;
-    the rest."""
+    before with its bootstrap interval, the call against the A/A band, and each step's share
+    of the walk's (log) change. The A/A band (the start version measured twice in the same
+    interleaving) and the clock grid measured from the samples go in the note. Sentences:
+    the whole walk; the A/A band; the steps clear of the band and the largest; the rest."""
+    from lob.studies.tail_analysis import grid_line, grid_of
+
     names, kept, metric = plan["names"], walk["kept"], plan["metric"]
-    b = plan["backend"]
+    b, band = plan["backend"], _band(walk)
     rows = [_step_row(f"{x} -> {y}", changed(x.removesuffix(b), y.removesuffix(b)), kept[x],
-                      kept[y], walk["dropped"][y], confidence, n_boot, boot_seed)
+                      kept[y], walk["dropped"][y], confidence, n_boot, boot_seed, band)
             for x, y in zip(names, names[1:], strict=False)]
     logs = np.abs(np.log([r["ratio"] for r in rows]))
     for r, x in zip(rows, logs, strict=True):
         r["share_of_change"] = float(x / logs.sum()) if logs.sum() else None
     whole = f"{names[0]} -> {names[-1]} (whole walk)"
     rows.append({**_step_row(whole, "", kept[names[0]], kept[names[-1]],
-                             walk["dropped"][names[-1]], confidence, n_boot, boot_seed),
+                             walk["dropped"][names[-1]], confidence, n_boot, boot_seed, band),
                  "share_of_change": None})
     unit = "ns/op" if metric == "ns_per_op" else "ns"
+    aa_what = (f"A/A control ({names[0]} measured twice in the same interleaving, one ratio "
+               f"per round): {band['what']}")
     note = (f"Intervals: {confidence:.0%} percentile bootstrap of the ratio of medians "
-            f"({n_boot:,} resamples); a step is called when the whole interval is on one "
-            "side of no change.")
-    if walk.get("clock"):
+            f"({n_boot:,} resamples); a step is called when the whole interval lies beyond "
+            f"the A/A band. {aa_what}.")
+    if walk.get("durations"):
+        note += " " + grid_line(grid_of(walk["durations"].values()), marked=False)
+    elif walk.get("clock"):
         note += " " + K.clock_line(walk["clock"])
     c = K.Conclusion(f"steps ({metric} on {plan['workload']})", rows, key="step",
                      kinds={"toggle": "label", "runs": "count", "warmup_dropped": "count",
@@ -205,15 +251,21 @@ def steps_table(walk: dict, plan: dict, *, confidence: float = 0.95, n_boot: int
     c.say(f"{metric} on {plan['workload']} went from {c.cell(whole, 'median_before')} to "
           f"{c.cell(whole, 'median_after')} {unit} ({_with_interval(c, whole)}): "
           f"{c.value(whole, 'change')}.")
+    if band.get("low") is None:
+        c.say(f"No A/A band here ({band['what'].removeprefix('no A/A band: ')}): no step can "
+              "be told apart from noise, so none is called.")
+    else:
+        c.say(f"The A/A control puts no change at {band['low']:.4g}-{band['high']:.4g} here: "
+              "a step inside that band is within noise.")
     called = [r for r in rows[:-1] if r["called"]]
     if called:
         top = max(called, key=lambda r: abs(np.log(r["ratio"])))["step"]
-        c.say("Steps clear of the noise: " + ", ".join(
+        c.say("Steps clear of the A/A band: " + ", ".join(
             f"{r['step']} ({r['change']}, {_with_interval(c, r['step'])})" for r in called)
             + f"; the largest of them is {top}, {c.cell(top, 'share_of_change')} of the "
             "walk's change.")
     else:
-        c.say(f"No step clears the noise at {confidence:.0%}.")
+        c.say(f"No step's {confidence:.0%} interval lies beyond the A/A band.")
     quiet = [r for r in rows[:-1] if not r["called"]]
     if quiet:
         c.say("Not told apart from noise: " + ", ".join(
@@ -267,7 +319,8 @@ def seed_points_table(metric: str, workload: str) -> K.Conclusion | None:
 def plot_walk(walk: dict, steps: K.Conclusion, plan: dict, *, confidence: float = 0.95,
               n_boot: int = 2000, boot_seed: int = 1):
     """Left: every kept run per version (the warm-up as a grey x) with the median and its
-    bootstrap interval; right: each step's ratio with its interval, labelled called / noise."""
+    bootstrap interval; right: each step's ratio with its interval, labelled called / noise,
+    over the A/A control's band (shaded)."""
     from lob.measure.stats import median_interval
     from lob.studies import plots as lp
 
@@ -299,8 +352,15 @@ def plot_walk(walk: dict, steps: K.Conclusion, plan: dict, *, confidence: float 
     axes[1].errorbar(r, y, xerr=[r - lo, hi - r], fmt="o", capsize=4)
     axes[1].set_yticks(y, [s["step"] for s in rows])
     axes[1].set_ylim(-0.5, len(rows) - 0.5)
-    lp.value_axis(axes[1], [*lo, *hi, 1.0], axis="x")
+    lp.value_axis(axes[1], [*lo, *hi, 1.0, *(v for v in (_band(walk).get("low"),
+                                                       _band(walk).get("high")) if v)],
+                  axis="x")
     lp.reference(axes[1], 1.0, axis="x", color="grey", ls="-", lw=0.8)
+    band = _band(walk)
+    if band.get("low") is not None:  # the A/A control's band of no change
+        axes[1].axvspan(band["low"], band["high"], color="grey", alpha=0.2,
+                        label=f"A/A band ({band['n']} ratios)")
+        axes[1].legend(loc="best")
     axes[1].grid(True, axis="x")
     axes[1].grid(False, axis="y")
     lp.label_points(axes[1], r, y, ["called" if s["called"] else "noise" for s in rows])
@@ -311,14 +371,30 @@ def plot_walk(walk: dict, steps: K.Conclusion, plan: dict, *, confidence: float 
 
 # --- the claims -------------------------------------------------------------------------------
 
-def claims(steps: K.Conclusion, plan: dict) -> dict[str, dict]:
+def _clock(walk: dict, plan: dict) -> dict | None:
+    """The claims' clock record: the tick measured from the walk's durations and the median
+    p50 of every version (each enters the figure); None for ns/op."""
+    from lob.studies.tail_analysis import clock_of
+
+    if plan["metric"] == "ns_per_op" or not walk.get("durations"):
+        return None
+    d = np.concatenate(list(walk["durations"].values()))
+    return clock_of(d, {f"{plan['metric']} {e}": float(np.median(walk["kept"][e]))
+                        for e in plan["names"]})
+
+
+def claims(steps: K.Conclusion, plan: dict, walk: dict | None = None) -> dict[str, dict]:
     """The seed claims this walk measures: ``s000_stp_one_step`` (p50 on stp_sweep: the
     largest step's share of the walk's log change) and ``s000_mass_cancel_gain`` (p50 on
-    mass_cancel_burst: last / first, with its interval); {} for any other walk."""
+    mass_cancel_burst: last / first, with its interval); {} for any other walk. Each records
+    the walk's A/A band (``aa``), its count of kept runs a version (``runs``) and, from
+    ``walk``'s durations, the clock record (the clock-floor check)."""
     from lob.studies.claims import measurement
 
     metric, workload, names = plan["metric"], plan["workload"], plan["names"]
     whole = steps.rows[-1]
+    walk = walk or {}
+    common = {"aa": _band(walk), "runs": whole["runs"], "clock": _clock(walk, plan)}
     out = {}
     if metric == "p50" and workload == "stp_sweep":
         shares = [r["share_of_change"] for r in steps.rows[:-1]
@@ -328,11 +404,12 @@ def claims(steps: K.Conclusion, plan: dict) -> dict[str, dict]:
             diagnostics={"total_change_called": bool(whole["called"]),
                          "count": plan["n_timed"]},
             explain={"whole walk ratio": whole["ratio"]},
-            detail=f"largest step's share of the {metric} change, {names[0]} -> {names[-1]}")
+            detail=f"largest step's share of the {metric} change, {names[0]} -> {names[-1]}",
+            **common)
     if metric == "p50" and workload == "mass_cancel_burst":
         ci = (whole["ci_low"], whole["ci_high"]) if whole["ci_low"] is not None else None
         out["s000_mass_cancel_gain"] = measurement(
             whole["ratio"], diagnostics={"count": plan["n_timed"]}, ci=ci,
             ci_what="" if ci else f"no interval: {whole['runs']} runs a side",
-            detail=f"p50 {names[-1]} / {names[0]}")
+            detail=f"p50 {names[-1]} / {names[0]}", **common)
     return out

@@ -8,6 +8,7 @@ import matplotlib
 import numpy as np
 import pytest
 
+from lob.measure.stats import aa_band, change_beyond_aa
 from lob.studies import bisection as bi
 from lob.studies import published
 
@@ -22,13 +23,22 @@ def _plan(names=NAMES, metric="p50", workload="stp_sweep", backend=""):
             "backend": backend}
 
 
-def _walk(levels: dict[str, float], runs: int = 7, spread: float = 0.01) -> dict:
+def _walk(levels: dict[str, float], runs: int = 7, spread: float = 0.01,
+          aa: float | None = 0.01) -> dict:
     """A walk whose kept runs sit at ``levels`` (a fixed zig-zag of +-spread); the warm-up
-    run of each version is twice its level."""
+    run of each version is twice its level. The A/A control repeats the start version with
+    ratios to it of 1 +- ``aa`` (None: a walk without an A/A control)."""
     wiggle = [1 + spread * ((-1) ** i) * (i % 3) / 2 for i in range(runs)]
     samples = {e: [2 * v] + [v * w for w in wiggle] for e, v in levels.items()}
-    return {"samples": samples, "kept": {e: x[1:] for e, x in samples.items()},
-            "dropped": {e: 1 for e in levels}, "clock": None, "hgrm": []}
+    walk = {"samples": samples, "kept": {e: x[1:] for e, x in samples.items()},
+            "dropped": {e: 1 for e in levels}, "clock": None, "durations": {}, "hgrm": []}
+    if aa is not None:
+        start = next(iter(levels))
+        ratios = [1 + aa * ((-1) ** i) for i in range(runs)]
+        kept = [x * r for x, r in zip(walk["kept"][start], ratios, strict=True)]
+        walk["aa"] = {"name": start + bi.AA, "samples": [2 * levels[start], *kept],
+                      "kept": kept, "ratios": ratios, "band": aa_band(ratios)}
+    return walk
 
 
 # --- parameters -------------------------------------------------------------------------------
@@ -67,21 +77,33 @@ def test_prepare_walks_only_the_backends_versions():
     assert bi.changed("v0", "v0+pool") == "levels: deque -> pool"
 
 
-def test_the_walk_rotates_and_drops_one_warmup_per_version():
+def test_the_walk_rotates_and_drops_one_warmup_per_version_with_an_aa_control(tmp_path):
     calls = []
 
     def fake(engine, wl, metric):
         calls.append(engine)
-        return float(len(calls)), {"source": "fake"} if metric != "ns_per_op" else None
+        d = np.full(1000, 40 + 10 * (len(calls) % 3))
+        return float(len(calls)), {"source": "fake"} if metric != "ns_per_op" else None, d
 
     plan = _plan(NAMES[:3])
-    w = bi.measure_walk(plan, 4, None, measure=fake)
-    assert calls[:3] == NAMES[:3] and calls[3:6] == NAMES[1:3] + NAMES[:1]
-    assert len(calls) == 3 * (4 + bi.WARMUP)
-    assert all(len(w["samples"][e]) == 5 and len(w["kept"][e]) == 4 for e in NAMES[:3])
+    w = bi.measure_walk(plan, 5, tmp_path, measure=fake)
+    # four in the interleaving: the three versions and the start again (the A/A control)
+    assert calls[:4] == [*NAMES[:3], "v0"] and calls[4:8] == [*NAMES[1:3], "v0", "v0"]
+    assert len(calls) == 4 * (5 + bi.WARMUP)
+    assert all(len(w["samples"][e]) == 6 and len(w["kept"][e]) == 5 for e in NAMES[:3])
     assert w["kept"]["v0"] == w["samples"]["v0"][1:] and w["dropped"]["v0"] == 1
-    assert w["clock"] == {"source": "fake"} and w["hgrm"] == []
-    assert bi.raw_table(w).shape == (5, 3)
+    aa = w["aa"]
+    assert aa["name"] == "v0" + bi.AA and len(aa["kept"]) == 5
+    assert aa["ratios"] == [b / a for a, b in zip(w["kept"]["v0"], aa["kept"], strict=True)]
+    assert aa["band"]["n"] == 5 and aa["band"]["low"] < 1 < aa["band"]["high"]
+    assert w["clock"] == {"source": "fake"} and len(w["durations"]["v1"]) == 5 * 1000
+    assert sorted(w["hgrm"]) == ["v0+pool__stp_sweep.hgrm", "v0__stp_sweep.hgrm",
+                                 "v1__stp_sweep.hgrm"]  # from the kept runs: no extra capture
+    raw = bi.raw_table(w)
+    assert raw.shape == (6, 4) and list(raw.columns)[-1] == "v0" + bi.AA
+    calls.clear()
+    w = bi.measure_walk(plan, 3, None, measure=lambda e, wl, m: (1.0, None))  # ns/op shape
+    assert w["durations"] == {} and w["aa"]["band"]["low"] is None  # 3 ratios: no band
 
 
 # --- the steps table: every sentence --------------------------------------------------------------
@@ -93,36 +115,61 @@ def test_one_step_carries_the_walk_and_the_rest_is_noise():
     assert c.check() == []
     whole = c.rows[-1]
     assert whole["change"] == "slower" and whole["called"] and whole["runs"] == 7
+    band = w["aa"]["band"]
+    for r in c.rows:  # every call is the one against the A/A band
+        assert r["change"] == change_beyond_aa(r["ci_low"], r["ci_high"], band)
     assert [r["change"] for r in c.rows[:-1]] == ["inconclusive", "slower", "inconclusive"]
     logs = [abs(np.log(r["ratio"])) for r in c.rows[:-1]]
     assert c.value("v0+pool -> v1", "share_of_change") == pytest.approx(logs[1] / sum(logs))
     assert c.value("v0+pool -> v1", "ratio") == pytest.approx(4.0, rel=0.01)
-    s1, s2, s3 = c.sentences
+    s1, s2, s3, s4 = c.sentences
     assert s1.startswith(f"p50 on stp_sweep went from {c.cell(whole['step'], 'median_before')}")
     assert "interval" in s1 and s1.endswith(": slower.")
-    assert s2.startswith("Steps clear of the noise: v0+pool -> v1 (slower, ")
-    assert "the largest of them is v0+pool -> v1" in s2
-    assert s3 == ("Not told apart from noise: v0 -> v0+pool (inconclusive), "
+    assert s2 == (f"The A/A control puts no change at {band['low']:.4g}-{band['high']:.4g} "
+                  "here: a step inside that band is within noise.")
+    assert s3.startswith("Steps clear of the A/A band: v0+pool -> v1 (slower, ")
+    assert "the largest of them is v0+pool -> v1" in s3
+    assert s4 == ("Not told apart from noise: v0 -> v0+pool (inconclusive), "
                   "v1 -> v2 (inconclusive).")
     assert "bootstrap" in c.note and "resamples" in c.note
+    assert f"A/A control (v0 measured twice in the same interleaving, one ratio per round): " \
+           f"{band['what']}." in c.note
+
+
+def test_a_step_inside_the_aa_band_is_within_noise():
+    w = _walk({"v0": 100.0, "v1": 100.3}, spread=0.001, aa=0.05)  # band 0.95-1.05
+    c = bi.steps_table(w, _plan(["v0", "v1"]))
+    assert c.check() == [] and c.rows[0]["change"] == "within noise"
+    assert not c.rows[0]["called"]
+    assert c.sentences[2] == "No step's 95% interval lies beyond the A/A band."
+    assert c.sentences[3] == "Not told apart from noise: v0 -> v1 (within noise)."
+    # the same step, with a tight band, is called: the band, not the interval alone, decides
+    tight = bi.steps_table(_walk({"v0": 100.0, "v1": 100.3}, spread=0.001, aa=0.0001),
+                           _plan(["v0", "v1"]))
+    assert tight.rows[0]["change"] == "slower" and tight.rows[0]["called"]
 
 
 def test_every_step_called_and_no_quiet_sentence():
     w = _walk({"v0": 100.0, "v0+pool": 80.0, "v1": 60.0, "v2": 40.0})
     c = bi.steps_table(w, _plan(), confidence=0.9)
-    assert c.check() == [] and len(c.sentences) == 2
+    assert c.check() == [] and len(c.sentences) == 3
     assert all(r["change"] == "faster" for r in c.rows)
     assert not any(s.startswith("Not told apart") for s in c.sentences)
 
 
 def test_no_step_clears_the_noise_and_no_interval_from_few_runs():
-    w = _walk({"v0": 100.0, "v1": 100.5}, runs=3)  # fewer than 5 a side: no interval
+    w = _walk({"v0": 100.0, "v1": 100.5}, runs=3)  # fewer than 5 a side: no interval, no band
     c = bi.steps_table(w, _plan(["v0", "v1"], metric="ns_per_op"))
     assert c.check() == []
     assert c.rows[-1]["ci_low"] is None and c.rows[-1]["change"] == "inconclusive"
     assert "no interval from 3 runs" in c.sentences[0] and " ns/op (" in c.sentences[0]
-    assert c.sentences[1] == "No step clears the noise at 95%."
-    assert c.sentences[2].startswith("Not told apart from noise: v0 -> v1")
+    assert c.sentences[1] == ("No A/A band here (3 A/A ratio(s), fewer than 5): no step can be "
+                              "told apart from noise, so none is called.")
+    assert c.sentences[2] == "No step's 95% interval lies beyond the A/A band."
+    assert c.sentences[3].startswith("Not told apart from noise: v0 -> v1")
+    c = bi.steps_table(_walk({"v0": 100.0, "v1": 300.0}, aa=None), _plan(["v0", "v1"]))
+    assert c.rows[0]["change"] == "inconclusive"  # no A/A control recorded: nothing is called
+    assert c.sentences[1].startswith("No A/A band here (no A/A control in this walk)")
 
 
 def test_a_walk_that_does_not_move_has_no_shares():
@@ -135,6 +182,11 @@ def test_the_clock_line_goes_under_the_table():
     w = {**_walk({"v0": 1.0, "v1": 2.0}), "clock": {"source": "perf_counter_ns",
                                                     "overhead_median_ns": 40}}
     assert "Clock perf_counter_ns" in bi.steps_table(w, _plan(["v0", "v1"])).note
+    grid = np.resize(np.arange(40, 300, 10), 5000)  # durations on a 10 ns grid
+    w = {**w, "durations": {"v0": grid, "v1": grid}}
+    c = bi.steps_table(w, _plan(["v0", "v1"]))
+    assert "Clock: durations fall on a 10 ns grid (measured from the samples" in c.note
+    assert "Clock perf_counter_ns" not in c.note and c.check() == []
 
 
 # --- three points, and the seed's ---------------------------------------------------------------
@@ -189,22 +241,48 @@ def test_plot_has_the_runs_and_the_steps():
     assert "no 95% interval from 5 runs" in fig2.axes[0].get_title()
     plt.close(fig2)
     assert sorted(t.get_text() for t in b.texts) == ["called", "noise", "noise"]
+    band = w["aa"]["band"]
+    (shade,) = b.patches  # the A/A band, shaded
+    ext = shade.get_window_extent()  # in data units: x from the band's low to its high
+    lo, hi = b.transData.inverted().transform([[ext.x0, 0], [ext.x1, 0]])[:, 0]
+    assert (lo, hi) == pytest.approx((band["low"], band["high"]), rel=1e-3)
+    assert b.get_legend().get_texts()[0].get_text() == "A/A band (7 ratios)"
+    plt.close(fig)
+    fig = bi.plot_walk(few, bi.steps_table(few, plan2), plan2)  # five ratios: a band
+    assert len(fig.axes[1].patches) == 1
+    plt.close(fig)
+    none = _walk({"v0": 300.0, "v1": 600.0}, aa=None)
+    fig = bi.plot_walk(none, bi.steps_table(none, plan2), plan2)
+    assert not fig.axes[1].patches and fig.axes[1].get_legend() is None
     plt.close(fig)
 
 
 def test_claims_of_the_two_bisected_scenarios():
     w = _walk({"v0": 300.0, "v0+pool": 301.0, "v1": 1200.0, "v2": 1201.0})
+    grid = np.resize(np.arange(40, 300, 10), 5000)
+    w["durations"] = {e: grid for e in NAMES}
     plan = _plan()
     steps = bi.steps_table(w, plan)
-    m = bi.claims(steps, plan)["s000_stp_one_step"]
+    m = bi.claims(steps, plan, w)["s000_stp_one_step"]
     assert m["value"] == max(r["share_of_change"] for r in steps.rows[:-1])
     assert m["diagnostics"] == {"total_change_called": True, "count": 5000}
+    assert m["runs"] == 7 and m["aa"]["low"] == pytest.approx(w["aa"]["band"]["low"])
+    assert m["aa"]["n"] == 7 and m["aa"]["what"] == w["aa"]["band"]["what"]
+    assert m["clock"]["tick_ns"] == pytest.approx(10, rel=0.01)
+    assert m["clock"]["percentiles"] == {f"p50 {e}": pytest.approx(float(np.median(w["kept"][e])))
+                                         for e in NAMES}
     plan = _plan(workload="mass_cancel_burst")
     w = _walk({"v0": 400.0, "v0+pool": 390.0, "v1": 300.0, "v2": 300.0})
-    m = bi.claims(bi.steps_table(w, plan), plan)["s000_mass_cancel_gain"]
+    m = bi.claims(bi.steps_table(w, plan), plan, w)["s000_mass_cancel_gain"]
     assert m["value"] == pytest.approx(0.75, rel=0.02) and len(m["ci"]) == 2
+    assert m["runs"] == 7 and m["aa"]["n"] == 7 and "clock" not in m  # no durations kept
     few = _walk({"v0": 400.0, "v1": 300.0}, runs=3)
     plan = _plan(["v0", "v1"], workload="mass_cancel_burst")
-    m = bi.claims(bi.steps_table(few, plan), plan)["s000_mass_cancel_gain"]
+    m = bi.claims(bi.steps_table(few, plan), plan, few)["s000_mass_cancel_gain"]
     assert "ci" not in m and m["ci_what"] == "no interval: 3 runs a side"
+    assert m["runs"] == 3 and m["aa"]["low"] is None
     assert bi.claims(steps, _plan(metric="ns_per_op")) == {}
+    from lob.studies.claims import get, judge
+
+    v = judge(get("s000_mass_cancel_gain"), m)  # three runs: a single point at best
+    assert v.verdict in ("not comparable: different mechanism", "inconclusive: single point")
