@@ -212,6 +212,16 @@ def _band(walk: dict) -> dict:
                                   "what": "no A/A control in this walk"}
 
 
+def _grid_note(walk: dict) -> str:
+    """The clock grid measured from the walk's latency durations, in one sentence ("" for
+    ns/op: no durations)."""
+    from lob.studies.tail_analysis import grid_line, grid_of
+
+    if not walk.get("durations"):
+        return ""
+    return grid_line(grid_of(walk["durations"].values()), marked=False)
+
+
 def steps_table(walk: dict, plan: dict, *, confidence: float = 0.95, n_boot: int = 2000,
                 boot_seed: int = 1) -> K.Conclusion:
     """One row per step plus the whole walk: medians before and after, the ratio after /
@@ -219,8 +229,6 @@ def steps_table(walk: dict, plan: dict, *, confidence: float = 0.95, n_boot: int
     of the walk's (log) change. The A/A band (the start version measured twice in the same
     interleaving) and the clock grid measured from the samples go in the note. Sentences:
     the whole walk; the A/A band; the steps clear of the band and the largest; the rest."""
-    from lob.studies.tail_analysis import grid_line, grid_of
-
     names, kept, metric = plan["names"], walk["kept"], plan["metric"]
     b, band = plan["backend"], _band(walk)
     rows = [_step_row(f"{x} -> {y}", changed(x.removesuffix(b), y.removesuffix(b)), kept[x],
@@ -239,8 +247,9 @@ def steps_table(walk: dict, plan: dict, *, confidence: float = 0.95, n_boot: int
     note = (f"Intervals: {confidence:.0%} percentile bootstrap of the ratio of medians "
             f"({n_boot:,} resamples); a step is called when the whole interval lies beyond "
             f"the A/A band. {aa_what}.")
-    if walk.get("durations"):
-        note += " " + grid_line(grid_of(walk["durations"].values()), marked=False)
+    grid = _grid_note(walk)
+    if grid:
+        note += " " + grid
     elif walk.get("clock"):
         note += " " + K.clock_line(walk["clock"])
     c = K.Conclusion(f"steps ({metric} on {plan['workload']})", rows, key="step",
@@ -277,7 +286,7 @@ def steps_table(walk: dict, plan: dict, *, confidence: float = 0.95, n_boot: int
 
 def three_points_table(walk: dict, plan: dict) -> K.Conclusion:
     """lob's start, midpoint (the middle version of the walk) and end, as ratios to the
-    start."""
+    start, with the clock grid measured from the walk's durations under it."""
     names, kept = plan["names"], walk["kept"]
     base = float(np.median(kept[names[0]]))
     rows = [{"point": p, "version": v, "runs": len(kept[v]), "median": float(np.median(kept[v])),
@@ -285,7 +294,8 @@ def three_points_table(walk: dict, plan: dict) -> K.Conclusion:
             for p, v in zip((p for p, _ in SEED_POINTS),
                             (names[0], names[len(names) // 2], names[-1]), strict=True)]
     c = K.Conclusion(f"three points ({plan['metric']} on {plan['workload']})", rows,
-                     key="point", kinds={"runs": "count", "vs_start": "ratio"})
+                     key="point", kinds={"runs": "count", "vs_start": "ratio"},
+                     note=_grid_note(walk))
     c.say(f"lob's midpoint ({c.cell('midpoint', 'version')}) is "
           f"{c.cell('midpoint', 'vs_start')}x the start, the end {c.cell('end', 'vs_start')}x.")
     return c

@@ -187,6 +187,9 @@ def test_the_clock_line_goes_under_the_table():
     c = bi.steps_table(w, _plan(["v0", "v1"]))
     assert "Clock: durations fall on a 10 ns grid (measured from the samples" in c.note
     assert "Clock perf_counter_ns" not in c.note and c.check() == []
+    three = bi.three_points_table(w, _plan(["v0", "v1"]))
+    assert three.note.startswith("Clock: durations fall on a 10 ns grid") and three.check() == []
+    assert bi.three_points_table(_walk({"v0": 1.0, "v1": 2.0}), _plan(["v0", "v1"])).note == ""
 
 
 # --- three points, and the seed's ---------------------------------------------------------------
