@@ -764,7 +764,10 @@ def measure_fok_depth(engines: Sequence[str], depths: Sequence[int], probes: int
             r = K.percentile_row(cp["durations"], qs=DEPTH_QS)
             rows.append({"engine": e, "depth": dep, "count": r["count"],
                          **{f"p{q}": r[f"p{q}"] for q in DEPTH_QS}})
-    return {"rows": rows, "clock": with_grid(clock, np.concatenate(short or [[]]))}
+    # the grid of every short probe (all engines and depths), not of the last capture alone
+    bare = None if clock is None else {k: v for k, v in clock.items()
+                                       if not k.startswith("grid_")}
+    return {"rows": rows, "clock": with_grid(bare, np.concatenate(short or [[]]))}
 
 
 def _sorted_depth_rows(rows: list[dict]) -> list[dict]:

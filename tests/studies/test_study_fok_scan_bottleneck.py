@@ -474,6 +474,10 @@ def fd(few=False):
 
 def test_measure_fok_depth():
     cap = fake_capture({"v1": durations(300, 400, n=400), "v2": durations(100, 200, n=400)})
+    real = cap
+
+    def cap(e, w):  # a capture that measured its own grid (of its samples alone)
+        return {**real(e, w), "clock": {**real(e, w)["clock"], "grid_ns": 1.0, "grid_n": 1}}
     m = fok.measure_fok_depth(["v1", "v2"], [100, 200], 50, capture=cap)
     assert [(r["engine"], r["depth"]) for r in m["rows"]] == [
         ("v1", 100), ("v2", 100), ("v1", 200), ("v2", 200)]
