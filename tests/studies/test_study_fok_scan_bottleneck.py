@@ -162,6 +162,8 @@ def test_measure_comprehensive_with_pairs_runs_v2_twice_in_every_round():
     assert p["orders"] == [["v1", "v2", TWIN], ["v1", "v2", TWIN], [TWIN, "v1", "v2"],
                            ["v1", "v2", TWIN], ["v2", TWIN, "v1"]]
     assert fok.measure_comprehensive(["v0", "v1", "v2"], wl, 1, "v2")["pairs"] is None
+    sw = fok.measure_depth_sweep(["v0", "v1", "v2"], c, 0.00025, [], 1)
+    assert sw[0]["v1/v2"] == fok.v1_v2_interval(c, ["v0", "v1", "v2"])["ratio"]
 
 
 def test_v1_v2_pairs_table_faster_beyond_the_aa_band():
