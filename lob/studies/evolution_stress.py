@@ -886,10 +886,11 @@ def side_table(lin: dict) -> K.Conclusion:
 def explain_slower(lin: dict, *, breakdown=None) -> list[dict]:
     """For each step slower than its parent beyond the A/A band on a stream: both engines'
     in-kernel time per class of command (:func:`lob.measure.profile.command_breakdown`, at
-    the lineage's scale) and the class that added the most time per command of the stream
-    (share x median ns, step minus parent). Rows ``{"workload", "step", "parent", "class",
-    "share", "step_ns", "parent_ns", "added_ns_per_op"}``; a step whose classes add no time
-    gets ``class`` None (the data does not say where)."""
+    the lineage's scale), each class's part of the stream's kernel ns/op (its share of the
+    timed time x the untimed ns/op; the parts sum to the ns/op), and the class whose part grew
+    the most. Rows ``{"workload", "step", "parent", "class", "share" (of the commands),
+    "step_part", "parent_part" (ns/op), "added_ns_per_op", "step_median", "parent_median"}``;
+    a step whose classes add no time gets ``class`` None (the data does not say where)."""
     from lob.measure import profile as pf
 
     breakdown = breakdown or pf.command_breakdown
@@ -898,18 +899,20 @@ def explain_slower(lin: dict, *, breakdown=None) -> list[dict]:
         if r.get("call") != "slower":
             continue
         w = r["workload"]
-        a = breakdown(r["step"], w, scale=lin["scale"], rounds=BREAKDOWN_ROUNDS)
-        b = breakdown(r["parent"], w, scale=lin["scale"], rounds=BREAKDOWN_ROUNDS)
-        pb = {x["class"]: x for x in _records(b)}
+        a = _records(breakdown(r["step"], w, scale=lin["scale"], rounds=BREAKDOWN_ROUNDS))
+        b = {x["class"]: x for x in _records(
+            breakdown(r["parent"], w, scale=lin["scale"], rounds=BREAKDOWN_ROUNDS))}
         best = None
-        for x in _records(a):
-            y = pb.get(x["class"])
+        for x in a:
+            y = b.get(x["class"])
             if y is None:
                 continue
-            added = x["share"] * (x["median_ns"] - y["median_ns"])
-            if added > 0 and (best is None or added > best["added_ns_per_op"]):
-                best = {"class": x["class"], "share": x["share"], "step_ns": x["median_ns"],
-                        "parent_ns": y["median_ns"], "added_ns_per_op": added}
+            sp = x["time_share"] * x["untimed_ns_per_op"]
+            pp = y["time_share"] * y["untimed_ns_per_op"]
+            if sp - pp > 0 and (best is None or sp - pp > best["added_ns_per_op"]):
+                best = {"class": x["class"], "share": x["share"], "step_part": sp,
+                        "parent_part": pp, "added_ns_per_op": sp - pp,
+                        "step_median": x["median_ns"], "parent_median": y["median_ns"]}
         out.append({"workload": w, "step": r["step"], "parent": r["parent"],
                     **(best or {"class": None})})
     return out
@@ -917,22 +920,25 @@ def explain_slower(lin: dict, *, breakdown=None) -> list[dict]:
 
 def slower_table(rows: list[dict]) -> K.Conclusion:
     """The steps slower than their parent beyond the A/A band, and where the added time went
-    (the class of command with the most added time per command of the stream)."""
+    (the class of command whose part of the stream's kernel ns/op grew the most)."""
     t = K.Conclusion("slower steps", rows, key=["workload", "step"],
                      kinds={"step": "label", "parent": "label", "class": "label",
                             "share": "ratio"},
-                     note="step_ns / parent_ns: median in-kernel ns of one command of the "
-                          "class (the clock read included); added_ns_per_op: share x the "
-                          "difference")
+                     note="step_part / parent_part: the class's part of the stream's kernel "
+                          "ns/op (its share of the in-kernel time x the untimed ns/op); "
+                          "added_ns_per_op: their difference; *_median: one command's median "
+                          "in-kernel ns (the clock read included)")
     if not rows:
         t.say("No step is slower than its parent beyond the A/A band on any stream.")
     for r in rows:
         k = (r["workload"], r["step"])
         if r["class"] is None:
             t.say(f"On {r['workload']}, {r['step']} is slower than {r['parent']}, and no class "
-                  f"of command shows where: every class's median is the same or lower.")
+                  f"of command shows where: every class's part of the ns/op is the same or "
+                  f"lower.")
         else:
             t.say(f"On {r['workload']}, {r['step']} is slower than {r['parent']}; the most "
-                  f"added time is in {r['class']} ({t.cell(k, 'share')} of the commands, "
-                  f"{t.cell(k, 'step_ns')} ns against {t.cell(k, 'parent_ns')} ns).")
+                  f"added time is in {r['class']} ({t.cell(k, 'share')} of the commands): "
+                  f"{t.cell(k, 'step_part')} ns of each op against {t.cell(k, 'parent_part')} "
+                  f"ns.")
     return t

@@ -630,35 +630,39 @@ def test_side_table_sets_every_engine_beside_the_newest_step():
         f"Not run: orderly_chaos on cpp_comprehensive ({REFUSED})."]
 
 
-def breakdown_of(medians):
+def breakdown_of(parts):
+    """command_breakdown's frame: per class (engine -> (time_share, median ns)), an untimed
+    stream ns/op of 40 for every engine."""
     import pandas as pd
 
     def breakdown(engine, w, *, scale, rounds):
         assert rounds == es.BREAKDOWN_ROUNDS
-        return pd.DataFrame([{"class": c, "commands": 50, "share": 0.5, "median_ns": m[engine],
-                              "p90_ns": m[engine], "time_share": 0.5}
-                             for c, m in medians.items()])
+        return pd.DataFrame([{"class": c, "commands": 50, "share": 0.5, "median_ns": m[engine][1],
+                              "p90_ns": m[engine][1], "time_share": m[engine][0],
+                              "clock_ns": 20.0, "untimed_ns_per_op": 40.0}
+                             for c, m in parts.items()])
     return breakdown
 
 
 def test_explain_slower_names_the_class_that_took_the_added_time():
     lin = lineage_data()[0]
     rows = es.explain_slower(lin, breakdown=breakdown_of(
-        {"CANCEL hits": {"v3@numba": 40.0, "v2@numba": 30.0},
-         "LIMIT rests untouched": {"v3@numba": 60.0, "v2@numba": 30.0}}))
+        {"CANCEL hits": {"v3@numba": (0.25, 40.0), "v2@numba": (0.5, 30.0)},
+         "LIMIT rests untouched": {"v3@numba": (0.75, 60.0), "v2@numba": (0.5, 30.0)}}))
     assert rows == [{"workload": "lobster_replay", "step": "v3@numba", "parent": "v2@numba",
-                     "class": "LIMIT rests untouched", "share": 0.5, "step_ns": 60.0,
-                     "parent_ns": 30.0, "added_ns_per_op": 15.0}]
+                     "class": "LIMIT rests untouched", "share": 0.5, "step_part": 30.0,
+                     "parent_part": 20.0, "added_ns_per_op": 10.0, "step_median": 60.0,
+                     "parent_median": 30.0}]
     t = checked(es.slower_table(rows))
     assert t.sentences == ["On lobster_replay, v3@numba is slower than v2@numba; the most "
-                           "added time is in LIMIT rests untouched (0.50 of the commands, "
-                           "60 ns against 30 ns)."]
+                           "added time is in LIMIT rests untouched (0.50 of the commands): "
+                           "30 ns of each op against 20 ns."]
     rows = es.explain_slower(lin, breakdown=breakdown_of(
-        {"CANCEL hits": {"v3@numba": 30.0, "v2@numba": 30.0}}))
+        {"CANCEL hits": {"v3@numba": (1.0, 30.0), "v2@numba": (1.0, 30.0)}}))
     assert rows[0]["class"] is None
     assert checked(es.slower_table(rows)).sentences == [
         "On lobster_replay, v3@numba is slower than v2@numba, and no class of command shows "
-        "where: every class's median is the same or lower."]
+        "where: every class's part of the ns/op is the same or lower."]
     assert checked(es.slower_table([])).sentences == [
         "No step is slower than its parent beyond the A/A band on any stream."]
 
