@@ -285,6 +285,16 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
         u, w = u[low], w[low]
     else:
         hdr = 1.0 / exact_below_ns
+        # a grid of at most max_tick_ns shows only in values of a few dozen ticks (the
+        # search's candidates grow with the largest value: a millisecond tail would take
+        # gigabytes), so longer durations are left out
+        near = u <= 20 * max_tick_ns
+        if not near.any():
+            return {"tick_ns": None, "share_on_grid": None, "chance_share": None,
+                    "n": int(n), "values": 0,
+                    "what": f"no duration under {20 * max_tick_ns:g} ns to show a clock grid "
+                            f"of at most {max_tick_ns:g} ns"}
+        u, w = u[near], w[near]
     total = float(w.sum())
     if len(u) > max_values:  # the most frequent values (evenly spaced among equal counts)
         order = np.lexsort((np.arange(len(u)) % 7, -w))[:max_values]

@@ -286,3 +286,16 @@ def test_share_interval_is_clopper_pearson():
     for bad in ((3, 2), (-1, 2), (0, 0)):
         with pytest.raises(ValueError):
             S.share_interval(*bad)
+
+
+def test_clock_grid_ignores_long_durations_and_stays_cheap():
+    import time
+
+    rng = np.random.default_rng(7)
+    slow = rng.integers(1_000_000, 20_000_000, 5000)  # milliseconds: no grid can show
+    t = time.perf_counter()
+    g = S.clock_grid(slow)
+    assert g["tick_ns"] is None and "no duration under 10000 ns" in g["what"]
+    mixed = np.concatenate([rng.integers(3, 400, 60) * 10, slow])  # a few short ones on 10 ns
+    assert abs(S.clock_grid(mixed)["tick_ns"] - 10) < 0.1
+    assert time.perf_counter() - t < 5
