@@ -224,19 +224,20 @@ def sweep_table(sw: Sweep) -> Conclusion:
 
 
 def saturation_table(sw: Sweep) -> Conclusion:
-    """Per transport and over all rows: of the rows offered above capacity (above the top of
+    """Per transport: of the rows offered above capacity (above the top of
     the capacity's bracket: ``above_capacity``), how many were *measured* not to keep up
     (``keeps_up`` false: achieved below 99% of offered, or a backlog), the Clopper-Pearson
     interval of that share, the median achieved / offered rate and latency growth (last
     tenth over first tenth of the run); beside it the rows above 1 inside the bracket and
-    the rows below capacity that fell behind. The ``all`` row is the s003_pipeline_saturation
-    figure (:func:`lob.studies.claims.pipeline_claims`). Sentences: no row above capacity;
+    the rows below capacity that fell behind. The compiled transport's row (else the only
+    one) is the s003_pipeline_saturation figure (:func:`lob.studies.claims.pipeline_claims`,
+    which computes every row). Sentences: no row above capacity;
     per group the share; rows that kept up; rows inside the bracket; rows below capacity
     that fell behind."""
     res = sw.rows
     rows = []
     groups = [(tr, res[res.transport == tr]) for tr in dict.fromkeys(res.transport)]
-    for name, d in [*groups, ("all", res)] if len(groups) > 1 else groups:
+    for name, d in groups:
         recs = d.drop(columns=["encoded"], errors="ignore").to_dict("records")
         m = claims({"sweep": recs}, 1).get("s003_pipeline_saturation")
         over = d[d.fraction > 1]
@@ -267,7 +268,9 @@ def saturation_table(sw: Sweep) -> Conclusion:
                         "lowest rate the search saw fall behind). Fell behind: achieved below "
                         "99% of offered, or a backlog at the end (the keeps-up test). Interval: "
                         "95% Clopper-Pearson. Latency growth: median latency of the run's last "
-                        "tenth of commands over its first tenth's (medians over the rows).")
+                        "tenth of commands over its first tenth's (medians over the rows). Seed "
+                        "003's saturation claim is the compiled transport's row (the seed's "
+                        "pipeline is compiled code), else the only one.")
     for r in c.rows:
         t = r["transport"]
         if not r["rows above capacity"]:

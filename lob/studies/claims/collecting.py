@@ -81,12 +81,13 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
     variant's), used for the pinning claim instead of the sweep's rows when present.
     Gives
     ``s003_pipeline_capacity`` (batch 1; the compiled transport's when it ran),
-    ``s003_pipeline_saturation`` (the share of rows offered above capacity, every transport,
-    batch and pinning, that were *measured* not to keep up: ``keeps_up`` false, or achieved
-    below 99% of offered; a row above capacity is one offered above the top of the
-    capacity's bracket when the table says (``above_capacity``), else one at a fraction
-    above 1; with its Clopper-Pearson interval, and the growth of latency as the
-    explanation) and ``s003_pinning`` (the median over rounds and rates below capacity of p99
+    ``s003_pipeline_saturation`` (the share of rows offered above capacity, every batch and
+    pinning of the compiled transport when it ran, that were *measured* not to keep up:
+    ``keeps_up`` false, or achieved below 99% of offered; a row above capacity is one
+    offered above the top of the capacity's bracket when the table says
+    (``above_capacity``), else one at a fraction above 1; with its Clopper-Pearson interval,
+    and the growth of p99 and of latency over the run as the explanation) and
+    ``s003_pinning`` (the median over rounds and rates below capacity of p99
     pinned / p99 unpinned, with its interval from 5 ratios on, its A/A control (the band of
     the ratios unpinned (A/A) / unpinned of the same rounds, ``aa``), its count of runs and
     the clock's grid; one part per transport variant, each with its own interval and A/A
@@ -101,8 +102,7 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
     if key:
         out["s003_pipeline_capacity"] = measurement(cap[0][key],
                                                     detail=f"{key}, commands/s at batch 1")
-    every = tables.get("sweep") or []
-    sweep = every
+    sweep = tables.get("sweep") or []
     if any(r.get("transport") == "compiled" for r in sweep):  # the seed's is compiled code
         sweep = [r for r in sweep if r.get("transport") == "compiled"]
 
@@ -111,13 +111,19 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
             return bool(r["above_capacity"])
         return (r.get("fraction") or 0) > 1
 
-    # saturation is a property of any queue: every transport's and pinning's rows count
-    above = [r for r in every if is_above(r) and _measured_saturation(r) is not None]
+    # both pinnings: pinning changes no offered rate
+    above = [r for r in sweep if is_above(r) and _measured_saturation(r) is not None]
     if above:
         sat = [_measured_saturation(r) for r in above]
         k, n = sum(sat), len(sat)
         lo, hi = share_interval(k, n)
+        below = [r.get("lat_p99") for r in sweep if r.get("pinning", "unpinned") == "unpinned"
+                 and (r.get("fraction") or 0) < 1 and _num(r.get("lat_p99"))]
+        over = [r.get("lat_p99") for r in above if _num(r.get("lat_p99"))]
         explain = {}
+        if below and over:
+            explain["p99 above / below capacity (medians)"] = (statistics.median(over)
+                                                                / statistics.median(below))
         growth = [r["lat_growth"] for r in above if _num(r.get("lat_growth"))]
         if growth:
             explain["latency growth above capacity (median, last / first tenth)"] = \
@@ -127,11 +133,11 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
         if ach:
             explain["achieved / offered above capacity (median)"] = statistics.median(ach)
         out["s003_pipeline_saturation"] = measurement(
-            k / n, diagnostics={"count": n}, explain=explain, ci=(lo, hi), runs=n,
+            k / n, diagnostics={"count": n}, explain=explain, ci=(lo, hi),
             ci_what=f"95% Clopper-Pearson interval of {k} of {n} rows",
             detail=f"{k} of {n} rows offered above capacity (above the top of its bracket; "
-                   "every transport, batch and pinning) measured not to keep up (achieved "
-                   "rate or backlog)")
+                   "every batch and pinning) measured not to keep up (achieved rate or "
+                   "backlog)")
     # p99 pinned / unpinned within each round (a round runs both pinnings at one rate): the
     # tail section's repeated batch-1 runs when recorded, else the sweep's batch-1 rows (the
     # k-th row of a rate and pinning in round k); the median of the per-round ratios, with
