@@ -148,8 +148,6 @@ class PackedEngine(Interactive):
             f[:nf] = self._F[:nf]
             self._F, self._lent = f, False
         timed = durs is not None
-        if durs is None:
-            durs = np.zeros(0, dtype=np.int64)
         elapsed = 0
         i = 0
         while True:

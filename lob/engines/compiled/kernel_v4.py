@@ -432,7 +432,10 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
     """Replay ``cmds[start:]`` into ``out``; returns (next command, DONE or what to grow).
 
     With ``timed``, commands whose ``timed`` flag is set are bracketed by in-kernel clock
-    reads and their durations written to ``durs[S[NDUR]]`` onwards.
+    reads and their durations written to ``durs[S[NDUR]]`` onwards. ``durs=None`` compiles
+    a specialisation with no clock code at all: numba prunes the ``durs is not None``
+    branches before typing, so the untimed loop carries no clock flag, start time or
+    duration count (0.93x on lobster_replay, faster in 19 of 21 interleaved rounds).
     """
     w = S[WIDTH]
     lo = S[LO]
@@ -466,8 +469,9 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
             S[NDUR] = ndur
             return i, code
         c = cmds[u(i)]
-        clock = timed and c.timed
-        t0 = monotonic_ns() if clock else 0
+        if durs is not None:  # pruned at compile time in the untimed specialisation
+            clock = timed and c.timed
+            t0 = monotonic_ns() if clock else 0
         kind = c.kind
         go = False  # run the match below
         oid = 0
@@ -653,9 +657,10 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
                 put(out, u(i), PARTIAL, reason, oid, left, filled, nfills, removed)
             else:
                 put(out, u(i), CANCELLED, reason or R_NO_LIQUIDITY, oid, left, 0, 0, removed)
-        if clock:
-            durs[u(ndur)] = monotonic_ns() - t0
-            ndur += 1
+        if durs is not None:
+            if clock:
+                durs[u(ndur)] = monotonic_ns() - t0
+                ndur += 1
     save(S, next_id, free, nf, best0, best1, nlive, qin, qtraded, qrem)
     S[NDUR] = ndur
     return cmds.size, DONE
