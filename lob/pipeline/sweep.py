@@ -193,6 +193,7 @@ def sweep(engine: str, commands: np.ndarray, *, batches=(1, 8, 64), fractions=(0
                     row = summarize(run)
                     top = cap["bracket"][1]
                     row.update(fraction=f, capacity=cap["capacity"], capacity_high=top,
+                               capacity_found=cap["found"],
                                above_capacity=bool(f * cap["capacity"] > top),
                                saturated=not row["keeps_up"])
                     rows.append(row)

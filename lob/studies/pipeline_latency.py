@@ -229,18 +229,21 @@ def saturation_table(sw: Sweep) -> Conclusion:
     (``keeps_up`` false: achieved below 99% of offered, or a backlog), the Clopper-Pearson
     interval of that share, the median achieved / offered rate and latency growth (last
     tenth over first tenth of the run); beside it the rows above 1 inside the bracket and
-    the rows below capacity that fell behind. The compiled transport's row (else the only
+    the rows below capacity that fell behind, and the rows of a batch whose search found no
+    capacity (not counted). The compiled transport's row (else the only
     one) is the s003_pipeline_saturation figure (:func:`lob.studies.claims.pipeline_claims`,
     which computes every row). Sentences: no row above capacity;
-    per group the share; rows that kept up; rows inside the bracket; rows below capacity
-    that fell behind."""
+    per group the share; rows that kept up; rows inside the bracket; rows without a capacity;
+    rows below capacity that fell behind."""
     res = sw.rows
     rows = []
     groups = [(tr, res[res.transport == tr]) for tr in dict.fromkeys(res.transport)]
     for name, d in groups:
         recs = d.drop(columns=["encoded"], errors="ignore").to_dict("records")
         m = claims({"sweep": recs}, 1).get("s003_pipeline_saturation")
-        over = d[d.fraction > 1]
+        lost = (~d["capacity_found"].astype(bool) if "capacity_found" in d
+                else pd.Series(False, index=d.index))
+        over = d[(d.fraction > 1) & ~lost]
         below = d[d.fraction < 1]
         ex = (m or {}).get("explain") or {}
         n = m["diagnostics"]["count"] if m else 0
@@ -253,8 +256,9 @@ def saturation_table(sw: Sweep) -> Conclusion:
                                                  if kk.startswith("achieved")), None),
                      "latency growth": next((v for kk, v in ex.items()
                                              if kk.startswith("latency growth")), None),
-                     "inside the bracket": int((~over.above_capacity).sum())
+                     "inside the bracket": int((~over.above_capacity.astype(bool)).sum())
                      if "above_capacity" in over else 0,
+                     "no capacity found": int((lost & (d.fraction > 1)).sum()),
                      "rows below capacity": len(below),
                      "below capacity, fell behind": int((~below.keeps_up.astype(bool)).sum())})
     c = Conclusion("saturation", rows, key="transport",
@@ -262,7 +266,8 @@ def saturation_table(sw: Sweep) -> Conclusion:
                           "fell behind": "count", "kept up": "count", "share": "ratio",
                           "interval low": "ratio", "interval high": "ratio",
                           "achieved / offered": "ratio", "latency growth": "ratio",
-                          "inside the bracket": "count", "rows below capacity": "count",
+                          "inside the bracket": "count", "no capacity found": "count",
+                          "rows below capacity": "count",
                           "below capacity, fell behind": "count"},
                    note="Above capacity: offered above the top of the capacity's bracket (the "
                         "lowest rate the search saw fall behind). Fell behind: achieved below "
@@ -291,6 +296,10 @@ def saturation_table(sw: Sweep) -> Conclusion:
             c.say(f"{t}: {c.cell(t, 'inside the bracket')} row(s) offered above the capacity "
                   "found lie inside its bracket (the search's resolution) and are not "
                   "counted.")
+        if r["no capacity found"]:
+            c.say(f"{t}: {c.cell(t, 'no capacity found')} row(s) at fractions of a batch whose "
+                  "capacity search found no rate that kept up are not counted: there is no "
+                  "capacity to be above.")
         if r["below capacity, fell behind"]:
             c.say(f"{t}: {c.cell(t, 'below capacity, fell behind')} of "
                   f"{c.cell(t, 'rows below capacity')} rows offered below capacity fell behind "

@@ -498,6 +498,22 @@ def test_claims_from_the_study_tables():
     assert pl.claims({"capacity": []}) == {}
 
 
+def test_saturation_leaves_out_batches_without_a_capacity():
+    rows = _sweep_rows(transports=("compiled",), batches=(1, 8), fractions=(0.5, 1.5, 2.0),
+                       keeps={("compiled", 1, 1.5), ("compiled", 1, 2.0)})
+    recs = pl.sweep_table(pl.Sweep(rows, _caps())).plain_rows()
+    with_b1 = pl.claims({"sweep": recs}, 2)["s003_pipeline_saturation"]
+    assert with_b1["diagnostics"]["count"] == 4 and with_b1["value"] == 0.5
+    cap = [{"batch": 1, "capacity_compiled": 1e6, "all_found": False},
+           {"batch": 8, "capacity_compiled": 8e6, "all_found": True}]
+    m = pl.claims({"sweep": recs, "capacity": cap}, 2)["s003_pipeline_saturation"]
+    assert m["diagnostics"]["count"] == 2 and m["value"] == 1.0  # batch 1's rows left out
+    for r in recs:  # the row's own flag wins over the capacity table's
+        r["capacity_found"] = True
+    assert pl.claims({"sweep": recs, "capacity": cap}, 2)[
+        "s003_pipeline_saturation"]["diagnostics"]["count"] == 4
+
+
 def test_claims_verdicts_per_variant_and_saturation_decided():
     from lob.studies.claims import judge, load
 
@@ -525,6 +541,7 @@ def test_saturation_table_reaches_every_branch():
     rows = _sweep_rows(batches=(1, 8), pins=(False, True), fractions=(0.5, 0.9, 1.05, 1.5, 2.0),
                        keeps={("python", 8, 1.5)})
     rows.loc[(rows.transport == "compiled") & (rows.fraction == 0.5), "keeps_up"] = False
+    rows["capacity_found"] = True
     c = _clean(pl.saturation_table(pl.Sweep(rows, _caps())))
     assert [r["transport"] for r in c.rows] == ["python", "compiled"]
     py, co = c.rows
@@ -538,6 +555,11 @@ def test_saturation_table_reaches_every_branch():
     assert "python: 2 row(s) above capacity kept up" in t
     assert "python: 4 row(s) offered above the capacity found lie inside its bracket" in t
     assert "compiled: 4 of 8 rows offered below capacity fell behind as well" in t
+    lost = rows.assign(capacity_found=rows.batch != 8)  # batch 8's search found none
+    c8 = _clean(pl.saturation_table(pl.Sweep(lost, _caps())))
+    assert c8.rows[1]["no capacity found"] == 6 and c8.rows[1]["rows above capacity"] == 4
+    assert ("compiled: 6 row(s) at fractions of a batch whose capacity search found no rate "
+            "that kept up are not counted") in " ".join(c8.sentences)
     one = _clean(pl.saturation_table(pl.Sweep(_sweep_rows(transports=("compiled",),
                                                           fractions=(0.5, 1.05)), _caps())))
     assert [r["transport"] for r in one.rows] == ["compiled"]

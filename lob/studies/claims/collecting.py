@@ -85,7 +85,9 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
     pinning of the compiled transport when it ran, that were *measured* not to keep up:
     ``keeps_up`` false, or achieved below 99% of offered; a row above capacity is one
     offered above the top of the capacity's bracket when the table says
-    (``above_capacity``), else one at a fraction above 1; with its Clopper-Pearson interval,
+    (``above_capacity``), else one at a fraction above 1, and none of a batch whose search
+    found no capacity (``capacity_found``, or the capacity table's ``all_found``, false);
+    with its Clopper-Pearson interval,
     and the growth of p99 and of latency over the run as the explanation) and
     ``s003_pinning`` (the median over rounds and rates below capacity of p99
     pinned / p99 unpinned, with its interval from 5 ratios on, its A/A control (the band of
@@ -106,7 +108,14 @@ def pipeline_claims(tables: dict, cpu_count: int | None = None) -> dict[str, dic
     if any(r.get("transport") == "compiled" for r in sweep):  # the seed's is compiled code
         sweep = [r for r in sweep if r.get("transport") == "compiled"]
 
+    # a batch whose capacity search found no rate that kept up has no capacity to be above
+    # (its "capacity" is the best rate achieved while falling behind): its rows do not count
+    found = {r.get("batch"): r["all_found"] for r in tables.get("capacity") or []
+             if r.get("all_found") is not None}
+
     def is_above(r):
+        if r.get("capacity_found", found.get(r.get("batch"), True)) is False:
+            return False
         if r.get("above_capacity") is not None:
             return bool(r["above_capacity"])
         return (r.get("fraction") or 0) > 1
