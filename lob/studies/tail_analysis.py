@@ -79,7 +79,8 @@ def _tail_ratio(row: Mapping) -> float | None:
 # --- parameters ----------------------------------------------------------------------------
 
 def check_parameters(scenarios: Sequence[str], tail_scenario: str, repeat: int,
-                     scale_overrides: Mapping[str, float], claim_captures: int = 5) -> None:
+                     scale_overrides: Mapping[str, float], claim_captures: int = 5,
+                     captures_overrides: Mapping[str, int] | None = None) -> None:
     """One clear ValueError for parameters that do not fit together (engine names are
     checked by ``Study.start``)."""
     from lob.studies.study import at_least_one, need, one_of
@@ -91,6 +92,13 @@ def check_parameters(scenarios: Sequence[str], tail_scenario: str, repeat: int,
     unknown = set(scale_overrides) - set(scenarios)
     if unknown:
         raise ValueError(f"scale_overrides names scenarios not in `scenarios`: {sorted(unknown)}")
+    more = dict(captures_overrides or {})
+    unknown = set(more) - set(scenarios)
+    if unknown:
+        raise ValueError(f"captures_overrides names scenarios not in `scenarios`: "
+                         f"{sorted(unknown)}")
+    for k, v in more.items():
+        at_least_one(v, f"captures_overrides[{k!r}]")
 
 
 # --- the clock's grid, measured from the samples ---------------------------------------------
@@ -184,13 +192,16 @@ def _workload(name: str, scale: float):
 
 def measure_regime(engine: str, scenarios: Sequence[str], claim_scale: float,
                    scale_overrides: Mapping[str, float], captures: int, out: str | Path | None,
-                   *, workload: Callable | None = None, capture: Callable | None = None) -> dict:
+                   *, workload: Callable | None = None, capture: Callable | None = None,
+                   captures_overrides: Mapping[str, int] | None = None) -> dict:
     """Every scenario on ``engine`` at ``claim_scale`` (or its override), ``captures`` fresh
     captures each, interleaved: round ``r`` captures every scenario once, in the order of
     :func:`lob.measure.stats.rotations` (so no scenario always runs first, or after the
     same neighbour). Each capture gives its own p99 / p50 (when its count supports a p99);
     the scenario's figure is the median of those, with its
-    :func:`lob.measure.stats.median_interval`. The merged samples give the percentile row,
+    :func:`lob.measure.stats.median_interval`. ``captures_overrides`` gives a scenario more
+    (or fewer) captures: repeats spent where a verdict is close (a scenario past its count
+    sits out the later rounds). The merged samples give the percentile row,
     the ``.hgrm`` (``<engine>__<scenario>.hgrm`` in ``out``) and the claim's clock record.
 
     A scenario outside the engine's declared capabilities is not run (``skipped``, with the
@@ -213,9 +224,12 @@ def measure_regime(engine: str, scenarios: Sequence[str], claim_scale: float,
         else:
             wls[s] = wl
     caps: dict[str, list] = {s: [] for s in wls}
+    want = {s: int((captures_overrides or {}).get(s, captures)) for s in wls}
     diag, untimed, clock = {}, {}, None
-    for order in rotations(list(wls), captures):
+    for order in rotations(list(wls), max(want.values(), default=0)):
         for s in order:
+            if len(caps[s]) >= want[s]:
+                continue
             cp = capture(engine, wls[s])
             caps[s].append(np.asarray(cp["durations"]))
             clock = clock or cp["clock"]
@@ -256,8 +270,12 @@ def measure_regime(engine: str, scenarios: Sequence[str], claim_scale: float,
 def _interval_note(reg: dict) -> str:
     """What the p99 / p50 column and its interval are, in words (for the note)."""
     what = next((i["what"] for i in reg.get("interval", {}).values() if i), None)
-    return (f" p99 / p50: the median of the per-capture ratios of {reg['captures']} fresh "
-            "capture(s) per scenario, interleaved in rotated order; ci_low-ci_high: "
+    counts = {r["captures"] for r in reg.get("rows", [])}
+    each = (f"{reg['captures']} fresh capture(s) per scenario" if counts <= {reg["captures"]}
+            else "the captures column's fresh captures per scenario (more where a verdict "
+                 "is close)")
+    return (f" p99 / p50: the median of the per-capture ratios of {each}, interleaved in "
+            "rotated order; ci_low-ci_high: "
             + (what or "no interval (no capture supports a p99)") + ".")
 
 

@@ -461,3 +461,22 @@ def test_built_only_drops_an_adapter_not_built_with_one_line(monkeypatch):
     assert declared.built_only(["oc", "v3"], say=said.append) == ["v3"]
     assert said == ["engine 'oc' is not built yet: run X; this run goes on without it"]
     assert declared.built_only(["v0", "v3"], say=said.append) == ["v0", "v3"] and len(said) == 1
+
+
+def test_captures_overrides_spend_more_captures_where_asked(monkeypatch):
+    workload, capture, calls = fake_run(monkeypatch, {"a": narrow(), "b": narrow()},
+                                        {"a": diag(), "b": diag()})
+    reg = ta.measure_regime("eng", ["a", "b"], 0.5, {}, 5, None, workload=workload,
+                            capture=capture, captures_overrides={"b": 9})
+    rows = {r["scenario"]: r for r in reg["rows"]}
+    assert rows["a"]["captures"] == 5 and rows["b"]["captures"] == 9
+    order = [c[1] for c in calls]
+    assert order.count("a") == 5 and order.count("b") == 9 and order[-4:] == ["b"] * 4
+    assert "more where a verdict is close" in ta.regime_table(reg).note
+    assert "5 fresh capture(s) per scenario" in ta.regime_table(
+        ta.measure_regime("eng", ["a", "b"], 0.5, {}, 5, None, workload=workload,
+                          capture=capture)).note
+    with pytest.raises(ValueError, match="captures_overrides names scenarios"):
+        ta.check_parameters(["a"], "a", 1, {}, 5, {"z": 3})
+    with pytest.raises(ValueError, match="captures_overrides"):
+        ta.check_parameters(["a"], "a", 1, {}, 5, {"a": 0})
