@@ -296,3 +296,12 @@ def test_measurement_checks_its_aa_and_runs():
         C.measurement(1.0, runs=0)
     rec = C.measurement(1.0, aa={"low": 0.9, "high": 1.1, "n": 6, "what": "w"}, runs=6)
     assert rec["aa"] == {"low": 0.9, "high": 1.1, "n": 6, "what": "w"} and rec["runs"] == 6
+
+
+def test_a_different_mechanism_also_names_the_clock_floor():
+    c = _claim(mechanism=("skip_list_levels",), lob_mechanisms=())
+    v = C.judge(c, _m(2.1, 2.0, 2.2, runs=5,
+                      clock={"tick_ns": 10.0, "percentiles": {"p50": 40.0}}))
+    assert v.verdict == "not comparable: different mechanism"
+    assert "also at the clock floor: lob's p50 40 ns is 4.0 ticks" in v.reason
+    assert "also at the clock floor" not in C.judge(c, _m(2.1, 2.0, 2.2, runs=5)).reason

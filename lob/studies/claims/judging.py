@@ -236,8 +236,10 @@ def judge(claim: Claim, m: dict | None, *, link: str = "", machine: str = "") ->
     engines = _engines(claim)
     why = _mechanism_failure(claim, m)
     if why:
+        floor = _floor_failure(claim, m)  # said too: either one alone rules the figure out
+        also = f"; it is also at the clock floor: {floor}" if floor else ""
         return Verdict(claim, "not comparable: different mechanism", lob_fig, regime,
-                       why + engines, link, machine, ex)
+                       why + also + engines, link, machine, ex)
     why = _floor_failure(claim, m)
     if why:
         return Verdict(claim, "not comparable: at the clock floor", lob_fig, regime,
