@@ -121,15 +121,19 @@ def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
                    rounds: int = 7, confidence: float = 0.9) -> dict:
     """ns/op and p50/p99/p99.9 of ``engine`` beside ``others`` on ``workloads`` (names at
     ``scale``, or Workload objects), interleaved
-    in ``rounds`` rotating rounds, with ratios engine / other and their intervals; per
+    in ``rounds`` rotating rounds, with ratios engine / other and their intervals; an A/A
+    control (``engine`` measured a second time in every round: ``aa`` per metric, the band of
+    :func:`lob.measure.stats.aa_band`) and each ratio's ``call`` against it
+    (:func:`lob.measure.stats.change_beyond_aa`: faster / slower only beyond the band); per
     command type medians; the run's conditions. ``c_book`` is built and registered if
     needed. Returns a JSON-able dict (see :func:`report` for a table)."""
     from lob.engines.registry import get_engine
-    from lob.measure.stats import change_of_ratios, rotations
+    from lob.measure.stats import aa_band, change_beyond_aa, change_of_ratios, rotations
     from lob.workloads import build as build_workload
 
     if "c_book" in others:
         c_book()
+    twin = f"{engine} (A/A)"  # the same engine measured again in every round: the A/A control
     engines = [engine, *others]
     out = {"engine": engine, "others": list(others), "rounds": rounds, "scale": scale,
            "workloads": {}, "notes": []}
@@ -152,23 +156,24 @@ def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
             raise AssertionError(f"{name}: the engines disagree: {sums}")
         labels = type_labels(cmds)[cmds["timed"].astype(bool)]
         m = {e: {"ns_per_op": [], "work_ns_per_op": [], **{f"p{q:g}": [] for q in QUANTILES}}
-             for e in engines}
-        gaps = {e: [] for e in engines}
-        types = {e: [] for e in engines}
+             for e in [*engines, twin]}
+        gaps = {e: [] for e in engines + [twin]}
+        types = {e: [] for e in engines + [twin]}
         stats = None
-        for order in rotations(engines, rounds):
-            for e in order:
+        for order in rotations([*engines, twin], rounds):
+            for slot in order:
+                e = engine if slot == twin else slot
                 run = get_engine(e, wl.config).replay(cmds)
-                m[e]["ns_per_op"].append(run.elapsed_ns / n)
+                m[slot]["ns_per_op"].append(run.elapsed_ns / n)
                 eng = get_engine(e, wl.config)
                 _, d = eng.replay_timed(cmds)
                 for q in QUANTILES:
-                    m[e][f"p{q:g}"].append(float(np.percentile(d, q)))
+                    m[slot][f"p{q:g}"].append(float(np.percentile(d, q)))
                 work = d <= GAP_NS
-                m[e]["work_ns_per_op"].append(float(d[work].mean()))
-                gaps[e].append(int((~work).sum()))
-                types[e].append(d)
-                if e == engine:
+                m[slot]["work_ns_per_op"].append(float(d[work].mean()))
+                gaps[slot].append(int((~work).sum()))
+                types[slot].append(d)
+                if slot == engine:
                     stats = shim_stats(eng)
         res = {"commands": n, "timed": int(cmds["timed"].sum()), "stp": wl.config.stp.name,
                "checksum": next(iter(sums.values())), "engines": {}, "ratios": {},
@@ -179,11 +184,16 @@ def measure_beside(engine: str = "orderly_chaos", others=("v2@numba", "c_book"),
             res["engines"][e]["gaps_over_50us"] = gaps[e]
             res["per_type"][e] = per_type(np.median(np.stack(types[e]), axis=0), labels) \
                 if len({len(t) for t in types[e]}) == 1 else {}
+        res["aa"] = {k: aa_band([a / b for a, b in zip(m[engine][k], m[twin][k], strict=True)])
+                     for k in m[engine]}
         for o in others:
-            res["ratios"][o] = {
-                k: change_of_ratios([a / b for a, b in zip(m[engine][k], m[o][k], strict=True)],
-                                    confidence=confidence, of="interleaved rounds")
-                for k in m[engine]}
+            res["ratios"][o] = {}
+            for k in m[engine]:
+                x = change_of_ratios([a / b for a, b in zip(m[engine][k], m[o][k], strict=True)],
+                                     confidence=confidence, of="interleaved rounds")
+                lo, hi = x["ci"] or (None, None)
+                x["call"] = change_beyond_aa(lo, hi, res["aa"][k])  # beyond the A/A band only
+                res["ratios"][o][k] = x
         out["workloads"][name] = res
     try:
         import os

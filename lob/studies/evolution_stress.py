@@ -653,6 +653,7 @@ def beside_table(engine: str, b: dict) -> K.Conclusion:
     rows = []
     for name, w in res["workloads"].items():
         label = _stream(name, w, res["notes"])
+        aa = (w.get("aa") or {}).get("work_ns_per_op") or {}
         for e, v in w["engines"].items():
             r = w["ratios"].get(e, {}).get("work_ns_per_op")
             rows.append({"stream": label, "engine": e, "count": w["timed"],
@@ -660,11 +661,16 @@ def beside_table(engine: str, b: dict) -> K.Conclusion:
                          "work_ns_op": v["work_ns_per_op"]["median"],
                          **{k: v[k]["median"] for k in ("p50", "p99", "p99.9")},
                          f"{engine}_over": None if r is None else r["median"],
-                         "call": None if r is None else r["change"]})
+                         "aa_low": None if r is None else aa.get("low"),
+                         "aa_high": None if r is None else aa.get("high"),
+                         "call": None if r is None else r.get("call", r["change"])})
     t = K.Conclusion(f"beside ({engine})", rows, key=["stream", "engine"],
-                     kinds={f"{engine}_over": "ratio", "call": "label"},
+                     kinds={f"{engine}_over": "ratio", "aa_low": "ratio", "aa_high": "ratio",
+                            "call": "label"},
                      note=f"{res['rounds']} rotating rounds; {engine}_over: {engine}'s work "
-                          f"ns/op over the row engine's (median of the per-round ratios)")
+                          f"ns/op over the row engine's (median of the per-round ratios); "
+                          f"aa_low-aa_high: the A/A control ({engine} measured twice in every "
+                          "round); a call is faster / slower only beyond that band")
     for name, w in res["workloads"].items():
         label = _stream(name, w, res["notes"])
         for o in w["ratios"]:

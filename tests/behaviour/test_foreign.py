@@ -686,6 +686,10 @@ def test_measure_beside_runs_interleaved(oc):
             assert 0 < w["engines"][e]["p50"]["median"] <= w["engines"][e]["p99"]["median"]
         ratio = w["ratios"]["c_book"]["p50"]
         assert ratio["n"] == 5 and ratio["ci"] is not None
+        # the A/A control: the engine measured twice per round, each call made against it
+        assert w["aa"]["p50"]["n"] == 5 and w["aa"]["p50"]["low"] <= 1 <= w["aa"]["p50"]["high"]
+        assert ratio["call"] in ("faster", "slower", "within noise", "inconclusive")
+        assert f"{oc} (A/A)" not in w["engines"]
         assert w["per_type"][oc]["LIMIT"]["n"] > 0
         assert w["shim_stats"]["walks"] >= 0
     assert r["workloads"]["cpp_comprehensive"]["shim_stats"]["walks"] > 0  # IOC/FOK emulated

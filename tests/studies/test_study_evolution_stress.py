@@ -693,3 +693,14 @@ def test_profile_twin_measures_one_engine_twice():
     assert pf.aa_control({}, "v4@numba")["low"] is None
     with pytest.raises(ValueError, match="twin 'v3@numba' is not one of the engines"):
         pf.measure(["v4@numba"], "lobster_replay", scale=0.001, rounds=1, twin="v3@numba")
+
+
+def test_beside_table_calls_only_beyond_the_aa_band():
+    b = beside_data()
+    repl = b["beside"]["workloads"]["lobster_replay"]
+    repl["aa"] = {"work_ns_per_op": {"low": 0.5, "high": 2.0, "n": 5, "what": "w"}}
+    repl["ratios"]["c_book"]["work_ns_per_op"]["call"] = "inconclusive"
+    t = checked(es.beside_table("oc", b))
+    assert t.sentences[0] == "On lobster_replay, oc's work ns/op is 4.00x c_book's (inconclusive)."
+    assert t.value(("lobster_replay", "c_book"), "aa_high") == 2.0
+    assert "A/A control" in t.note
