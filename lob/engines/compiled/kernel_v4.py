@@ -29,7 +29,11 @@ port of ``reference``); what differs is the layout and the shape of the code:
 * a valid LIMIT that crosses nothing (about half of lobster_replay's commands) goes straight
   to the book, past the validation chain and the match loop's set-up (0.90-0.94x on
   lobster_replay; 1.02-1.08x on cpp_comprehensive, where most submits are other types or
-  cross, measured in three interleaved runs).
+  cross, measured in three interleaved runs);
+* that fast LIMIT and every CANCEL run in an inner loop of their own, which any other
+  command leaves for the full body: LLVM weighs an inner loop's values first when it
+  assigns registers, so the hot path keeps more of its state out of stack slots (0.91x on
+  lobster_replay, faster in 24 of 25 interleaved rounds; cpp_comprehensive 1.01x, 12/25).
 
 :func:`run` stops before a command whenever the pool, the fill buffer or the id index might
 not have room for it and returns what to grow, as the v0..v3 kernel does.
@@ -456,7 +460,58 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
     qtraded = S[QTRADED]
     qrem = S[QREMOVED]
     ndur = S[NDUR]
-    for i in range(start, cmds.size):
+    n = cmds.size
+    i = start
+    while i < n:
+        # the hot loop: cancels, and valid LIMITs that cross nothing (about 90% of
+        # lobster_replay). Its own loop, so that LLVM weighs its values as the innermost
+        # ones and keeps them in registers; anything else leaves it for the full body below.
+        while i < n:
+            c = cmds[u(i)]
+            if durs is not None:  # pruned at compile time in the untimed specialisation
+                clock = timed and c.timed
+                t0 = monotonic_ns() if clock else 0
+            kind = c.kind
+            if kind == CANCEL:
+                oid = c.id
+                if oid <= 0 or oid >= icap or \
+                        LV[u(oid >> 6)] & (_ONE << np.uint64(oid & 63)) == 0:
+                    put(out, u(i), NOT_FOUND, R_UNKNOWN_ID, oid, 0, 0, 0, 0)
+                else:
+                    node = IDX[u(oid)]
+                    qrem += ND[u(node)].qty
+                    nlive -= 1
+                    free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, node)
+                    put(out, u(i), CANCELLED, 0, oid, 0, 0, 0, 1)  # remaining=0: as C++
+            elif kind == SUBMIT and c.otype == LIMIT:
+                side = c.side
+                owner = c.owner
+                price = c.price
+                qty = c.qty
+                fast = False  # valid, room for it, and crosses nothing
+                if owner > 0 and 0 < qty <= MAX_QTY and lo <= price <= hi and free >= 0 \
+                        and next_id + 1 < icap:
+                    if side == 0:
+                        fast = best1 < 0 or lo + best1 > price
+                    elif side == 1:
+                        fast = best0 < 0 or lo + best0 < price
+                if not fast:
+                    break
+                next_id += 1
+                free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, C, free, best0, best1,
+                                          next_id, owner, side, price, qty)
+                nlive += 1
+                qin += qty
+                put(out, u(i), ACCEPTED, 0, next_id, qty, 0, 0, 0)
+            else:
+                break
+            if durs is not None:
+                if clock:
+                    durs[u(ndur)] = monotonic_ns() - t0
+                    ndur += 1
+            i += 1
+        if i >= n:
+            break
         code = DONE
         if free < 0 and grow:
             code = GROW_POOL
@@ -486,21 +541,7 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
             owner = c.owner
             price = c.price
             qty = c.qty
-            fast = False  # the common case, straight to the book: a valid LIMIT that
-            if otype == LIMIT and owner > 0 and 0 < qty <= MAX_QTY and lo <= price <= hi \
-                    and free >= 0:  # crosses nothing
-                if side == 0:
-                    fast = best1 < 0 or lo + best1 > price
-                elif side == 1:
-                    fast = best0 < 0 or lo + best0 < price
-            if fast:
-                next_id += 1
-                free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, C, free, best0, best1,
-                                          next_id, owner, side, price, qty)
-                nlive += 1
-                qin += qty
-                put(out, u(i), ACCEPTED, 0, next_id, qty, 0, 0, 0)
-            elif otype < 0 or otype > NOTIONAL:
+            if otype < 0 or otype > NOTIONAL:
                 put(out, u(i), REJECTED, R_BAD_TYPE, 0, 0, 0, 0, 0)
             elif side != 0 and side != 1:
                 put(out, u(i), REJECTED, R_BAD_SIDE, 0, 0, 0, 0, 0)
@@ -526,16 +567,6 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
                     if available(ND, L, B, OS, S, x, side, price, owner, qty) < qty:
                         put(out, u(i), CANCELLED, R_FOK_UNFILLABLE, oid, qty, 0, 0, 0)
                         go = False
-        elif kind == CANCEL:
-            oid = c.id
-            if oid <= 0 or oid >= icap or LV[u(oid >> 6)] & (_ONE << np.uint64(oid & 63)) == 0:
-                put(out, u(i), NOT_FOUND, R_UNKNOWN_ID, oid, 0, 0, 0, 0)
-            else:
-                node = IDX[u(oid)]
-                qrem += ND[u(node)].qty
-                nlive -= 1
-                free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, node)
-                put(out, u(i), CANCELLED, 0, oid, 0, 0, 0, 1)  # remaining=0: the C++ convention
         elif kind == MODIFY:
             oid = c.id
             qty = c.qty
@@ -661,6 +692,7 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
             if clock:
                 durs[u(ndur)] = monotonic_ns() - t0
                 ndur += 1
+        i += 1
     save(S, next_id, free, nf, best0, best1, nlive, qin, qtraded, qrem)
     S[NDUR] = ndur
     return cmds.size, DONE
