@@ -305,3 +305,16 @@ def test_a_different_mechanism_also_names_the_clock_floor():
     assert v.verdict == "not comparable: different mechanism"
     assert "also at the clock floor: lob's p50 40 ns is 4.0 ticks" in v.reason
     assert "also at the clock floor" not in C.judge(c, _m(2.1, 2.0, 2.2, runs=5)).reason
+
+
+def test_the_aa_spread_widens_the_interval_judged_against_the_tolerance_edges():
+    c = _claim(value=2.12, tolerance=0.25)  # band 1.59-2.65
+    band = {"low": 0.9, "high": 1.11, "n": 8, "what": "w"}
+    # 2.3-2.6 is inside the band, but 2.6 x 1.11 = 2.89 crosses the edge 2.65
+    v = C.judge(c, _m(2.45, 2.3, 2.6, aa=band, runs=8))
+    assert v.verdict == "inconclusive" and "widened by the A/A control's spread" in v.reason
+    assert C.judge(c, _m(2.45, 2.3, 2.6, runs=8)).verdict == "reproduced"  # no control
+    # far from every edge the control changes nothing
+    far = C.judge(c, _m(150.0, 45.0, 240.0, aa=band, runs=5))
+    assert far.verdict == "direction only" and "widened" in far.reason
+    assert C.judge(c, _m(2.1, 2.0, 2.2, aa=band, runs=5)).verdict == "reproduced"

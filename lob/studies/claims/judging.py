@@ -41,6 +41,13 @@ interval): each part is judged on its own and the claim takes their common verdi
 Every verdict's reason ends with the engine the seed measured and what lob's engine has or
 lacks of its design (``seed_engine`` / ``lob_engine_lacks``), when claims.yaml says.
 
+A measurement with an A/A control (``aa``: the same engine measured twice in the same
+interleaving) is judged against it twice: a claim about a change (pivot 1) whose interval
+reaches into the A/A band is ``inconclusive``, and the interval judged against the pivot and
+the tolerance edges is lob's interval widened by the A/A spread (run-to-run noise, such as
+the order of a pair, that pairs inside one run do not show), so a figure whose distance to an
+edge is inside what identical code moves is not decided either way.
+
 A ratio claim with a noise interval is judged on the whole interval, never on the point
 alone: inside the tolerance band ``reproduced``, entirely outside it ``direction only`` (or
 ``not reproduced`` on the other side of the pivot), across an edge ``inconclusive``. Without
@@ -354,6 +361,14 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
                                 f"reaches into the A/A control's band {_fine(aa['low'])}-"
                                 f"{_fine(aa['high'])} (the same engine measured twice in the "
                                 "same interleaving): not told apart from noise")
+    widened = ""
+    if ci and aa.get("low") is not None:
+        # run-to-run noise that pairs inside one run do not show (order, drift): the interval
+        # judged is the figure's widened by the A/A control's spread, so a figure whose
+        # distance to an edge is inside what identical code moves is not decided either way
+        widened = (f" (its interval {_fine(ci[0])}-{_fine(ci[1])} widened by the A/A "
+                   f"control's spread {_fine(aa['low'])}-{_fine(aa['high'])})")
+        ci = (ci[0] * min(1.0, aa["low"]), ci[1] * max(1.0, aa["high"]))
     if pivot is not None and ci and ci[0] <= pivot <= ci[1]:
         # both directions inside the noise: inconclusive (a rerun could land on either side)
         # unless the interval also rules out the seed's whole tolerance band
@@ -364,8 +379,8 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
             if ci[1] < lo_e or ci[0] > hi_e:
                 return "not reproduced", (why + f", and it excludes the seed's band "
                                           f"{_fine(lo_e)}-{_fine(hi_e)}: the seed's effect "
-                                          "is ruled out")
-        return "inconclusive", why
+                                          "is ruled out" + widened)
+        return "inconclusive", why + widened
     if c.kind == "direction":
         want = 1 if c.direction == "up" else -1
         ok = _side(v, pivot) == want
@@ -375,7 +390,8 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
     # ratio: judged on the whole interval (a point alone is a single point)
     if ci is None:
         return "inconclusive: single point", f"lob {fmt(v)}: no noise interval"
-    return _compare_interval(c, v, ci, m)
+    verdict, why = _compare_interval(c, v, ci, m)
+    return verdict, why + widened
 
 
 def _compare_interval(c: Claim, v: float, ci: tuple[float, float], m: dict) -> tuple[str, str]:
