@@ -10,7 +10,8 @@ Public sources: orderbook-rs, the C++ engine's repository, lobster's project pag
 Different machines and languages: compare shapes and ratios, never absolute values.
 
 * ``SOURCE``: seed -> where its figures come from, in words;
-* ``SEED000_PERCENTILES``: scenario -> quantile -> ns; ``SEED000_BISECTION``: scenario ->
+* ``SEED000_PERCENTILES``: scenario -> quantile -> ns; ``SEED000_SAMPLES``: scenario -> the
+  samples those percentiles come from; ``SEED000_BISECTION``: scenario ->
   p50 (ns) at 0.11.0, the post-upgrade midpoint and 0.12.0 (None: not published);
   ``SEED000_ALLOC``: allocations and bytes per op, the historical band, the asserted ceiling;
 * ``SEED001_COUNTERS`` (one pass of the comprehensive stream),
@@ -27,6 +28,7 @@ from functools import cache
 _PATHS = {
     "SEED000_PERCENTILES": "seed000/percentiles",
     "SEED000_BISECTION": "seed000/bisection_p50",
+    "SEED000_SAMPLES": "seed000/samples",
     "SEED000_ALLOC": "seed000/alloc",
     "SEED001_COUNTERS": "seed001/counters",
     "SEED001_LIMIT_ONLY_REMAINING_SUM": "seed001/limit_only_remaining_sum",

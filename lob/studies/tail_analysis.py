@@ -36,6 +36,7 @@ from lob.measure.stats import (
     supported,
 )
 from lob.studies import conclude as K
+from lob.studies import published
 
 __all__ = ["QS", "TAIL_PIVOT", "MOST_PCT", "SEED000_COUNT", "WORK", "CONFIDENCE",
            "FLOOR", "GRID_MAX_NS", "check_parameters", "grid_of", "clock_of", "grid_line",
@@ -47,11 +48,9 @@ __all__ = ["QS", "TAIL_PIVOT", "MOST_PCT", "SEED000_COUNT", "WORK", "CONFIDENCE"
 QS = (50, 90, 99, 99.9, 99.99)  # the percentiles of every table (seed 000 publishes these)
 TAIL_PIVOT = 10  # p99 / p50 at least this: "a wide tail" (the pivot of the s000_tail claims)
 MOST_PCT = 50  # above this share of market orders meeting an empty book: "most"
-# seed 000's sample count per scenario (its bench's measured ops): what its percentiles rest on
-SEED000_COUNT: dict[str, int] = {
-    "add_only": 1_000_000, "cancel_only": 1_000_000, "aggressive_walk": 100_000,
-    "notional_walk": 100_000, "mixed_70_20_10": 1_000_000, "thin_book_sweep": 200_000,
-    "mass_cancel_burst": 500, "stp_sweep": 100_000}
+# seed 000's sample count per scenario (its bench's measured ops): what its percentiles rest
+# on, from claims.yaml's published section (the one home of the seeds' figures)
+SEED000_COUNT: dict[str, int] = dict(published.SEED000_SAMPLES)
 WORK = ("fills", "levels", "depth")  # what an op did, in the tail-sources view
 FLOOR = f"under_{CLOCK_FLOOR_TICKS}_ticks"  # the column naming a row's percentiles at the floor
 # The clock grid is measured from the durations under this bound (ns) only: a percentile can

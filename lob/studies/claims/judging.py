@@ -62,7 +62,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from lob.measure.stats import CLOCK_FLOOR_TICKS, at_clock_floor, change_beyond_aa
+from lob.measure.stats import (
+    CLOCK_FLOOR_TICKS,
+    at_clock_floor,
+    change_beyond_aa,
+    min_count,
+    supported,
+)
 from lob.studies.claims.model import _UNSET, Claim, _equal, _show, for_experiment
 from lob.studies.conclude import fmt
 
@@ -225,6 +231,8 @@ def judge(claim: Claim, m: dict | None, *, link: str = "", machine: str = "") ->
     else:
         lob_fig = f"{_show(v)}{_interval_note(claim, m)}{detail}"
     fails = [f for r in claim.regime if (f := r.failure(diags))]
+    if (why := _seed_samples_failure(claim)):
+        fails.append(why)
     if claim.kind == "absolute":
         fails.insert(0, f"machine: the seed's figure is from {claim.machine}, lob's from "
                         f"{machine or 'this machine'}; absolute figures of two machines are "
@@ -292,6 +300,21 @@ def _mechanism_failure(c: Claim, m: dict) -> str | None:
     got = ", ".join(have) if have else "none of them" if have is not None else "not declared"
     return (f"the seed credits {want}; what lob measured (engine or step) has {got}: a "
             "figure from another cause is not the seed's finding")
+
+
+def _seed_samples_failure(c: Claim) -> str | None:
+    """None unless the seed's percentiles come from fewer samples than they need (the same
+    rule as lob's own tables: :func:`lob.measure.stats.supported`), else which."""
+    if c.seed_samples is None:
+        return None
+    short = [(name, min_count(float(name[1:]))) for name, _ in c.seed_percentiles
+             if name.startswith("p") and not supported(float(name[1:]), c.seed_samples)]
+    if not short:
+        return None
+    need = ", ".join(f"a {name} needs {fmt(n)}" for name, n in short)
+    return (f"seed samples: the seed's {', '.join(n for n, _ in short)} come(s) from "
+            f"{fmt(c.seed_samples)} samples ({need}): a percentile from fewer samples than it "
+            "needs is not compared, the seed's no more than lob's")
 
 
 def _floor_failure(c: Claim, m: dict) -> str | None:

@@ -35,7 +35,7 @@ KINDS = ("ratio", "direction", "exact", "ceiling", "band", "absolute")
 FIELDS = {"id", "seed", "finding", "machine", "metric", "workload", "size", "experiment",
           "engine", "kind", "value", "detail", "pivot", "tolerance", "direction", "regime",
           "caveat", "figures", "mechanism", "lob_step", "lob_mechanisms", "seed_engine",
-          "lob_engine_lacks", "seed_percentiles"}
+          "lob_engine_lacks", "seed_percentiles", "seed_samples"}
 REQUIRED = ("id", "seed", "finding", "machine", "metric", "workload", "size", "experiment",
             "kind", "detail")
 _UNSET = object()
@@ -137,6 +137,9 @@ class Claim:
     # the seed's percentiles (ns) that enter the claim's figure, and the seed's timer tick
     seed_percentiles: tuple[tuple[str, float], ...] = ()
     seed_tick_ns: float | None = None
+    # how many samples the seed's percentiles come from, when published (a percentile from
+    # fewer than it needs, lob.measure.stats.min_count, is not compared: the seed's either)
+    seed_samples: int | None = None
 
     @property
     def seed_figure(self) -> str:
@@ -289,6 +292,13 @@ def _claim(d: dict, machines: dict, where: str, published: dict | None = None) -
     if pcts and tick is None:
         raise ValueError(f"{where}: seed_percentiles given but published.{d['seed']} has no "
                          "timer_tick_ns")
+    samples = None
+    if d.get("seed_samples") is not None:  # a number, or a path into published
+        x = d["seed_samples"]
+        x = figure(published, x, base, where) if isinstance(x, str) else x
+        if not isinstance(x, int) or isinstance(x, bool) or x < 1:
+            raise ValueError(f"{where}: seed_samples must be a count >= 1, got {x!r}")
+        samples = x
 
     return Claim(id=str(d["id"]), seed=str(d["seed"]), finding=text("finding"),
                  machine=machines[d["machine"]], metric=str(d["metric"]),
@@ -299,7 +309,7 @@ def _claim(d: dict, machines: dict, where: str, published: dict | None = None) -
                  caveat=text("caveat"), mechanism=names("mechanism"), lob_mechanisms=lob_mech,
                  seed_engine=text("seed_engine"), lob_engine_lacks=text("lob_engine_lacks"),
                  seed_percentiles=tuple(pcts),
-                 seed_tick_ns=float(tick) if tick is not None else None)
+                 seed_tick_ns=float(tick) if tick is not None else None, seed_samples=samples)
 
 
 # the mechanism each toggle value brings (lob.engines.toggles' vocabulary)
