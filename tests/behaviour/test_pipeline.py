@@ -213,3 +213,53 @@ def test_variant_names_and_session_options():
         runs_on("v2", "rust")
     with pytest.raises(ValueError, match="unknown engine"):
         resolve("nope", "python", None, None)
+
+
+class _FlakySession:
+    """A pipeline whose true capacity is ``cap`` commands/s; the runs listed in ``spurious``
+    (by call number) fall behind below it, as a run does when another process takes a slice."""
+
+    transport = "fake"
+
+    def __init__(self, cap: float, spurious=()):
+        self.cap, self.spurious, self.calls = cap, set(spurious), 0
+
+    def run(self, commands, *, rate, batch, **_):
+        self.calls += 1
+        ok = rate <= self.cap and self.calls not in self.spurious
+        achieved = min(rate, 1.2 * self.cap)
+
+        class R:
+            achieved_rate = achieved
+
+            def keeps_up(self):
+                return ok
+        return R()
+
+
+@pytest.mark.parametrize("confirm", [1, 3])
+def test_capacity_search_needs_a_fall_behind_confirmed(monkeypatch, confirm):
+    """One spurious fall behind below capacity (the first probe, at 80% of the unpaced rate)
+    puts a search that believes it under the truth: its bracket's top (the rate a sweep's
+    rows must exceed to count as above capacity) lies below the real capacity, and a row
+    offered between the two keeps up. With ``confirm=3`` the probe runs again, keeps up,
+    and the bracket holds the truth."""
+    from lob.pipeline import sweep as sw
+
+    monkeypatch.setattr(sw, "summarize", lambda r: {"keeps_up": r.keeps_up()})
+    s = _FlakySession(1000.0, spurious={2})  # call 1: unpaced (1200/s); call 2: 960/s
+    cap = sw.find_capacity("v2", np.zeros(100), batch=1, steps=4, session=s, confirm=confirm)
+    assert cap["found"] and cap["unpaced_rate"] == 1200.0
+    lo, hi = cap["bracket"]
+    assert lo <= 1000.0  # a run never keeps up above capacity
+    assert (lo <= 1000.0 < hi) is (confirm == 3), cap
+    # unpaced, the 80% probe (then 40%; with confirm: twice), 4 bisection probes: with confirm=3
+    # those above capacity (1080, 1020, 1005/s) run three times, the one below (990) once
+    assert len(cap["runs"]) == (1 + 2 + 4 if confirm == 1 else 1 + 2 + 3 * 3 + 1), cap
+
+
+def test_capacity_search_rejects_a_bad_confirm():
+    from lob.pipeline.sweep import find_capacity
+
+    with pytest.raises(ValueError, match="confirm must be an integer >= 1"):
+        find_capacity("v2", np.zeros(10), batch=1, session=_FlakySession(1.0), confirm=0)
