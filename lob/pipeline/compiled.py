@@ -123,12 +123,22 @@ def wait_for(H, W, word, target, t, nxt, me_beat, peer_beat, check_ns, liveness_
     return v, t, nxt, OK
 
 
+@njit(cache=True, inline="always")
+def _due(start, offs, k, period):
+    """Command ``k``'s due time: ``start + offs[k]`` (recorded due times), else the rate's."""
+    if offs.size > 0:
+        return start + offs[k]
+    return start + np.int64(k * period)
+
+
 @njit(cache=True)
-def send_row(H, cmds, slot_cmd, slot_due, Lw, k0, n, start, period, batch, check_ns,
+def send_row(H, cmds, offs, slot_cmd, slot_due, Lw, k0, n, start, period, batch, check_ns,
              liveness_ns, timeout_ns, ppid, peer_pid, spin_ns):
     """Publish ``cmds[k0:n]`` in batches of ``batch``, command ``k`` due at
-    ``start + int64(k * period)`` (``period`` = 1e9 / rate, 0 = unpaced); a batch goes out
-    when its last command is due, each slot carrying its own due time.
+    ``start + int64(k * period)`` (``period`` = 1e9 / rate, 0 = unpaced), or at
+    ``start + offs[k]`` when ``offs`` (int64, ns, one per command) is not empty: recorded
+    inter-arrival times; a batch goes out when its last command is due, each slot carrying its
+    own due time.
 
     The slots are ``slot_cmd`` / ``slot_due`` (layout ``"fields"``: published by the release
     store of ``head``), or, when ``Lw`` is not empty, the line ring's words (layout
@@ -148,7 +158,7 @@ def send_row(H, cmds, slot_cmd, slot_due, Lw, k0, n, start, period, batch, check
     k = k0
     while k < n:
         m = min(batch, n - k)
-        t_due = start + np.int64((k + m - 1) * period)
+        t_due = _due(start, offs, k + m - 1, period)
         # pace: spin until the batch's last command is due
         t = monotonic_ns()
         while t < t_due:
@@ -174,7 +184,7 @@ def send_row(H, cmds, slot_cmd, slot_due, Lw, k0, n, start, period, batch, check
         if line:
             for j in range(m):
                 b = ((head + j) % cap) * _W
-                Lw[b + 1] = start + np.int64((k + j) * period)
+                Lw[b + 1] = _due(start, offs, k + j, period)
                 for w in range(_CW):
                     Lw[b + 2 + w] = cw[(k + j) * _CW + w]
             for j in range(m):  # publish: each slot's sequence word, after all the writes
@@ -183,7 +193,7 @@ def send_row(H, cmds, slot_cmd, slot_due, Lw, k0, n, start, period, batch, check
             for j in range(m):
                 s = (head + j) % cap
                 slot_cmd[s] = cmds[k + j]
-                slot_due[s] = start + np.int64((k + j) * period)
+                slot_due[s] = _due(start, offs, k + j, period)
         head += m
         store_release(H, HEAD * _L, head)  # publish (layout fields): after the slot writes
         k += m

@@ -96,7 +96,8 @@ def check_due(due_ns, n: int, transport: str = "python") -> np.ndarray:
     per command) as int64; ValueError naming what is wrong, or a ``transport`` that cannot
     send on recorded due times (:attr:`~lob.pipeline.transports.Transport.due_times`)."""
     if not transport_class(transport).due_times:
-        raise ValueError(f"due_ns needs the python transport, got {transport!r}")
+        raise ValueError(f"due_ns needs a transport that sends on recorded due times, got "
+                         f"{transport!r}")
     a = np.asarray(due_ns)
     if a.ndim != 1 or len(a) != n:
         raise ValueError(f"due_ns must hold one due time per command ({n:,}), got shape "

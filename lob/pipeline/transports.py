@@ -34,6 +34,7 @@ from lob.semantics import COMMAND_DTYPE
 __all__ = ["Transport", "PythonTransport", "CompiledTransport", "TRANSPORTS", "transport_class"]
 
 _L = 8  # int64 words per cache line (control word w at raw[w * 8])
+_NO_DUE = np.zeros(0, np.int64)  # the compiled sender's "no recorded due times": paced by rate
 
 
 class Transport(ABC):
@@ -183,6 +184,7 @@ class CompiledTransport(Transport):
     default_mode, default_layout, layouts = "command", "line", ("fields", "line")
     backends = ("numba",)
     engines = "compiled engines only (an @numba one)"
+    due_times = True
 
     def _timing(self, peer_pid: int) -> tuple:
         w = self.w
@@ -250,17 +252,17 @@ class CompiledTransport(Transport):
 
         n = len(cmds)
         raw, slots = self._private_ring(n, CONS_BEAT)
-        send_row(raw, cmds, *compiled_slots(slots, self.w.opts["layout"]), 0, n, now_ns(), 0.0,
-                 7, *self._timing(0))
+        for offs in (_NO_DUE, np.zeros(n, np.int64)):  # both ways of pacing compiled here
+            send_row(raw, cmds, offs, *compiled_slots(slots, self.w.opts["layout"]), 0, n,
+                     now_ns(), 0.0, 7, *self._timing(0))
 
     def send(self, cmds, n, start, period, batch, peer_pid, offsets=None) -> int:
         from lob.pipeline.compiled import OK, STATUS, send_row
 
-        if offsets is not None:  # the session refuses due_ns on this transport
-            raise ValueError("due_ns needs the python transport")
-
         w = self.w
-        k, st, late = send_row(w.raw, cmds, *compiled_slots(w.ring.slots, w.opts["layout"]), 0,
+        offs = _NO_DUE if offsets is None else np.ascontiguousarray(offsets, dtype=np.int64)
+        k, st, late = send_row(w.raw, cmds, offs,
+                               *compiled_slots(w.ring.slots, w.opts["layout"]), 0,
                                n, start, period, batch, *self._timing(peer_pid))
         if st != OK:
             raise PeerError(f"sender: stopped after {k} of {n} commands: {STATUS[st]}")

@@ -56,16 +56,25 @@ def test_unpaced_run_is_due_at_once_and_never_keeps_up(cmds):
     assert not r.keeps_up() and r.achieved_rate > 0
 
 
-def test_due_times_given_per_command_drive_the_sender(cmds):
+@pytest.mark.parametrize("engine, transport, batch", [("reference", "python", 1),
+                                                       ("v2@numba", "compiled", 1),
+                                                       ("v2@numba", "compiled", 4)])
+def test_due_times_given_per_command_drive_the_sender(cmds, engine, transport, batch):
     """Recorded inter-arrival times (ms steps, many commands sharing one ms, a pause): each
-    command due at the row's start plus its own offset, published no earlier, same outcomes."""
+    command due at the row's start plus its own offset, published no earlier, same outcomes,
+    on either transport (the compiled sender reads the offsets in its numba loop)."""
     n = 600
     rng = np.random.default_rng(3)
     offsets = np.cumsum(rng.choice([0, 0, 0, 1_000_000], size=n)).astype(np.int64)
     offsets[n // 2:] += 20_000_000  # a 20 ms pause in the middle of the row
-    r = run_pipeline("reference", cmds[:n], rate=1000.0, batch=1, config=CFG, due_ns=offsets)
+    r = run_pipeline(engine, cmds[:n], rate=1000.0, batch=batch, config=CFG, due_ns=offsets,
+                     transport=transport)
+    assert r.transport == transport
     assert (r.due_ns - r.due_ns[0] == offsets - offsets[0]).all()
     assert (r.done_ns >= r.due_ns).all()  # never published before it fell due
+    # a batch goes out when its last command is due: nothing of it before that
+    last = np.minimum((np.arange(n) // batch + 1) * batch, n) - 1
+    assert (r.done_ns >= r.due_ns[last]).all()
     ref = lob.get_engine("reference", CFG).replay(cmds[:n])
     assert (r.outcomes == ref.outcomes).all()
 
@@ -79,9 +88,8 @@ def test_bad_due_times_are_named(cmds, monkeypatch):
                      (np.full(10, -1), ">= 0"), (np.zeros(10), "integers")):
         with pytest.raises(ValueError, match=msg):
             run_pipeline("reference", cmds[:10], rate=1000, due_ns=due)
-    with pytest.raises(ValueError, match="python transport"):
-        run_pipeline("v2@numba", cmds[:10], rate=1000, transport="compiled",
-                     due_ns=np.zeros(10, np.int64))
+    with pytest.raises(ValueError, match="transport must be one of"):
+        ses.check_due(np.zeros(10, np.int64), 10, "nothing")
 
 
 def _synthetic(rate: float, done_lag_ns: np.ndarray) -> PipelineRun:

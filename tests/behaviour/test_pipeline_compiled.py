@@ -31,6 +31,7 @@ from lob.semantics import COMMAND_DTYPE, OUTCOME_DTYPE, BookConfig
 from lob.system import realtime_allowed
 
 CFG = BookConfig(1, 99)
+NO_DUE = np.zeros(0, np.int64)  # send_row paced by its rate (no recorded due times)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -96,7 +97,7 @@ def test_in_process_order_and_no_loss_with_random_batches(cmds, want, take, layo
             room = 5 - (k - pos)
             if k < n and room and rng.random() < 0.6:
                 m = int(min(rng.integers(1, 6), room, n - k))
-                k2, st, _ = pc.send_row(raw, cmds, *slots, k, k + m, 1000, 3.0,
+                k2, st, _ = pc.send_row(raw, cmds, NO_DUE, *slots, k, k + m, 1000, 3.0,
                                         int(rng.integers(1, 6)), 10**7, far, far, 0, 0, 0)
                 assert (k2, st) == (k + m, pc.OK)
                 k = k2
@@ -129,18 +130,18 @@ def test_full_ring_is_back_pressure_not_overwrite(cmds, layout):
     try:
         raw = ring.raw
         raw[3 * 8] = time.perf_counter_ns() + 10**15  # a live consumer that never takes
-        k, st, _ = pc.send_row(raw, cmds, *slots, 0, 4, 0, 0.0, 1, 10**6, 10**15, 10**15, 0, 0,
-                               10**5)
+        k, st, _ = pc.send_row(raw, cmds, NO_DUE, *slots, 0, 4, 0, 0.0, 1, 10**6, 10**15,
+                               10**15, 0, 0, 10**5)
         assert (k, st) == (4, pc.OK)
         before = slot_cmds()
         t0 = time.monotonic()
-        k, st, _ = pc.send_row(raw, cmds, *slots, 4, 6, 0, 0.0, 1, 10**6, 10**15, 200_000_000,
-                               0, 0, 10**5)  # spins 100 us, then yields between checks
+        k, st, _ = pc.send_row(raw, cmds, NO_DUE, *slots, 4, 6, 0, 0.0, 1, 10**6, 10**15,
+                               200_000_000, 0, 0, 10**5)  # spins 100 us, then yields between checks
         assert (k, st) == (4, pc.TIMEOUT) and 0.15 < time.monotonic() - t0 < 3
         assert ring.head == 4 and (slot_cmds() == before).all()  # nothing overwritten
         raw[1 * 8] = 2  # the consumer frees two slots: exactly two more fit
-        k, st, _ = pc.send_row(raw, cmds, *slots, 4, 6, 0, 0.0, 2, 10**6, 10**15, 10**15, 0, 0,
-                               10**5)
+        k, st, _ = pc.send_row(raw, cmds, NO_DUE, *slots, 4, 6, 0, 0.0, 2, 10**6, 10**15,
+                               10**15, 0, 0, 10**5)
         assert (k, st) == (6, pc.OK) and ring.head == 6
         assert (slot_cmds()[[0, 1]] == cmds[[4, 5]]).all()  # wrapped into the freed slots
         if layout == "line":  # each slot's sequence word: the count published with it

@@ -345,3 +345,6 @@ def test_open_loop_rows_follow_the_venue_clock(wheel):
     ms = bitstamp.arrival_ms(full)[:n1]
     assert np.array_equal(due1[pre:], ms[pre:] * 1_000_000 + rf.PRELOAD_NS)
     assert not due1[:pre].any() and not (seen[2][1][pre:] - rf.PRELOAD_NS).any()
+    # the compiled transport for a compiled engine (the seed's pipeline), named in the table
+    assert ol["transport"] == "compiled" and "compiled transport" in rf.open_loop_table(ol).name
+    assert rf.measure_open_loop("v3", REAL_SMALL, [1.0], 2.0, run=run)["transport"] == "python"
