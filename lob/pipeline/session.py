@@ -244,7 +244,7 @@ class PipelineSession:
         """One row: ``commands`` at ``rate`` commands/s (``math.inf``: unpaced) in batches of
         ``batch`` -> :class:`~lob.pipeline.run.PipelineRun`. ``pin=(sender_cpu, engine_cpu)``
         pins the two processes for this row; ``config`` the book (default: the session's).
-        ``due_ns`` (python transport): each command's due time in ns after the row's start,
+        ``due_ns`` (either transport): each command's due time in ns after the row's start,
         instead of the constant pace (``rate`` is then only recorded as the offered rate)."""
         if self.closed:
             raise PipelineError("the session is closed (a row failed or close() was called)")
@@ -341,7 +341,7 @@ def run_pipeline(engine: str, commands: np.ndarray, *, rate: float, batch: int =
     processes (its engine, transport and ring settings apply); without, a session is started
     for this one row and closed after it. The session checks everything; the row's arguments
     are checked (:func:`check_row`) before its processes start, so bad input costs none.
-    ``due_ns`` (python transport only): each command's due time in ns after the row's start
+    ``due_ns`` (either transport): each command's due time in ns after the row's start
     (non-decreasing), instead of the constant pace: an open-loop replay of recorded
     inter-arrival times; ``rate`` is then only recorded as the offered rate.
     """
