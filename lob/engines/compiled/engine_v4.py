@@ -3,12 +3,12 @@ interface as :class:`~lob.engines.compiled.engine.CompiledEngine`.
 
 Python owns the arrays and grows them between kernel calls, as for the v0..v3 kernel. Its
 ``replay`` is built to cost little beyond the kernel: the id index is sized once from the
-stream; the outcome array, the fill buffer and the id index come from a pool of pre-mapped
-memory that earlier replays released (:mod:`lob.engines.compiled._buffers`: a fresh array
-of tens of megabytes costs a page fault per 4 KB page, as much time as the kernel on this VM
-class); and the fills of the result are a view of the engine's own buffer, not a copy (a
-later replay on the same engine writes a fresh buffer, so an earlier result is never
-overwritten).
+stream's length (no pass over the stream to count its submits); the outcome array, the fill
+buffer and the id index come from a pool of pre-mapped memory that earlier replays released
+(:mod:`lob.engines.compiled._buffers`: a fresh array of tens of megabytes costs a page fault
+per 4 KB page, as much time as the kernel on this VM class); and the fills of the result are a
+view of the engine's own buffer, not a copy (a later replay on the same engine writes a fresh
+buffer, so an earlier result is never overwritten).
 """
 
 from __future__ import annotations
