@@ -6,9 +6,9 @@ backlog left when the last command falls due is at most max(2 B, 1% of the comma
 found by an unpaced run (every command due at once: its achieved rate is taken as an upper
 bound), then offered rates from 80% of it down by halves until one keeps up, then a
 bisection between the last rate that kept up and the first that did not; the bracket (the
-resolution) is reported. A rate falls behind only when three runs at it in a row do (one run
-keeping up proves the rate sustainable; one falling behind may be another process's time
-slice). A row of a sweep is ``saturated`` when it was measured not to keep up
+resolution) is reported. In a :func:`sweep`, a rate falls behind only when three runs at it in
+a row do (one run keeping up proves the rate sustainable; one falling behind may be another
+process's time slice). A row of a sweep is ``saturated`` when it was measured not to keep up
 (the same test, on that row's own run), whatever its offered rate; ``above_capacity`` says
 whether its offered rate exceeds the top of the capacity's bracket (``capacity_high``: the
 lowest offered rate the search saw fall behind), so a row inside the search's resolution is
@@ -126,7 +126,7 @@ def service_time(engine: str, commands: np.ndarray, *, config: BookConfig | None
 
 
 def find_capacity(engine: str, commands: np.ndarray, *, batch: int, steps: int = 4,
-                  session=None, max_run_s: float = 2.0, confirm: int = 3, **kw) -> dict:
+                  session=None, max_run_s: float = 2.0, confirm: int = 1, **kw) -> dict:
     """Capacity at one batch size (see the module docstring); ``kw`` go to the session and
     its rows (``pin``, ``config``, ``warmup``, ``lead_s``).
 
@@ -136,7 +136,10 @@ def find_capacity(engine: str, commands: np.ndarray, *, batch: int, steps: int =
     cannot keep up above the pipeline's capacity, but one can fall behind below it when
     another process takes a time slice (a short run, 20k commands at a few M/s, lasts a few
     ms: one slice), and a search that believed one such run measured a capacity 1.3-3x too
-    low on this 2-core machine (1 search in 7: rows offered at 1.5-3x it then kept up). When
+    low on this 2-core machine (2 searches in 7: rows offered at 1.5-3x it then kept up).
+    :func:`sweep` (whose rows above capacity judge saturation) confirms with 3 runs; a search
+    that only sets rates below capacity (the scenarios, the tail) keeps the default 1: every
+    row costs a book reset and a lead time, ~0.3 s here. When
     no rate keeps up before the next halving would make a run longer than ``max_run_s`` (a
     machine too busy to pace: another process's time slice at the end of a run is a backlog),
     it warns and returns the best achieved rate with ``found=False``.
@@ -184,11 +187,12 @@ def find_capacity(engine: str, commands: np.ndarray, *, batch: int, steps: int =
 
 
 def sweep(engine: str, commands: np.ndarray, *, batches=(1, 8, 64), fractions=(0.25, 0.5, 0.9,
-          1.1, 1.5), steps: int = 3, pins=(None,), session=None, **kw):
+          1.1, 1.5), steps: int = 3, pins=(None,), session=None, confirm: int = 3, **kw):
     """Capacity per batch size, then runs at ``fractions`` x capacity -> (rows, capacities).
 
     ``pins`` lists CPU pinnings to compare (None = unpinned, or (sender_cpu, engine_cpu));
-    capacity is found unpinned-or-first-pin, then every pinning runs the same offered rates.
+    capacity is found unpinned-or-first-pin (a rate too fast only when ``confirm`` runs in a
+    row fall behind: :func:`find_capacity`), then every pinning runs the same offered rates.
     Each row carries ``fraction`` (of capacity), ``capacity_high`` (the top of the capacity's
     bracket), ``above_capacity`` (offered > that top) and ``saturated`` (measured: the row's
     run did not keep up). All
@@ -199,7 +203,7 @@ def sweep(engine: str, commands: np.ndarray, *, batches=(1, 8, 64), fractions=(0
     with _session(engine, session, kw) as (s, row_kw):
         for b in batches:
             cap = find_capacity(engine, commands, batch=b, steps=steps, pin=pins[0], session=s,
-                                **row_kw)
+                                confirm=confirm, **row_kw)
             caps.append({"transport": s.transport,
                          **{k: v for k, v in cap.items() if k != "runs"}})
             for pin in pins:

@@ -248,13 +248,16 @@ class CompiledTransport(Transport):
             return
 
     def warm_sender(self, cmds) -> None:
-        from lob.pipeline.compiled import send_row
+        from lob.pipeline.compiled import OK, STATUS, send_row
 
         n = len(cmds)
-        raw, slots = self._private_ring(n, CONS_BEAT)
-        for offs in (_NO_DUE, np.zeros(n, np.int64)):  # both ways of pacing compiled here
-            send_row(raw, cmds, offs, *compiled_slots(slots, self.w.opts["layout"]), 0, n,
-                     now_ns(), 0.0, 7, *self._timing(0))
+        for offs in (_NO_DUE, np.zeros(n, np.int64)):  # both ways of pacing, each on an
+            raw, slots = self._private_ring(n, CONS_BEAT)  # empty ring (a full one waits)
+            k, st, _ = send_row(raw, cmds, offs, *compiled_slots(slots, self.w.opts["layout"]),
+                                0, n, now_ns(), 0.0, 7, *self._timing(0))
+            if st != OK or k != n:
+                raise RingError(f"sender warm-up: stopped after {k} of {n} commands: "
+                                f"{STATUS[st]}")
 
     def send(self, cmds, n, start, period, batch, peer_pid, offsets=None) -> int:
         from lob.pipeline.compiled import OK, STATUS, send_row
