@@ -17,7 +17,6 @@ setup: $(STAMP)
 
 run: $(STAMP)  ## the main job: the default experiment batch, writing artifacts/
 	-$(BIN)/lob engines build orderly_chaos  # no compiler / no index: one line, runs without it
-	-$(BIN)/lob engines warm  # the numba kernels compiled on both cores before the batch runs one notebook at a time
 	$(BIN)/lob main
 
 test: $(STAMP)  ## the test suite (quick sizes + the seed-sized checks that matter) and nbval

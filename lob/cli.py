@@ -50,16 +50,6 @@ def engines_table() -> list[str]:
 
 
 def _cmd_engines(args) -> int:
-    if args.action == "warm":  # the numba kernels compiled into their cache, cores in parallel
-        from lob.engines.compiled.warm import warm
-
-        try:
-            took = warm(args.names or None, jobs=args.jobs)
-        except ValueError as e:
-            print(f"lob engines warm: {e}", file=sys.stderr)
-            return 2
-        print("compiled: " + ", ".join(f"{g} {s:.1f} s" for g, s in took.items()))
-        return 0
     if args.action == "build":  # third-party engines behind a shim (lob.engines.foreign.adapters)
         from lob.engines.foreign.adapters import main
 
@@ -90,14 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     s = sub.add_parser("engines", help="list registered engines and lineage versions; "
-                       "`lob engines build [NAME ...]` builds third-party engine adapters; "
-                       "`lob engines warm` compiles the numba kernels into their cache")
-    s.add_argument("action", nargs="?", choices=["build", "warm"],
-                   help="build adapters (fetch + compile), or warm the numba kernels' cache "
-                        "(one process per kernel module, in parallel)")
-    s.add_argument("names", nargs="*", help="adapters to build, or kernel groups to warm "
-                                            "(default: all)")
-    s.add_argument("--jobs", type=int, default=2, help="warm: worker processes (default 2)")
+                       "`lob engines build [NAME ...]` builds third-party engine adapters")
+    s.add_argument("action", nargs="?", choices=["build"], help="build adapters (fetch + compile)")
+    s.add_argument("names", nargs="*", help="adapters to build (default: all)")
     s.add_argument("--force", action="store_true", help="rebuild even if built")
     s.set_defaults(func=_cmd_engines)
 

@@ -201,7 +201,8 @@ def measure_sweep(p: Plan, *, batches, fractions, steps: int, mode: str, gc_enab
     for tr in p.transports:
         r, c = sweep(p.engine, p.wl.commands, batches=batches, fractions=fractions, steps=steps,
                      pins=p.pins, config=p.wl.config, mode=mode if tr == "python" else None,
-                     gc_enabled=gc_enabled, transport=tr)
+                     gc_enabled=gc_enabled, transport=tr,
+                     confirm=3 if tr == "compiled" else 1)  # the claim's rows are compiled
         rows += r
         caps += c
     path = save_rows(rows, out, params={"engine": p.engine, "workload": p.workload,

@@ -402,25 +402,3 @@ def test_v4_replay_into_matches_replay():
     np.testing.assert_array_equal(fills, res.fills)
 
 
-
-def test_warm_compiles_each_kernel_group_and_names_bad_input(capsys):
-    """`lob engines warm`: each group's engines replayed untimed and timed (so both kernel
-    specialisations are in the cache: a fresh engine afterwards replays without compiling),
-    its seconds reported; unknown groups and bad job counts are one clear line."""
-    from lob.cli import main
-    from lob.engines.compiled import warm as w
-
-    took = w.warm(["kernel_v4"], jobs=1)
-    assert list(took) == ["kernel_v4"] and took["kernel_v4"] > 0
-    from lob.engines.compiled import kernel_v4 as k4
-
-    assert any(len(d.signatures) >= 2 for d in (getattr(k4, n) for n in dir(k4))
-               if hasattr(d, "signatures") and not getattr(d, "targetoptions", {}).get(
-                   "inline") == "always"), "untimed and timed specialisations compiled"
-    with pytest.raises(ValueError, match="unknown kernel group"):
-        w.warm(["nothing"])
-    with pytest.raises(ValueError, match="jobs must be an integer >= 1"):
-        w.warm(jobs=0)
-    assert main(["engines", "warm", "nothing"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "unknown kernel group" in err
