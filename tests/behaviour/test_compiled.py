@@ -400,5 +400,3 @@ def test_v4_replay_into_matches_replay():
     assert k == len(res.fills)
     np.testing.assert_array_equal(out[:len(cmds)], res.outcomes)
     np.testing.assert_array_equal(fills, res.fills)
-
-
