@@ -126,7 +126,8 @@ def service_time(engine: str, commands: np.ndarray, *, config: BookConfig | None
 
 
 def find_capacity(engine: str, commands: np.ndarray, *, batch: int, steps: int = 4,
-                  session=None, max_run_s: float = 2.0, confirm: int = 1, **kw) -> dict:
+                  session=None, max_run_s: float = 2.0, confirm: int = 1, floor: float = 0.0,
+                  **kw) -> dict:
     """Capacity at one batch size (see the module docstring); ``kw`` go to the session and
     its rows (``pin``, ``config``, ``warmup``, ``lead_s``).
 
@@ -142,10 +143,15 @@ def find_capacity(engine: str, commands: np.ndarray, *, batch: int, steps: int =
     row costs a book reset and a lead time, ~0.3 s here. When
     no rate keeps up before the next halving would make a run longer than ``max_run_s`` (a
     machine too busy to pace: another process's time slice at the end of a run is a backlog),
-    it warns and returns the best achieved rate with ``found=False``.
+    it warns and returns the best achieved rate with ``found=False``. ``floor``: a rate
+    already seen to keep up at this batch (a proof that capacity is at least that); the
+    bisection then starts from [floor, the unpaced rate] (:func:`sweep` searches again from
+    one when a row offered above the first search's bracket kept up).
     """
     if not isinstance(confirm, int) or confirm < 1:
         raise ValueError(f"confirm must be an integer >= 1, got {confirm!r}")
+    if not isinstance(floor, int | float) or not floor >= 0 or math.isinf(floor):
+        raise ValueError(f"floor must be a finite rate >= 0, got {floor!r}")
     with _session(engine, session, kw) as (s, row_kw):
         def run(rate):
             for k in range(confirm):
@@ -159,7 +165,9 @@ def find_capacity(engine: str, commands: np.ndarray, *, batch: int, steps: int =
         unpaced = s.run(commands, rate=math.inf, batch=batch, **row_kw)
         top = unpaced.achieved_rate  # taken as not kept up: a paced run cannot beat unpaced
         lo, hi, rate = 0.0, top, 0.8 * top
-        for _ in range(10):  # down by halves until a rate keeps up
+        if floor > 0:  # known to keep up: bisect above it (the unpaced run can read low too)
+            lo, hi = floor, (top if top > floor else 2 * floor)
+        for _ in range(0 if lo else 10):  # down by halves until a rate keeps up
             if tried and len(commands) / rate > max_run_s:
                 break  # the next run would be too long: report what was found
             r = run(rate)
@@ -187,7 +195,8 @@ def find_capacity(engine: str, commands: np.ndarray, *, batch: int, steps: int =
 
 
 def sweep(engine: str, commands: np.ndarray, *, batches=(1, 8, 64), fractions=(0.25, 0.5, 0.9,
-          1.1, 1.5), steps: int = 3, pins=(None,), session=None, confirm: int = 3, **kw):
+          1.1, 1.5), steps: int = 3, pins=(None,), session=None, confirm: int = 3,
+          research: bool = True, **kw):
     """Capacity per batch size, then runs at ``fractions`` x capacity -> (rows, capacities).
 
     ``pins`` lists CPU pinnings to compare (None = unpinned, or (sender_cpu, engine_cpu));
@@ -197,15 +206,20 @@ def sweep(engine: str, commands: np.ndarray, *, batches=(1, 8, 64), fractions=(0
     bracket), ``above_capacity`` (offered > that top) and ``saturated`` (measured: the row's
     run did not keep up). All
     rows run on one session (one process pair).
+
+    With ``research`` (default), a row offered above the top of the bracket that kept up
+    proves the search under-measured (no run keeps up above capacity: a slow stretch of the
+    machine made every confirming run fall behind): the batch's capacity is searched once
+    more from that rate up (``floor``, :func:`find_capacity`) and its rows run again at the
+    fractions of the new figure; the capacity record keeps ``first_capacity``, ``searches``
+    (1 or 2) and ``superseded_rows`` (the first rows, not returned). The second rows stand
+    as measured, whatever they show: the claim they judge can still fail.
     """
     kw.pop("pin", None)
     rows, caps = [], []
     with _session(engine, session, kw) as (s, row_kw):
-        for b in batches:
-            cap = find_capacity(engine, commands, batch=b, steps=steps, pin=pins[0], session=s,
-                                confirm=confirm, **row_kw)
-            caps.append({"transport": s.transport,
-                         **{k: v for k, v in cap.items() if k != "runs"}})
+        def batch_rows(b, cap):
+            out = []
             for pin in pins:
                 for f in fractions:
                     run = s.run(commands, rate=f * cap["capacity"], batch=b, pin=pin, **row_kw)
@@ -215,7 +229,22 @@ def sweep(engine: str, commands: np.ndarray, *, batches=(1, 8, 64), fractions=(0
                                capacity_found=cap["found"],
                                above_capacity=bool(f * cap["capacity"] > top),
                                saturated=not row["keeps_up"])
-                    rows.append(row)
+                    out.append(row)
+            return out
+
+        for b in batches:
+            search = dict(batch=b, steps=steps, pin=pins[0], session=s, confirm=confirm)
+            cap = find_capacity(engine, commands, **search, **row_kw)
+            got = batch_rows(b, cap)
+            first, superseded = cap["capacity"], 0
+            kept = [r["offered_rate"] for r in got if r["above_capacity"] and r["keeps_up"]]
+            if research and kept and cap["found"]:
+                cap = find_capacity(engine, commands, floor=max(kept), **search, **row_kw)
+                superseded, got = len(got), batch_rows(b, cap)
+            caps.append({"transport": s.transport, "first_capacity": first,
+                         "searches": 2 if superseded else 1, "superseded_rows": superseded,
+                         **{k: v for k, v in cap.items() if k != "runs"}})
+            rows += got
     return rows, caps
 
 

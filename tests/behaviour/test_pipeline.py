@@ -239,6 +239,7 @@ class _FlakySession:
 
         class R:
             achieved_rate = achieved
+            offered = rate
 
             def keeps_up(self):
                 return ok
@@ -271,3 +272,33 @@ def test_capacity_search_rejects_a_bad_confirm():
 
     with pytest.raises(ValueError, match="confirm must be an integer >= 1"):
         find_capacity("v2", np.zeros(10), batch=1, session=_FlakySession(1.0), confirm=0)
+    for bad in (-1.0, math.nan, math.inf, "fast"):
+        with pytest.raises(ValueError, match="floor must be a finite rate"):
+            find_capacity("v2", np.zeros(10), batch=1, session=_FlakySession(1.0), floor=bad)
+
+
+@pytest.mark.parametrize("research", [False, True])
+def test_sweep_searches_again_when_a_row_above_capacity_keeps_up(monkeypatch, research):
+    """A slow stretch over the whole search (six fall-behinds in a row below the true
+    capacity, 1000/s: every confirming run) leaves it at 450/s; the row offered at 2x (900/s)
+    then keeps up, which no run above capacity can. Without ``research`` that row stands (the
+    saturation claim reads 1 of 2); with it, the batch is searched again from 900/s up, and
+    the rows at 2x and 3x of the new capacity both fall behind."""
+    from lob.pipeline import sweep as sw
+
+    monkeypatch.setattr(sw, "summarize", lambda r: {"keeps_up": r.keeps_up(),
+                                                    "offered_rate": r.offered})
+    s = _FlakySession(1000.0, spurious=range(2, 8))
+    rows, caps = sw.sweep("v2", np.zeros(100), batches=(1,), fractions=(2.0, 3.0), steps=3,
+                          session=s, confirm=3, research=research)
+    (cap,) = caps
+    assert cap["first_capacity"] == 450.0 and len(rows) == 2
+    if not research:
+        assert cap["searches"] == 1 and cap["superseded_rows"] == 0
+        assert [r["saturated"] for r in rows] == [False, True]
+        return
+    assert cap["searches"] == 2 and cap["superseded_rows"] == 2
+    lo, hi = cap["bracket"]
+    assert 900.0 <= lo <= 1000.0 < hi, cap
+    assert all(r["above_capacity"] and r["saturated"] for r in rows), rows
+    assert [r["offered_rate"] for r in rows] == [2 * lo, 3 * lo]

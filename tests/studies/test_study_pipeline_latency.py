@@ -117,6 +117,17 @@ def test_capacity_compiled_only_has_neither_and_all_found_records_a_failed_searc
     assert c.sentences[0] == "Capacity at B=1: compiled 3,000,000/s."
 
 
+def test_capacity_says_when_a_batch_was_searched_again():
+    caps = _caps(("compiled",))
+    caps["first_capacity"] = caps.capacity
+    caps["searches"] = 1
+    caps.loc[caps.batch == 8, ["first_capacity", "searches"]] = [1.2e6, 2]
+    c = _clean(pl.capacity_table(caps, SERVICE, "chunk"))
+    assert c.rows[1]["searches"] == 2 and len(c.sentences) == 3
+    assert c.sentences[2].startswith("At B=8 the first search read 1,200,000/s, but a row "
+                                     "offered above it kept up")
+
+
 def test_plot_capacity_draws_a_bar_per_transport_and_the_bound():
     c = pl.capacity_table(_caps(), SERVICE, "chunk")
     fig = pl.plot_capacity(c, "v2@numba")
