@@ -456,29 +456,27 @@ def modify(out, i, ND, L, IDX, LV, B, OS, S, oid, qty, price):
     old_price = lo + row - side * w
     owner = ND[u(node)].own
     oq = ND[u(node)].qty
-    go = False
-    if price == 0 or price == old_price:
-        if qty <= oq:  # keeps its place in the queue
-            S[QREMOVED] += oq - qty
-            ND[u(node)].qty = qty
-            if C[4]:
-                add_sums(ND, L, OS, C, node, row, qty - oq)
-        else:  # loses priority: to the tail of its level
-            S[QREMOVED] += oq
-            free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, node)
-            free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, C, free, best0, best1, oid,
-                                      owner, side, old_price, qty)
-            S[QIN] += qty
+    same = price == 0 or price == old_price
+    if same and qty <= oq:  # keeps its place in the queue
+        S[QREMOVED] += oq - qty
+        ND[u(node)].qty = qty
+        if C[4]:
+            add_sums(ND, L, OS, C, node, row, qty - oq)
         put(out, u(i), ACCEPTED, 0, oid, qty, 0, 0, 0)
-    else:  # a new price: off the book, then matched as a LIMIT
-        S[QREMOVED] += oq
+        return False, side, owner
+    S[QREMOVED] += oq  # off the book (one copy of drop for both cases)
+    free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, node)
+    if same:  # a larger quantity loses priority: to the tail of its level
+        free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, C, free, best0, best1, oid,
+                                  owner, side, old_price, qty)
+        S[QIN] += qty
+        put(out, u(i), ACCEPTED, 0, oid, qty, 0, 0, 0)
+    else:  # a new price: matched as a LIMIT
         S[NLIVE] -= 1
-        free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, node)
-        go = True
     S[FREE] = free
     S[BEST0] = best0
     S[BEST1] = best1
-    return go, side, owner
+    return not same, side, owner
 
 
 # --- the replay loop -------------------------------------------------------------------------
