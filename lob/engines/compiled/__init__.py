@@ -15,9 +15,11 @@ first compiled engine is built. Design notes:
   replay loop at numba IR level (``inline="always"``): a non-inlined numba call passes every
   array as ~7 scalars and forces every value back to memory, and code loaded from numba's
   cache was measured 30-40% slower than freshly compiled code while calls crossed cached
-  libraries; one function removes both effects. The price is compile time (~80 s, once per
-  machine: numba's IR inliner is most of it), so rare paths (modify, mass cancel) stay
-  real calls;
+  libraries; one function removes both effects. The price is compile time (~45 s, once per
+  machine: typing the inlined whole is most of it), so rare paths (modify, mass cancel) stay
+  real calls, and ``match`` has one inlined copy, which a re-priced modify shares (its own
+  copy cost another ~50 s; sharing it cost lobster_replay 3-6% on v3@numba, 15 interleaved
+  rounds);
 * ``ids``: a live-id bitset (``"bitset"``, default) answers a cancel of an id that no longer
   rests without touching the 16 MB id index; ``"array"`` keeps the index alone (a backend
   layout choice, not a lineage step; kept so its effect can be measured);

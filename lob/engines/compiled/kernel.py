@@ -246,16 +246,10 @@ def match(out, i, F, N, IDX, LV, B, G,
         put(out, i, CANCELLED, reason or R_NO_LIQUIDITY, oid, left, 0, 0, removed)
 
 
-@njit(cache=True, _nrt=False)
-def match_call(out, i, F, N, IDX, LV, B, G,
-               oid, owner, side, otype, market, limit, price, qty):
-    """``match`` behind a real call, for modify (a rare path: one inlined copy, in submit,
-    is enough - every inlined copy costs compile time)."""
-    match(out, i, F, N, IDX, LV, B, G, oid, owner, side, otype, market, limit, price, qty)
-
-
 @njit(cache=True, _nrt=False, inline="always")
-def submit(out, i, F, N, IDX, LV, B, G, owner, side, otype, price, qty):
+def submit(out, i, N, B, G, owner, side, otype, price, qty):
+    """Validate a submit and run its pre-trade checks (POST_ONLY cross, FOK fill); returns its
+    new id when it goes on to :func:`match`, else 0 (its outcome row is written)."""
     if otype < 0 or otype > NOTIONAL:
         put(out, i, REJECTED, R_BAD_TYPE, 0, 0, 0, 0, 0)
     elif side != 0 and side != 1:
@@ -276,12 +270,12 @@ def submit(out, i, F, N, IDX, LV, B, G, owner, side, otype, price, qty):
             x = best(G, 1 - side)
             if x >= 0 and crosses(side, False, price, G[LO] + x):
                 put(out, i, CANCELLED, R_WOULD_CROSS, oid, qty, 0, 0, 0)
-                return
+                return 0
         if otype == FOK and available(N, B, G, side, market, price, owner, qty) < qty:
             put(out, i, CANCELLED, R_FOK_UNFILLABLE, oid, qty, 0, 0, 0)
-            return
-        match(out, i, F, N, IDX, LV, B, G,
-              oid, owner, side, otype, market, price, price, qty)
+            return 0
+        return oid
+    return 0
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -306,17 +300,21 @@ def cancel(out, i, N, IDX, LV, B, G, oid):
 
 
 @njit(cache=True, _nrt=False)
-def modify(out, i, F, N, IDX, LV, B, G, oid, qty, price):
+def modify(out, i, N, IDX, LV, B, G, oid, qty, price):
+    """Everything of a modify but the trade: a re-priced order leaves its level and returns
+    ``(owner, side)`` for :func:`execute` to match it (as a LIMIT at ``price``); ``(0, 0)``
+    when its outcome row is written here. A real call (a rare path): the one inlined copy of
+    ``match`` serves both, and each inlined copy costs ~45 s of compile time."""
     if qty <= 0 or qty > MAX_QTY:
         put(out, i, REJECTED, R_BAD_QTY, 0, 0, 0, 0, 0)
-        return
+        return 0, 0
     if price != 0 and (price < G[LO] or price > G[HI]):
         put(out, i, REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
-        return
+        return 0, 0
     node = lookup(IDX, LV, G, oid)
     if node < 0:
         put(out, i, NOT_FOUND, R_UNKNOWN_ID, oid, 0, 0, 0, 0)
-        return
+        return 0, 0
     w = G[WIDTH]
     row = N[node, ROW]
     side = row // w
@@ -333,10 +331,9 @@ def modify(out, i, F, N, IDX, LV, B, G, oid, qty, price):
             remove(N, IDX, LV, B, G, node)
             rest(N, IDX, LV, B, G, oid, owner, side, old_price, qty)
         put(out, i, ACCEPTED, 0, oid, qty, 0, 0, 0)
-        return
+        return 0, 0
     remove(N, IDX, LV, B, G, node)
-    match_call(out, i, F, N, IDX, LV, B, G,
-               oid, owner, side, LIMIT, False, price, price, qty)
+    return owner, side
 
 
 @njit(cache=True, _nrt=False)
@@ -383,17 +380,33 @@ def mass_cancel(out, i, N, IDX, LV, B, G, scope, side, owner, plo, phi):
 @njit(cache=True, _nrt=False, inline="always")
 def execute(out, i, c, F, N, IDX, LV, B, G):
     kind = c.kind
+    oid = 0  # a submit that trades, or a re-priced modify: one call site of match below
     if kind == SUBMIT:
-        submit(out, i, F, N, IDX, LV, B, G, c.owner, c.side, c.otype, c.price, c.qty)
+        owner = c.owner
+        side = c.side
+        otype = c.otype
+        price = c.price
+        qty = c.qty
+        oid = submit(out, i, N, B, G, owner, side, otype, price, qty)
+        market = otype >= MARKET
     elif kind == CANCEL:
         cancel(out, i, N, IDX, LV, B, G, c.id)
     elif kind == MODIFY:
-        modify(out, i, F, N, IDX, LV, B, G, c.id, c.qty, c.price)
+        owner, side = modify(out, i, N, IDX, LV, B, G, c.id, c.qty, c.price)
+        if owner > 0:
+            oid = c.id
+            otype = LIMIT
+            price = c.price
+            qty = c.qty
+            market = False
     elif kind == MASS_CANCEL:
         mass_cancel(out, i, N, IDX, LV, B, G, c.otype, c.side, c.owner,
                     c.price, c.price_hi)
     else:
         put(out, i, REJECTED, R_BAD_KIND, 0, 0, 0, 0, 0)
+    if oid > 0:
+        match(out, i, F, N, IDX, LV, B, G,
+              oid, owner, side, otype, market, price, price, qty)
 
 
 @njit(cache=True, _nrt=False)
