@@ -22,10 +22,12 @@ port of ``reference``); what differs is the layout and the shape of the code:
   command;
 * the whole hot path (submit, the FOK check, match, cancel) is one loop body; the rare
   paths (modify, mass cancel) are real calls that see the state through ``S``, and the
-  match loop has one copy of :func:`drop` for a maker traded or removed by STP. Every
-  inlined copy of a helper is typed and SSA-rebuilt again at compile time: with modify
-  inlined and two drops in the match loop, :func:`run` took ~32 s to compile on a cold
-  cache, ~24 s now (no change in speed beyond noise: 0.99x on both streams, interleaved);
+  match loop has one copy of :func:`drop` for a maker traded or removed by STP (and
+  :func:`modify` one for both of its cases). Every inlined copy of a helper is typed and
+  SSA-rebuilt again at compile time: with modify inlined and two drops in the match loop,
+  each specialisation of :func:`run` took ~32 s to compile on a cold cache, 17-23 s now,
+  with no change in speed beyond noise (0.99x on both streams, interleaved). The FOK
+  check stays inlined: as a real call it cost cpp_comprehensive 7% (faster in 13/81);
 * every array index goes through :func:`u` (as unsigned): numba emits a negative-index
   wraparound (a shift, an and, an add) for every signed index, 122 of them in :func:`run`'s
   machine code, none with unsigned ones (0.85x on lobster_replay, 0.95x on
