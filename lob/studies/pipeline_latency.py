@@ -350,9 +350,12 @@ def capacity_table(caps: pd.DataFrame, service_rows: list[dict], mode: str) -> C
     capt = caps.pivot_table(index="batch", columns="transport", values="capacity")
     capt.columns = [f"capacity_{c}" for c in capt.columns]
     capt["all_found"] = caps.groupby("batch").found.all()
-    if "searches" in caps.columns:  # a second search: a row above the first one kept up
+    again = caps[caps.searches > 1] if "searches" in caps.columns else caps.iloc[:0]
+    if len(again):  # a second search: a row above the first one's bracket kept up
         capt["searches"] = caps.groupby("batch").searches.max()
-        capt["first_capacity"] = caps.groupby("batch").first_capacity.min()
+        first = again.pivot_table(index="batch", columns="transport", values="first_capacity")
+        for tr in first.columns:
+            capt[f"first_capacity_{tr}"] = first[tr]
     if "capacity_python" in capt.columns:
         # the executor's closed-loop cost bounds the PYTHON transport only
         cb = {b: capacity_bound(capt.capacity_python[b], bound[b]) for b in capt.index}
@@ -372,10 +375,11 @@ def capacity_table(caps: pd.DataFrame, service_rows: list[dict], mode: str) -> C
         pb = (f"; the python transport's closed-loop bound is {c.cell(k, 'python_bound')}/s "
               f"({c.cell(k, 'python_bound_source')})" if "python_bound" in c.columns else "")
         c.say(f"Capacity at B={c.cell(k, 'batch')}: {', '.join(parts)}{ratio}{pb}.")
-        if r.get("searches", 1) > 1:
-            c.say(f"At B={c.cell(k, 'batch')} the first search read "
-                  f"{c.cell(k, 'first_capacity')}/s, but a row offered above it kept up (no "
-                  "run keeps up above capacity): the capacity was searched again from that "
+        for tr in [col.removeprefix("first_capacity_") for col in c.columns
+                   if col.startswith("first_capacity_") and r[col] == r[col]]:
+            c.say(f"At B={c.cell(k, 'batch')} the {tr} transport's first search read "
+                  f"{c.cell(k, f'first_capacity_{tr}')}/s, but a row offered above it kept up "
+                  "(no run keeps up above capacity): the capacity was searched again from that "
                   "row's rate and the batch's rows ran again at fractions of the new figure.")
     return c
 
