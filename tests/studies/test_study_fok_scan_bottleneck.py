@@ -10,6 +10,7 @@ import matplotlib
 import numpy as np
 import pytest
 
+import lob
 from lob.measure.stats import rotations
 from lob.studies import conclude as K
 from lob.studies import fok_scan_bottleneck as fok
@@ -204,6 +205,15 @@ def test_v1_v2_pairs_table_too_few_rounds():
 
 
 # --- the limit-only pairs -----------------------------------------------------------------------
+
+def test_collected_replay_keeps_the_time_and_the_checksum_and_counters_of_the_replay():
+    wl = lob.workload(fok.LIMIT_ONLY, scale=0.0005)
+    rr = lob.replay("v1", wl)
+    kept = fok._collected_replay("v1", wl)
+    assert kept.elapsed_ns > 0 and not hasattr(kept, "book")  # no pure-Python book kept alive
+    assert kept.checksum == rr.checksum and kept.counters == rr.counters
+    assert kept.counters["remaining_sum"] > 0
+
 
 def test_measure_limit_pairs_interleaves():
     calls = []
