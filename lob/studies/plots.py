@@ -83,7 +83,9 @@ def subplots(nrows: int = 1, ncols: int = 1, *, panel: tuple[float, float] = (5.
 # --- axes ----------------------------------------------------------------------------------
 
 def _renderer(fig):
-    fig.canvas.draw()
+    """Lay the figure out (positions, constrained layout, text extents) without rasterizing
+    it - a full Agg draw costs ~3x more - and return the renderer that measured it."""
+    fig.draw_without_rendering()
     return fig.canvas.get_renderer()
 
 
@@ -100,13 +102,14 @@ def _shown_ticklabels(ax, axis: str) -> list:
     return out
 
 
-def _tick_labels_overlap(ax, axis: str, pad: float = 2.0) -> bool:
+def _tick_labels_overlap(ax, axis: str, pad: float = 2.0, renderer=None) -> bool:
     """Do neighbouring tick labels of ``axis`` collide (rotation taken into account)?
 
     Rotated labels are parallel slanted strips: two neighbours ``d`` pixels apart are clear
-    when ``d * sin(angle)`` is at least the text height.
+    when ``d * sin(angle)`` is at least the text height. ``renderer``: one from a draw of
+    the figure as it stands (else the figure is drawn: a draw is most of the cost).
     """
-    r = _renderer(ax.figure)
+    r = renderer or _renderer(ax.figure)
     labels = _shown_ticklabels(ax, axis)
     if len(labels) < 2:
         return False
@@ -382,7 +385,8 @@ def overlaps(fig, pad: float = 0.5) -> list[tuple[str, str]]:
                 hits.append((na, nb_))
     for i, ax in enumerate(fig.axes):
         for axis_name in ("x", "y"):
-            if ax.get_visible() and ax.axison and _tick_labels_overlap(ax, axis_name):
+            if ax.get_visible() and ax.axison and _tick_labels_overlap(ax, axis_name,
+                                                                       renderer=r):
                 hits.append((f"axes {i} {axis_name}tick labels", "each other"))
         leg = ax.get_legend()
         if leg is None or not leg.get_visible():
