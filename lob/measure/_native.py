@@ -33,27 +33,33 @@ def cache_dir() -> Path:
     return lob_cache()
 
 
-def _build() -> Path:
-    src = _SRC.read_bytes()
+def build_shared(src: Path, stem: str, flags: tuple[str, ...] = ()) -> Path:
+    """``src`` compiled with gcc into a shared object in :func:`cache_dir`, named after a
+    hash of the source, the flags and the interpreter's extension suffix (built once;
+    later calls return the file). RuntimeError when there is no compiler or it fails."""
+    text = src.read_bytes()
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    tag = hashlib.sha256(src + suffix.encode()).hexdigest()[:16]
-    out = cache_dir() / f"_lobmeasure-{tag}{suffix}"
+    tag = hashlib.sha256(text + suffix.encode() + " ".join(flags).encode()).hexdigest()[:16]
+    out = cache_dir() / f"{stem}-{tag}{suffix}"
     if out.exists():
         return out
     cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if not cc:
         raise RuntimeError("no C compiler (gcc/cc) found to build lob's measurement helpers")
     out.parent.mkdir(parents=True, exist_ok=True)
-    include = sysconfig.get_paths()["include"]
     fd, tmp = tempfile.mkstemp(suffix=suffix, dir=out.parent)
     os.close(fd)
-    cmd = [cc, "-O2", "-shared", "-fPIC", f"-I{include}", str(_SRC), "-o", tmp]
+    cmd = [cc, "-O2", "-shared", "-fPIC", *flags, str(src), "-o", tmp]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         os.unlink(tmp)
-        raise RuntimeError(f"building {_SRC.name} failed: {proc.stderr.strip()[:2000]}")
+        raise RuntimeError(f"building {src.name} failed: {proc.stderr.strip()[:2000]}")
     os.replace(tmp, out)  # atomic: concurrent builders never see a half-written file
     return out
+
+
+def _build() -> Path:
+    return build_shared(_SRC, "_lobmeasure", (f"-I{sysconfig.get_paths()['include']}",))
 
 
 def native() -> ModuleType | None:

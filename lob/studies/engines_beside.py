@@ -38,11 +38,19 @@ QUANTILES = (50, 99, 99.9)
 GAP_NS = 50_000  # a per-op duration above this is the machine (preemption), not the engine
 
 
+def c_book_toml() -> Path:
+    """The engine list :func:`c_book` writes beside the library it builds: what another
+    process (a child run under valgrind, say) puts in ``$LOB_ENGINES_TOML`` to load it."""
+    from lob.engines.foreign.adapters import cache_dir
+
+    return cache_dir() / "engines" / "c_book" / "engine.toml"
+
+
 def c_book(name: str = "c_book") -> str:
     """Build lob's example C engine (examples/c_engine) into the cache with gcc and register
     it in this process as ``name`` (once); returns the name."""
     from lob.engines.foreign import HEADER, foreign_specs
-    from lob.engines.foreign.adapters import BuildUnavailable, cache_dir
+    from lob.engines.foreign.adapters import BuildUnavailable
     from lob.engines.registry import engine_names, register_engine
 
     if name in engine_names():
@@ -53,7 +61,7 @@ def c_book(name: str = "c_book") -> str:
     cc = shutil.which("gcc")
     if cc is None:
         raise BuildUnavailable("no C compiler: gcc not found")
-    out = cache_dir() / "engines" / "c_book"
+    out = c_book_toml().parent
     out.mkdir(parents=True, exist_ok=True)
     lib = out / "liblob_c_book.so"
     header = HEADER.parent
@@ -61,7 +69,7 @@ def c_book(name: str = "c_book") -> str:
                         str(src), "-o", str(lib)], capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(f"building c_book failed: {r.stderr.strip()}")
-    toml = out / "engine.toml"
+    toml = c_book_toml()
     toml.write_text(f'name = "{name}"\npath = "{lib.name}"\n'
                     f'description = "example C engine (examples/c_engine)"\n')
     for spec in foreign_specs(toml):

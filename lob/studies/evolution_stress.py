@@ -889,6 +889,103 @@ def side_table(lin: dict) -> K.Conclusion:
     return t
 
 
+def measure_counts(engines: Sequence[str], scale: float, *,
+                   workloads: Sequence[str] = LINEAGE_WORKLOADS, counts=None) -> dict:
+    """Callgrind's instructions, branches, mispredicts and cache misses per command of each
+    engine's replay (:func:`lob.measure.callgrind.counts`, the newest compiled step as the
+    base) on each stream at ``scale``; exact and repeatable, so no rounds. ``scale`` 0 counts
+    nothing. Returns ``{"rows": [...], "base", "scale", "workloads", "skipped"}``:
+    ``skipped`` is why nothing was counted (``scale`` 0, or valgrind not installed here),
+    else None."""
+    from lob.engines import toggles as tg
+    from lob.measure import callgrind as cg
+    from lob.studies.engines_beside import c_book_toml
+
+    chain = [e for e in tg.chain("numba") if e in engines]
+    base = chain[-1] if chain else (list(engines) or [None])[0]
+    got = {"rows": [], "base": base, "scale": scale, "workloads": list(workloads),
+           "skipped": None}
+    if scale <= 0:
+        got["skipped"] = "callgrind_scale is 0"
+        return got
+    why = cg.available() if counts is None else None
+    if why is not None:
+        got["skipped"] = why
+        return got
+    counts = counts or partial(cg.counts, tomls=[c_book_toml()] if "c_book" in engines else [])
+    order = [base, *[e for e in engines if e != base]]
+    for w in workloads:
+        got["rows"] += _records(counts(order, w, scale=scale, base=base))
+    return got
+
+
+COUNT_COLUMNS = ("instructions", "loads", "stores", "branches", "mispredicts", "d1_misses",
+                 "ll_misses")
+
+
+def counts_table(cnt: dict) -> K.Conclusion:
+    """Per stream and engine: callgrind's counts per command, and against the base (the
+    newest compiled step) and against the engine's lineage parent, the ratio of instructions
+    and of mispredicts (exact: a ratio of counts, not of noisy times). Sentences: per stream,
+    the base's counts, each lineage step's instructions over its parent's, and every other
+    engine's over the base's; an engine that did other work (another checksum) gets no
+    ratio."""
+    from lob.engines import toggles as tg
+
+    parents = tg.backend_versions("numba")
+    base = cnt["base"]
+    by = {(r["workload"], r["engine"]): r for r in cnt["rows"]}
+    rows = []
+    for r in cnt["rows"]:
+        row = {"workload": r["workload"], "engine": r["engine"]}
+        if r.get("note"):
+            rows.append(row)
+            continue
+        row.update({c: r[c] for c in COUNT_COLUMNS})
+        if r["same_work"]:
+            row[f"instr_vs_{base}"] = r["instructions_vs_base"]
+            row[f"mispred_vs_{base}"] = r["mispredicts_vs_base"]
+            par = by.get((r["workload"], parents.get(r["engine"])))
+            if par is not None and par["same_work"]:
+                row["instr_vs_parent"] = r["instructions"] / par["instructions"]
+        rows.append(row)
+    t = K.Conclusion("callgrind counts", rows, key=["workload", "engine"],
+                     kinds={"engine": "label", f"instr_vs_{base}": "ratio",
+                            f"mispred_vs_{base}": "ratio", "instr_vs_parent": "ratio"},
+                     note=f"per command of one replay (valgrind's callgrind: exact counts on a "
+                          f"simulated CPU; mispredicts by its simple predictor, d1/ll misses by "
+                          f"its cache model without prefetch; no time); streams at "
+                          f"{K.fmt(cnt['scale'])} of their published sizes")
+    if cnt["skipped"]:
+        t.say(f"Not counted: {cnt['skipped']} (lob callgrind, valgrind's callgrind, counts "
+              f"instructions per command where the machine has no hardware counters).")
+        return t
+    for w in cnt["workloads"]:
+        if (w, base) not in by:
+            continue
+        k = (w, base)
+        steps = [e for e in tg.chain("numba") if (w, e) in by
+                 and t.value((w, e), "instr_vs_parent") is not None]  # in lineage order
+        others = [e for (ww, e) in by if ww == w and e != base and e not in parents
+                  and not by[(ww, e)].get("note")]
+        s = (f"On {w}, {base} executes {t.cell(k, 'instructions')} instructions a command "
+             f"({t.cell(k, 'branches')} branches, {t.cell(k, 'mispredicts')} simulated "
+             f"mispredicts, {t.cell(k, 'd1_misses')} L1 misses)")
+        if steps:
+            s += "; each step's instructions over its parent's: " + ", ".join(
+                f"{e} {t.cell((w, e), 'instr_vs_parent')}x" for e in steps)
+        if others:
+            s += f"; over {base}'s: " + ", ".join(
+                f"{e} {t.cell((w, e), f'instr_vs_{base}')}x"
+                if by[(w, e)]["same_work"] else f"{e} (other work: no ratio)"
+                for e in others)
+        t.say(s + ".")
+    for r in cnt["rows"]:
+        if r.get("note"):
+            t.say(f"Not run: {r['engine']} on {r['workload']} ({r['note']}).")
+    return t
+
+
 def explain_slower(lin: dict, *, breakdown=None) -> list[dict]:
     """For each step slower than its parent beyond the A/A band on a stream: both engines'
     in-kernel time per class of command (:func:`lob.measure.profile.command_breakdown`, at

@@ -704,3 +704,74 @@ def test_beside_table_calls_only_beyond_the_aa_band():
     assert t.sentences[0] == "On lobster_replay, oc's work ns/op is 4.00x c_book's (inconclusive)."
     assert t.value(("lobster_replay", "c_book"), "aa_high") == 2.0
     assert "A/A control" in t.note
+
+
+def _fake_counts(instr: dict, checksum: dict | None = None):
+    """A stand-in for lob.measure.callgrind.counts: fixed instructions per engine."""
+    import pandas as pd
+
+    calls = []
+
+    def counts(engines, workload, *, scale, base):
+        calls.append((list(engines), workload, scale, base))
+        rows = []
+        for e in engines:
+            rows.append({"engine": e, "workload": workload, "commands": 1000,
+                         "instructions": instr[e], "loads": 30.0, "stores": 18.0,
+                         "branches": instr[e] / 8, "mispredicts": instr[e] / 100,
+                         "d1_misses": 4.0, "ll_misses": 1.2,
+                         "checksum": (checksum or {}).get(e, 7)})
+        df = pd.DataFrame(rows)
+        b = df[df.engine == base].iloc[0]
+        df["instructions_vs_base"] = df.instructions / b.instructions
+        df["mispredicts_vs_base"] = df.mispredicts / b.mispredicts
+        df["same_work"] = df.checksum == b.checksum
+        return df
+
+    return counts, calls
+
+
+def test_measure_counts_puts_the_newest_step_first_and_skips_at_scale_zero():
+    counts, calls = _fake_counts({"v3@numba": 200.0, "v4@numba": 100.0, "c_book": 150.0})
+    cnt = es.measure_counts(["v3@numba", "v4@numba", "c_book"], 0.1, counts=counts,
+                            workloads=["lobster_replay"])
+    assert cnt["skipped"] is None and cnt["base"] == "v4@numba"
+    assert calls == [(["v4@numba", "v3@numba", "c_book"], "lobster_replay", 0.1, "v4@numba")]
+    assert [r["engine"] for r in cnt["rows"]] == ["v4@numba", "v3@numba", "c_book"]
+    off = es.measure_counts(["v3@numba", "v4@numba"], 0.0, counts=counts)
+    assert off["rows"] == [] and off["skipped"] == "callgrind_scale is 0"
+    assert len(calls) == 1  # nothing counted at scale 0
+    t = es.counts_table(off)
+    assert t.text.startswith("Not counted: callgrind_scale is 0")
+
+
+def test_counts_table_quotes_step_and_base_ratios_and_refuses_other_work():
+    counts, _ = _fake_counts({"v3@numba": 250.0, "v4@numba": 100.0, "c_book": 150.0,
+                              "odd": 90.0}, checksum={"odd": 8})
+    cnt = es.measure_counts(["v3@numba", "v4@numba", "c_book", "odd"], 0.1, counts=counts,
+                            workloads=["lobster_replay"])
+    t = es.counts_table(cnt)
+    k = ("lobster_replay", "v4@numba")
+    assert t.value(k, "instr_vs_parent") == pytest.approx(0.4)  # v4 over its parent v3
+    assert t.value(("lobster_replay", "c_book"), "instr_vs_v4@numba") == pytest.approx(1.5)
+    assert t.value(("lobster_replay", "odd"), "instr_vs_v4@numba") is None  # other checksum
+    assert t.value(("lobster_replay", "v3@numba"), "instr_vs_parent") is None  # v2 not counted
+    s = t.text
+    assert s.startswith("On lobster_replay, v4@numba executes 100 instructions a command "
+                        "(12.5 branches, 1.00 simulated mispredicts, 4.00 L1 misses)")
+    assert f"v4@numba {t.cell(k, 'instr_vs_parent')}x" in s
+    assert f"c_book {t.cell(('lobster_replay', 'c_book'), 'instr_vs_v4@numba')}x" in s
+    assert "odd (other work: no ratio)" in s
+
+
+def test_counts_table_names_an_engine_that_refused_the_stream():
+    counts, _ = _fake_counts({"v4@numba": 100.0, "c_book": 150.0})
+    cnt = es.measure_counts(["v4@numba", "c_book"], 0.1, counts=counts,
+                            workloads=["lobster_replay"])
+    cnt["rows"].append({"engine": "orderly_chaos", "workload": "lobster_replay",
+                        "note": "does not support STP mode CANCEL_MAKER"})
+    t = es.counts_table(cnt)
+    assert t.value(("lobster_replay", "orderly_chaos"), "instructions") is None
+    assert "orderly_chaos" not in t.sentences[0]
+    assert t.sentences[-1] == ("Not run: orderly_chaos on lobster_replay (does not support "
+                               "STP mode CANCEL_MAKER).")

@@ -1,0 +1,241 @@
+"""Instructions, branches, mispredicts and cache misses per command of a replay, counted by
+callgrind (valgrind) on a simulated CPU: the profile where the machine has no hardware
+counters.
+
+Why: on a VM without a virtual PMU ``perf stat`` reports ``<not supported>``
+(:func:`lob.measure.profile.hardware_counters`), and a time per command moves by +-20% with
+the host within minutes. Callgrind runs the process on a synthetic CPU and counts every
+instruction (``Ir``), load (``Dr``) and store (``Dw``) of the counted region, every
+conditional and indirect branch with its simulated mispredicts (``Bcm``, ``Bim``: a bimodal
+and a branch-target predictor) and simulated cache misses (``D1mr``/``D1mw`` in a 32 KB
+8-way L1, ``DLmr``/``DLmw`` in the last level). The counts are exact and repeat run to run
+(the child runs with ``PYTHONHASHSEED=0``): a step that changes the instructions a command
+costs shows as a change in ``instructions``, with no interval needed. Their limits: the
+predictor and the caches are models, not this CPU (a modern core predicts better, so
+``mispredicts`` ranks engines rather than prices them), there is no hardware prefetcher
+(a stream read in order counts a miss per cache line), and there is no time.
+
+Only the ``replay`` call is counted: valgrind client requests (``<valgrind/callgrind.h>``,
+the few lines of ``_callgrind.c``, built with gcc on first use) switch counting on just
+before it and off just after, so Python's start-up, numba's compiler and the workload's
+build are not counted (and run uninstrumented). Each engine runs in its own valgrind
+process; its kernel is compiled (or loaded from numba's cache) by this process first, and the
+child warms it with one replay of the stream before the counted one.
+
+:func:`counts` needs ``valgrind`` on ``PATH`` and its headers (Debian: ``apt-get install
+valgrind``); :func:`available` says why not when they are missing. ``lob callgrind`` is the
+command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from lob.engines.foreign import ENV as ENGINES_TOML
+
+EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw", "Bc", "Bcm",
+          "Bi", "Bim")
+# the table's columns, per command: name -> the callgrind events summed
+COLUMNS = {
+    "instructions": ("Ir",),
+    "loads": ("Dr",),
+    "stores": ("Dw",),
+    "branches": ("Bc", "Bi"),
+    "mispredicts": ("Bcm", "Bim"),
+    "d1_misses": ("D1mr", "D1mw"),
+    "ll_misses": ("DLmr", "DLmw"),
+}
+_SRC = Path(__file__).with_name("_callgrind.c")
+_HEADER = "valgrind/callgrind.h"
+_OPTIONS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+            "--cache-sim=yes", "--branch-sim=yes")
+
+__all__ = ["COLUMNS", "EVENTS", "available", "counts", "parse"]
+
+
+def available() -> str | None:
+    """None when :func:`counts` can run here, else why not (one line)."""
+    if shutil.which("valgrind") is None:
+        return "valgrind is not installed (Debian: apt-get install valgrind)"
+    try:
+        _requests_library()
+    except RuntimeError as e:
+        return str(e).splitlines()[0]
+    return None
+
+
+def _requests_library() -> Path:
+    """The client-request helper, built with gcc on first use (RuntimeError if it cannot be:
+    no compiler, or valgrind's headers missing)."""
+    from lob.measure._native import build_shared
+
+    try:
+        return build_shared(_SRC, "_lobcallgrind")
+    except RuntimeError as e:
+        if _HEADER in str(e):
+            raise RuntimeError(f"valgrind's header <{_HEADER}> is missing (Debian: apt-get "
+                               f"install valgrind)") from None
+        raise
+
+
+def parse(path) -> dict[str, int]:
+    """The totals of one callgrind output file: ``{event: count}`` for every event of its
+    ``events:`` line (from its ``summary:`` line, or ``totals:`` when there is none)."""
+    names = None
+    totals = None
+    summary = None
+    with open(path) as f:
+        for line in f:
+            if line.startswith("events:"):
+                names = line.split()[1:]
+            elif line.startswith("summary:"):
+                summary = line.split()[1:]
+            elif line.startswith("totals:"):
+                totals = line.split()[1:]
+    values = summary if summary is not None else totals
+    if names is None or values is None:
+        raise ValueError(f"{path}: not a callgrind output file (no events: and summary: lines)")
+    got = {name: 0 for name in names}
+    for name, v in zip(names, values, strict=False):  # trailing zeros may be left out
+        got[name] = int(v)
+    return got
+
+
+def _child(engine: str, workload: str, scale: float, out: str) -> None:
+    """Run under valgrind: warm ``engine`` with one replay of the stream, then count a
+    second replay by a fresh engine; write its checksum and size to ``out`` (JSON)."""
+    from lob.engines.registry import get_engine
+    from lob.workloads import build as build_workload
+
+    wl = build_workload(workload, scale=scale)
+    lib = ctypes.CDLL(str(_requests_library()))
+    get_engine(engine, wl.config).replay(wl.commands)
+    eng = get_engine(engine, wl.config)
+    lib.lob_cg_start()
+    res = eng.replay(wl.commands)
+    lib.lob_cg_stop()
+    Path(out).write_text(json.dumps({"checksum": int(res.checksum),
+                                     "commands": len(wl.commands)}))
+
+
+def _count_one(engine: str, workload: str, scale: float, timeout: float,
+               tomls: Sequence[str | os.PathLike]) -> dict:
+    with tempfile.TemporaryDirectory(prefix="lob-callgrind-") as tmp:
+        cg = Path(tmp) / "callgrind.out"
+        meta = Path(tmp) / "meta.json"
+        cmd = ["valgrind", *_OPTIONS, f"--callgrind-out-file={cg}", sys.executable, "-m",
+               "lob.measure.callgrind", "--child", engine, workload, repr(scale), str(meta)]
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        listed = [p for p in env.get(ENGINES_TOML, "").split(os.pathsep) if p]
+        env[ENGINES_TOML] = os.pathsep.join([*listed, *map(str, tomls)])
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        if proc.returncode != 0 or not meta.exists():
+            mine = [ln for ln in proc.stderr.splitlines() if not ln.startswith("==")]
+            tail = "\n".join(mine[-5:])  # the child's own error, not valgrind's summary
+            raise RuntimeError(f"callgrind run of {engine} on {workload} failed "
+                               f"(exit {proc.returncode}):\n{tail}")
+        return {"events": parse(f"{cg}.1"), **json.loads(meta.read_text())}
+
+
+def counts(engines: list[str], workload: str = "lobster_replay", *, scale: float = 1.0,
+           base: str | None = None, tomls: Sequence[str | os.PathLike] = (),
+           timeout: float = 1800.0) -> pd.DataFrame:
+    """Callgrind's counts per command of each engine's ``replay`` of one workload, one row
+    per engine.
+
+    Columns: ``engine``, ``workload``, ``commands``, the per-command figures of
+    :data:`COLUMNS` (``instructions``, ``loads``, ``stores``, ``branches``,
+    ``mispredicts``, ``d1_misses``, ``ll_misses``), ``mispredict_rate`` (mispredicts per
+    branch), ``checksum``, and against ``base`` (default: the first engine):
+    ``instructions_vs_base`` and ``mispredicts_vs_base`` (ratios; exact, not estimates)
+    and ``same_work`` (the checksums agree: a ratio between engines that did different work
+    is not a comparison). Each engine runs in a child process, which knows the engines of
+    ``$LOB_ENGINES_TOML`` and of ``tomls`` (foreign engine lists; an engine registered only
+    in this process, such as ``c_book``, needs its list here). RuntimeError when callgrind
+    cannot run here (:func:`available`) or an engine's run fails; ValueError for an empty
+    engine list or a base not among them.
+    """
+    from lob.engines.registry import get_engine
+    from lob.workloads import build as build_workload
+
+    engines = list(engines)
+    if not engines:
+        raise ValueError("counts needs at least one engine")
+    base = engines[0] if base is None else base
+    if base not in engines:
+        raise ValueError(f"base {base!r} is not one of the engines counted")
+    why = available()
+    if why is not None:
+        raise RuntimeError(f"callgrind cannot run here: {why}")
+    wl = build_workload(workload, scale=scale)
+    rows = []
+    for name in engines:
+        try:  # compile into numba's cache (and learn whether the engine takes this book)
+            get_engine(name, wl.config).replay(wl.commands[:1000])
+        except (ValueError, TypeError, NotImplementedError) as e:
+            if name == base:
+                raise
+            rows.append({"engine": name, "workload": workload, "commands": len(wl.commands),
+                         "note": str(e).splitlines()[0]})
+            continue
+        got = _count_one(name, workload, scale, timeout, tomls)
+        ev, n = got["events"], max(1, got["commands"])
+        row = {"engine": name, "workload": workload, "commands": got["commands"]}
+        for col, names in COLUMNS.items():
+            row[col] = sum(ev.get(e, 0) for e in names) / n
+        row["mispredict_rate"] = row["mispredicts"] / row["branches"] if row["branches"] else 0.0
+        row["checksum"] = got["checksum"]
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if "note" not in df:
+        df["note"] = None
+    b = df[df.engine == base].iloc[0]
+    df["instructions_vs_base"] = df.instructions / b.instructions
+    df["mispredicts_vs_base"] = df.mispredicts / b.mispredicts if b.mispredicts else float("nan")
+    df["same_work"] = df.checksum == b.checksum
+    return df
+
+
+def _cmd(args) -> int:
+    why = available()
+    if why is not None:
+        print(f"lob callgrind: {why}", file=sys.stderr)
+        return 2
+    try:
+        df = counts(args.engines, args.workload, scale=args.scale)
+    except (RuntimeError, ValueError, KeyError) as e:
+        print(f"lob callgrind: error: {e}", file=sys.stderr)
+        return 1
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        print(df.drop(columns=["checksum"]).to_string(index=False, float_format="%.3f"))
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """Register ``lob callgrind`` on the ``lob`` CLI's subparsers."""
+    s = sub.add_parser("callgrind", help="instructions, branches, mispredicts and cache "
+                       "misses per command of each engine's replay (valgrind's callgrind)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    s.add_argument("engines", nargs="+", help="engine names (see `lob engines`); the first "
+                                              "is the base of the ratios")
+    s.add_argument("--workload", default="lobster_replay", help="workload name")
+    s.add_argument("--scale", type=float, default=1.0, help="workload scale")
+    s.set_defaults(func=_cmd)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "--child":
+        _child(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5])
+    else:
+        sys.exit("usage: python -m lob.measure.callgrind --child ENGINE WORKLOAD SCALE OUT")
