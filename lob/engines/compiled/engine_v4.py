@@ -84,9 +84,8 @@ class PackedEngine(Interactive):
                                    1 if ownsums else 0]
         S[k4.BEST0] = S[k4.BEST1] = S[k4.FREE] = -1
         self._S = S
-        L = np.empty((2 * w, k4.LEVEL_COLS), dtype=np.int64)
-        L[:, k4.HEAD] = L[:, k4.TAIL] = -1
-        L[:, k4.SUM:] = 0
+        L = np.zeros(2 * w, dtype=k4.LEVEL_DTYPE)  # row 2 * (price - min_price) + side
+        L["head"] = L["tail"] = -1
         self._L = L
         OS = _zeros(osz + (2 * w * k if ownsums else 0) + 1, np.int64)
         OS[:osz] = -1
@@ -248,7 +247,7 @@ class PackedEngine(Interactive):
     # --- views and invariants ----------------------------------------------------------
     def _walk(self, row: int) -> list[int]:
         out = []
-        node = int(self._L[row, k4.HEAD])
+        node = int(self._L[row]["head"])
         while node >= 0:
             out.append(node)
             node = int(self._ND["nxt"][node])
@@ -256,17 +255,16 @@ class PackedEngine(Interactive):
 
     def _levels(self, side: int) -> np.ndarray:
         """Non-empty level indices of one side in priority order."""
-        w = self.config.width
-        xs = np.flatnonzero(self._L[side * w:(side + 1) * w, k4.HEAD] >= 0)
+        xs = np.flatnonzero(self._L["head"][side::2] >= 0)
         return xs[::-1] if side == 0 else xs
 
     def snapshot(self, depth: int = 10) -> dict:
         out = {}
-        w, lo = self.config.width, self.config.min_price
+        lo = self.config.min_price
         for side, key in ((0, "bids"), (1, "asks")):
             rows = []
             for x in self._levels(side)[:depth]:
-                nodes = self._walk(side * w + x)
+                nodes = self._walk(2 * x + side)
                 rows.append((int(lo + x), int(self._ND["qty"][nodes].sum()), len(nodes)))
             out[key] = rows
         return out
@@ -274,11 +272,11 @@ class PackedEngine(Interactive):
     def resting(self) -> list[tuple]:
         """(id, owner, side, price, qty) of every resting order, in priority order per side."""
         out = []
-        w, lo = self.config.width, self.config.min_price
+        lo = self.config.min_price
         nd = self._ND
         for side in (0, 1):
             for x in self._levels(side):
-                for node in self._walk(side * w + x):
+                for node in self._walk(2 * x + side):
                     r = nd[node]
                     out.append((int(r["oid"]), int(r["own"]), side, int(lo + x),
                                 int(r["qty"])))
