@@ -11,9 +11,13 @@ and a branch-target predictor) and simulated cache misses (``D1mr``/``D1mw`` in 
 8-way L1, ``DLmr``/``DLmw`` in the last level). The counts are exact and repeat run to run
 (the child runs with ``PYTHONHASHSEED=0``): a step that changes the instructions a command
 costs shows as a change in ``instructions``, with no interval needed. Their limits: the
-predictor and the caches are models, not this CPU (a modern core predicts better, so
-``mispredicts`` ranks engines rather than prices them), there is no hardware prefetcher
-(a stream read in order counts a miss per cache line), and there is no time.
+predictor and the caches are models, not this CPU. A modern core predicts better, and the
+model's predictor is a table indexed by branch address, so a change that only moves code
+can move ``mispredicts`` (the v4 kernel's cancel-hit test read 0.10 mispredicts a command
+in one build and 0.25 in another, same data, after an unrelated edit): it ranks engines,
+it does not price a step. There is no hardware prefetcher (a stream read in order counts
+a miss per cache line), and there is no time: a v4 kernel with 3% fewer instructions on
+cpp_comprehensive ran no faster (1.004x, faster in 14 of 31 interleaved rounds).
 
 Only the ``replay`` call is counted: valgrind client requests (``<valgrind/callgrind.h>``,
 the few lines of ``_callgrind.c``, built with gcc on first use) switch counting on just
