@@ -221,8 +221,9 @@ def _cmd(args) -> int:
     except (RuntimeError, ValueError, KeyError) as e:
         print(f"lob callgrind: error: {e}", file=sys.stderr)
         return 1
+    shown = df.drop(columns=["checksum"] + (["note"] if df.note.isna().all() else []))
     with pd.option_context("display.width", 200, "display.max_columns", 30):
-        print(df.drop(columns=["checksum"]).to_string(index=False, float_format="%.3f"))
+        print(shown.to_string(index=False, float_format="%.3f"))
     return 0
 
 
