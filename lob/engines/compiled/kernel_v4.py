@@ -13,7 +13,7 @@ port of ``reference``); what differs is the layout and the shape of the code:
   pool holds at most 2**31 - 1 orders;
 * levels are 16-byte records ``L[row] = (head, tail, sum)`` (int32 links, int64 sum) with
   no order count (an empty level is ``head < 0``), at ``row = 2 * (price - min_price) +
-  side``: a price's bid and ask share a cache line, four prices a line, and a row is a
+  side``: a price's bid and ask sit side by side, two prices to a cache line, and a row is a
   shift and an add where a 32-byte ``L[side * width + x, col]`` row of int64s took two
   multiplies by values held in memory (the row stride and the width). Equal callgrind
   instructions per command, 2.2 / 5.1 fewer loads on lobster_replay / cpp_comprehensive;
@@ -122,7 +122,7 @@ from lob.semantics import (
 NODE_DTYPE = np.dtype([("nxt", "i4"), ("prv", "i4"), ("qty", "i4"), ("own", "i4"),
                        ("row", "i4"), ("slot", "i4"), ("oid", "i8")], align=True)
 MAX_NODES = 2**31 - 1  # node indices are int32
-# a record's level row (side * width + level) is int32 too: bands end at MAX_PRICE
+# a record's level row (2 * level + side) is int32 too: bands end at MAX_PRICE
 assert 2 * MAX_PRICE <= MAX_NODES
 # one price level of one side: L[row].head etc. (16 bytes); row = 2 * (price - min_price) + side,
 # so a price's bid and ask levels share a cache line and a row is a shift, not a multiply
