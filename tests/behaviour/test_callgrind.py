@@ -83,28 +83,34 @@ def test_counts_per_command_ratios_and_refusals_without_valgrind(monkeypatch):
 
     def fake_one(engine, workload, scale, timeout, tomls):
         seen.append((engine, list(tomls)))
+        if engine == "picky":  # refuses a command of the stream, in the child
+            raise cg.Refused("no MODIFY here")
         n = 10_000
         ev = {e: 0 for e in cg.EVENTS}
         ev.update(Ir=totals[engine] * n, Bc=10 * n, Bcm=n // (1 if engine == "v4@numba" else 2),
                   D1mr=3 * n, D1mw=n)
-        return {"events": ev, "commands": n, "checksum": 1 if engine != "v3@numba" else 2}
+        return {"events": ev, "commands": n, "checksum": 1 if engine != "v3@numba" else 2,
+                "target": "haswell"}
 
-    class Refuses:
-        def replay(self, commands):
-            raise Unsupported("no STP here")
+    def refuses(name, cfg):  # a config refusal, as a foreign engine's constructor raises it
+        raise Unsupported("no STP here")
 
     monkeypatch.setattr(cg, "_count_one", fake_one)
     real = get_engine
     monkeypatch.setattr("lob.engines.registry.get_engine",
-                        lambda name, cfg: Refuses() if name == "fussy" else real(name, cfg))
-    df = cg.counts(["v4@numba", "v3@numba", "fussy"], "lobster_replay", scale=0.01,
+                        lambda name, cfg: refuses(name, cfg) if name == "fussy" else
+                        real("v4@numba" if name == "picky" else name, cfg))
+    df = cg.counts(["v4@numba", "v3@numba", "fussy", "picky"], "lobster_replay", scale=0.01,
                    tomls=["/x/engine.toml"]).set_index("engine")
-    assert seen == [("v4@numba", ["/x/engine.toml"]), ("v3@numba", ["/x/engine.toml"])]
+    assert [e for e, _ in seen] == ["v4@numba", "v3@numba", "picky"]  # fussy never ran
+    assert seen[0][1] == ["/x/engine.toml"]
+    assert df.loc["v4@numba", "target"] == "haswell"
     assert df.loc["v4@numba", "instructions"] == 100 and df.loc["v4@numba", "d1_misses"] == 4
     assert df.loc["v3@numba", "instructions_vs_base"] == 2.5
     assert df.loc["v3@numba", "mispredicts_vs_base"] == 0.5
     assert df.loc["v4@numba", "mispredict_rate"] == 0.1
     assert not df.loc["v3@numba", "same_work"]  # another checksum: not the same work
     assert df.loc["fussy", "note"] == "no STP here"
+    assert df.loc["picky", "note"] == "no MODIFY here"
     with pytest.raises(Unsupported):  # the base itself refusing is an error, not a row
         cg.counts(["fussy", "v4@numba"], "lobster_replay", scale=0.01)
