@@ -923,6 +923,12 @@ COUNT_COLUMNS = ("instructions", "loads", "stores", "branches", "mispredicts", "
                  "ll_misses")
 
 
+def _targets(rows: list[dict]) -> str:
+    """`` (name)`` of the CPU(s) the counted code was compiled for, or nothing."""
+    names = sorted({r["target"] for r in rows if r.get("target")})
+    return f" ({', '.join(names)})" if names else ""
+
+
 def counts_table(cnt: dict) -> K.Conclusion:
     """Per stream and engine: callgrind's counts per command, and against the base (the
     newest compiled step) and against the engine's lineage parent, the ratio of instructions
@@ -953,9 +959,10 @@ def counts_table(cnt: dict) -> K.Conclusion:
                      kinds={"engine": "label", f"instr_vs_{base}": "ratio",
                             f"mispred_vs_{base}": "ratio", "instr_vs_parent": "ratio"},
                      note=f"per command of one replay (valgrind's callgrind: exact counts on a "
-                          f"simulated CPU; mispredicts by its simple predictor, d1/ll misses by "
-                          f"its cache model without prefetch; no time); streams at "
-                          f"{K.fmt(cnt['scale'])} of their published sizes")
+                          f"simulated CPU, of code compiled for the CPU valgrind presents"
+                          f"{_targets(cnt['rows'])}; mispredicts by its simple predictor, "
+                          f"d1/ll misses by its cache model without prefetch; no time); "
+                          f"streams at {K.fmt(cnt['scale'])} of their published sizes")
     if cnt["skipped"]:
         t.say(f"Not counted: {cnt['skipped']} (lob callgrind, valgrind's callgrind, counts "
               f"instructions per command where the machine has no hardware counters).")

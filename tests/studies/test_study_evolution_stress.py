@@ -762,6 +762,9 @@ def test_counts_table_quotes_step_and_base_ratios_and_refuses_other_work():
     assert f"v4@numba {t.cell(k, 'instr_vs_parent')}x" in s
     assert f"c_book {t.cell(('lobster_replay', 'c_book'), 'instr_vs_v4@numba')}x" in s
     assert "odd (other work: no ratio)" in s
+    assert "compiled for the CPU valgrind presents;" in t.note  # the fakes name no target
+    cnt["rows"][0]["target"] = "haswell"
+    assert "the CPU valgrind presents (haswell);" in es.counts_table(cnt).note
 
 
 def test_counts_table_names_an_engine_that_refused_the_stream():
