@@ -52,6 +52,7 @@ def test_bad_arguments_are_refused_before_any_run():
         cg.counts(["v4@numba"], "lobster_replay", base="v1@numba")
 
 
+@pytest.mark.extended  # 2-3 min of valgrind and compiles: `make test-extended`
 @pytest.mark.skipif(cg.available() is not None, reason=f"callgrind: {cg.available()}")
 def test_counts_are_exact_per_command_and_repeat():
     df = cg.counts(["v4@numba", "v2@numba", "v4@numba"], "lobster_replay", scale=0.01)

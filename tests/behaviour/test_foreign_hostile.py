@@ -139,10 +139,15 @@ WL = lob.workload("cpp_comprehensive", scale=0.001)
 FIRST, FOURTH = command_text(WL.commands[0]), command_text(WL.commands[3])
 
 
+# Ctrl-C as at a terminal: a test run started from a background shell (`make test &`)
+# hands its children SIGINT ignored, and Python keeps an inherited SIG_IGN
+_SIGINT = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+
 def _child(code: str, env: dict | None = None, timeout: float = 60, **kw):
     """Run python ``code`` in a child with this checkout's lob; returns the Popen."""
     e = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=e,
+    return subprocess.Popen([sys.executable, "-c", _SIGINT + textwrap.dedent(code)], env=e,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
