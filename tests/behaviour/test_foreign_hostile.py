@@ -151,8 +151,10 @@ def _child(code: str, env: dict | None = None, timeout: float = 60, **kw):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
-def _bench(tmp_path, lib: Path, name: str = "hostile", **kw) -> subprocess.Popen:
-    env = {ENV: str(_toml(tmp_path, name, lib)), "LOB_CACHE": str(tmp_path / "cache")}
+def _bench(tmp_path, lib: Path, name: str = "hostile", tmp: Path | None = None,
+           **kw) -> subprocess.Popen:
+    env = {ENV: str(_toml(tmp_path, name, lib)), "LOB_CACHE": str(tmp_path / "cache"),
+           **({"TMPDIR": str(tmp)} if tmp else {})}
     code = f"""
         import sys
         from lob.cli import main
@@ -302,11 +304,31 @@ def test_an_endless_engine_call_times_out(hostile):
         f"the process was ended"]
 
 
+def _wait_inside_the_engine(tmp: Path, p: subprocess.Popen, deadline_s: float = 120) -> None:
+    """Wait until the child of ``lob bench`` is inside the engine's ``lob_replay*``: its crash
+    marker (under ``tmp``, the child's TMPDIR) says so. A fixed sleep raced the imports and the
+    workload on a loaded machine."""
+    from lob.engines.foreign import crash
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        assert p.poll() is None, p.communicate()[1]
+        for marker in tmp.glob("lob-crash-*/marker"):
+            info = crash.read(marker)
+            if info is not None and info["state"] == crash.IN_CALL \
+                    and info["call"].startswith("lob_replay"):
+                time.sleep(0.2)  # well inside the spin
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"the engine's lob_replay was not reached in {deadline_s} s")
+
+
 def test_ctrl_c_stops_lob_bench_inside_an_endless_engine(hostile, tmp_path):
-    p = _bench(tmp_path, hostile("LOOP"), start_new_session=True)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    p = _bench(tmp_path, hostile("LOOP"), start_new_session=True, tmp=tmp)
     try:
-        time.sleep(6)  # imports, workload, then the engine spins
-        assert p.poll() is None
+        _wait_inside_the_engine(tmp, p)
         os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         out, err = p.communicate(timeout=30)
     finally:
