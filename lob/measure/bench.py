@@ -75,7 +75,13 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
     diagnostics (a reference replay); ``out`` saves .hgrm + JSON there.
     """
     from lob.engines.registry import engine_spec, get_engine
-    from lob.measure.conditions import machine, machine_key, run_conditions
+    from lob.measure.conditions import (
+        cpu_times,
+        machine,
+        machine_key,
+        run_conditions,
+        steal_fraction,
+    )
     from lob.workloads.diagnostics import diagnose
 
     if not isinstance(engine, str):
@@ -117,6 +123,7 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
                                          "config": wl.config.to_dict(),
                                          "description": getattr(wl, "description", "")})
         sums = set()
+        before = {"cpu_time": cpu_times()}
         with _gc_state(gc):
             if latency:
                 where = machine_key(machine())
@@ -154,6 +161,7 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
         res.conditions = run_conditions(seed=getattr(wl, "seed", None),
                                         params=getattr(wl, "params", None))
         res.conditions["gc_enabled"] = bool(gc)  # the state during the measured regions
+        res.conditions["steal_fraction"] = steal_fraction(before, res.conditions)
         if diagnostics:
             res.diagnostics = diagnose(wl)
             tick("diagnostics")

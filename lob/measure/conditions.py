@@ -59,6 +59,38 @@ def machine_key(cond: dict) -> str:
     return "|".join(str(cond.get(k)) for k in ("hostname", "cpu_model", "cpu_count", "os"))
 
 
+_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_times(path: str | os.PathLike = "/proc/stat") -> dict[str, float] | None:
+    """The machine's CPU time by state since boot, in seconds summed over its CPUs (the first
+    line of Linux's ``/proc/stat``); None where there is no such file. ``steal`` is the time
+    a hypervisor ran something else while this guest's virtual CPUs wanted to run."""
+    try:
+        first = Path(path).read_text().splitlines()[0].split()
+        hz = os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError, AttributeError):
+        return None
+    if not first or first[0] != "cpu":
+        return None
+    ticks = [int(x) for x in first[1:1 + len(_STAT_FIELDS)]]
+    ticks += [0] * (len(_STAT_FIELDS) - len(ticks))  # old kernels have no steal column
+    return {k: t / hz for k, t in zip(_STAT_FIELDS, ticks, strict=True)}
+
+
+def steal_fraction(before: dict, after: dict) -> float | None:
+    """The share of all CPUs' time between two :func:`run_conditions` that the hypervisor gave
+    to others (steal; 0 on bare metal), or None when either has no ``cpu_time`` or no time
+    passed. A busy neighbour slows a measurement without showing in the load average."""
+    a, b = (before or {}).get("cpu_time"), (after or {}).get("cpu_time")
+    if not a or not b:
+        return None
+    total = sum(b.values()) - sum(a.values())
+    if total <= 0:
+        return None
+    return max(0.0, b.get("steal", 0.0) - a.get("steal", 0.0)) / total
+
+
 def run_conditions(*, seed=None, params: dict | None = None) -> dict:
     """The conditions of a run now (call it right before or after measuring)."""
     from lob._version import __version__
@@ -79,6 +111,7 @@ def run_conditions(*, seed=None, params: dict | None = None) -> dict:
         "cpu_count": os.cpu_count(),
         "affinity": affinity,
         "load_avg": load,
+        "cpu_time": cpu_times(),
         "os": f"{platform.system()} {platform.release()}",
         "platform": platform.platform(),
         "python": platform.python_version(),

@@ -297,7 +297,10 @@ class BenchResult:
                              f"peak {tr['peak_bytes']:,} B; top site {top}")
         c = self.conditions
         lines.append(f"conditions: {c.get('cpu_model')}, {c.get('cpu_count')} cores "
-                     f"(affinity {c.get('affinity')}), load {c.get('load_avg')}, {c.get('os')}, "
+                     f"(affinity {c.get('affinity')}), load {c.get('load_avg')}"
+                     + (f", steal {c['steal_fraction']:.1%} during the measurement"
+                        if c.get("steal_fraction") is not None else "")
+                     + f", {c.get('os')}, "
                      f"Python {c.get('python')}, lob {c.get('lob_version')} "
                      f"{(c.get('git_sha') or '?')[:10]}{'+dirty' if c.get('git_dirty') else ''}, "
                      f"{c.get('date_utc')}")

@@ -10,14 +10,18 @@ import numpy as np
 # --- run conditions at the top of a notebook -------------------------------------------------
 
 def conditions_markdown(before: dict, after: dict | None = None) -> str:
-    """Run conditions in a few lines: CPU, cores, load before / after, versions, GC state."""
+    """Run conditions in a few lines: CPU, cores, load before / after, the hypervisor's steal
+    during the run, versions, GC state."""
     pk = before.get("packages") or {}
 
     def load(c):
         la = (c or {}).get("load_avg")
         return " / ".join(f"{x:.2f}" for x in la) if la else "?"
 
+    from lob.measure.conditions import steal_fraction
+
     sha = (before.get("git_sha") or "?")[:12] + ("+dirty" if before.get("git_dirty") else "")
+    steal = steal_fraction(before, after) if after else None
     lines = [
         "**Run conditions**",
         "",
@@ -25,6 +29,10 @@ def conditions_markdown(before: dict, after: dict | None = None) -> str:
         f"CPUs (affinity {before.get('affinity')}), {before.get('os', '?')}",
         f"- load average (1 / 5 / 15 min): before {load(before)}; after "
         + (load(after) if after else "(the run is still going)"),
+        "- CPU time taken by the hypervisor for other guests (steal) during the run: "
+        + ("(the run is still going)" if not after else
+           "not recorded (no /proc/stat)" if steal is None else
+           f"{steal:.1%} of all CPUs' time"),
         f"- Python {before.get('python', '?')}, numpy {pk.get('numpy', '?')}, numba "
         f"{pk.get('numba', '?')}, lob {before.get('lob_version', '?')} at {sha}",
         f"- Python's cyclic GC: {'on' if before.get('gc_enabled') else 'off'} at the start "
@@ -69,8 +77,11 @@ class RunConditions:
             from IPython.display import Markdown
 
             self._handle.update(Markdown(md))
+        from lob.measure.conditions import steal_fraction
+
         return {**self.after, "load_avg_before": self.before.get("load_avg"),
                 "load_avg_after": self.after.get("load_avg"),
+                "steal_fraction": steal_fraction(self.before, self.after),
                 "gc_enabled_at_start": self.before.get("gc_enabled"),
                 "date_utc_start": self.before.get("date_utc")}
 

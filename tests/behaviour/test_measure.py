@@ -7,7 +7,7 @@ import pytest
 
 from lob.engines import get_engine
 from lob.measure import clock, latency, results
-from lob.measure.conditions import machine_key, run_conditions
+from lob.measure.conditions import cpu_times, machine_key, run_conditions, steal_fraction
 from lob.semantics import commands
 
 
@@ -112,13 +112,42 @@ def test_open_loop_below_and_above_capacity():
 
 def test_run_conditions():
     c = run_conditions(seed=42, params={"scale": 0.1})
-    for k in ("cpu_model", "cpu_count", "affinity", "load_avg", "os", "python", "packages",
+    for k in ("cpu_model", "cpu_count", "affinity", "load_avg", "cpu_time", "os", "python",
+              "packages",
               "lob_version", "git_sha", "git_dirty", "date_utc", "gc_enabled", "machine"):
         assert k in c, k
     assert c["seed"] == 42 and c["params"] == {"scale": 0.1}
     assert c["packages"]["numpy"] == np.__version__
     assert c["date_utc"].endswith("+00:00")
     json.dumps(c)
+
+
+def test_cpu_times_read_proc_stat_and_refuse_what_is_not_it(tmp_path):
+    import os
+
+    hz = os.sysconf("SC_CLK_TCK")
+    f = tmp_path / "stat"
+    f.write_text(f"cpu  {10 * hz} 0 {2 * hz} {30 * hz} 0 0 0 {3 * hz} 7 7\ncpu0 1 2 3\n")
+    t = cpu_times(f)
+    assert t == {"user": 10, "nice": 0, "system": 2, "idle": 30, "iowait": 0, "irq": 0,
+                 "softirq": 0, "steal": 3}  # guest columns (already in user) are not added
+    f.write_text(f"cpu  {hz} 0 {hz} {hz}\n")  # a kernel without the later columns
+    assert cpu_times(f)["steal"] == 0 and cpu_times(f)["idle"] == 1
+    f.write_text("intr 1 2 3\n")
+    assert cpu_times(f) is None
+    assert cpu_times(tmp_path / "missing") is None
+
+
+def test_steal_fraction_is_the_stolen_share_of_all_cpu_time():
+    a = {"cpu_time": {"user": 10.0, "idle": 10.0, "steal": 1.0}}
+    b = {"cpu_time": {"user": 16.0, "idle": 12.0, "steal": 3.0}}  # 10 s passed, 2 stolen
+    assert steal_fraction(a, b) == pytest.approx(0.2)
+    assert steal_fraction(a, a) is None  # no time passed
+    assert steal_fraction(a, {"cpu_time": None}) is None and steal_fraction({}, b) is None
+    c = run_conditions()
+    if c["cpu_time"] is not None:  # Linux: the machine's own counters move forward
+        assert 0 <= steal_fraction(c, run_conditions() | {"cpu_time": {
+            k: v + 1 for k, v in c["cpu_time"].items()}}) <= 1
 
 
 def _record(host="a", p50=10):

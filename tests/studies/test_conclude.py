@@ -249,12 +249,19 @@ def test_conditions_markdown_before_and_after():
     md2 = K.conditions_markdown(before, {**before, "load_avg": [4.0, 4.0, 4.0],
                                          "date_utc": "t1"})
     assert "after 4.00 / 4.00 / 4.00" in md2 and "finished t1" in md2
+    assert "(steal) during the run: not recorded (no /proc/stat)" in md2
+    t0 = {"user": 5.0, "idle": 5.0, "steal": 0.0}
+    md3 = K.conditions_markdown({**before, "cpu_time": t0}, {
+        **before, "cpu_time": {"user": 11.0, "idle": 8.0, "steal": 1.0}, "date_utc": "t1"})
+    assert "(steal) during the run: 10.0% of all CPUs' time" in md3
 
 
 def test_run_conditions_finish_records_load_before_and_after():
     rc = K.RunConditions()
     out = rc.finish()
     assert out["load_avg_before"] == rc.before["load_avg"] and "load_avg_after" in out
+    assert out["steal_fraction"] is None or 0 <= out["steal_fraction"] <= 1
+    assert (out["steal_fraction"] is None) == (rc.before["cpu_time"] is None)
     assert out["cpu_model"] and out["gc_enabled_at_start"] in (True, False)
 
 
