@@ -1,8 +1,8 @@
 """Where the nanoseconds go: the compiled lineage step by step, every engine side by side, and
 one engine's time per kind of command.
 
-Three functions, each returning a table (a ``pandas.DataFrame``) a notebook or a report can
-print as it is:
+Four functions; the first three return a table (a ``pandas.DataFrame``) a notebook or a report
+can print as it is, the last a JSON-able record:
 
 * :func:`lineage_profile`: each step of a backend's lineage (``v0+pool@numba`` .. ``v4@numba``)
   on each workload: the kernel's ns/op and the whole ``replay`` call's ns/op with intervals,
@@ -18,7 +18,12 @@ print as it is:
   rests, a LIMIT that trades, a cancel that hits, one that misses, a FOK that is unfillable,
   ...): each class's share of the commands and of the time, with the clock's own cost
   beside it. It is the fallback for hardware counters: :func:`hardware_counters` says
-  whether ``perf stat`` can count cycles here (on a VM without a virtual PMU it cannot).
+  whether ``perf stat`` can count cycles here (on a VM without a virtual PMU it cannot);
+* :func:`versus_base` (``lob profile``): a speed claim as a record anyone can rerun: named
+  engines on named streams in interleaved rounds, the :func:`side_by_side` figures plus the
+  interval of replay/kernel and the rounds each engine won against the base, every round's
+  figures, and the run conditions with the steal and load around each stream;
+  :func:`versus_base_text` prints it.
 
 Measurement: rounds are interleaved with :func:`lob.measure.stats.rotations` (every engine
 takes every position equally often); every engine is warmed first with one untimed replay
@@ -57,7 +62,8 @@ CLOCKS = ("cpu", "wall")
 AA = " (A/A)"  # the key of an engine's second measurement in the same rounds (``twin``)
 
 __all__ = ["AA", "DEFAULT_WORKLOADS", "aa_control", "command_breakdown", "hardware_counters",
-           "lineage_profile", "measure", "measuring_clock", "side_by_side"]
+           "lineage_profile", "measure", "measuring_clock", "side_by_side", "versus_base",
+           "versus_base_text"]
 
 
 @contextlib.contextmanager
@@ -281,6 +287,120 @@ def side_by_side(engines: list[str] | None = None, workloads=DEFAULT_WORKLOADS, 
     out = pd.DataFrame(rows)
     out.attrs["base"] = base
     return out
+
+
+def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | None = None,
+                scale: float = 1.0, rounds: int = 21, clock: str = "cpu",
+                confidence: float = 0.9, threshold: float = 0.03) -> dict:
+    """A speed claim as a record anyone can rerun: ``engines`` on each workload in
+    interleaved rounds (:func:`measure`), every figure with its interval, the ratios to
+    ``base`` (default: the first engine) and the run conditions around each workload.
+
+    Returns a JSON-able dict: ``engines``, ``base``, ``clock``, ``rounds``, ``scale``,
+    ``conditions`` (:func:`lob.measure.conditions.run_conditions` before the first workload)
+    and per workload (``workloads[name]``): ``commands``, ``steal_fraction`` and
+    ``load_avg`` during its rounds, ``table`` (one record per engine: the
+    :func:`side_by_side` columns, plus ``replay_over_kernel_lo``/``_hi``, the interval of
+    the per-round ratio of the whole call to the kernel, and ``faster_rounds``, the rounds
+    in which the engine's kernel beat the base's) and ``per_round`` (each engine's kernel and
+    replay ns/op, round by round, for a later reader's own statistics).
+    """
+    from lob.engines.registry import engine_spec
+    from lob.measure.conditions import run_conditions, steal_fraction
+    from lob.workloads import check_scale
+
+    names = list(dict.fromkeys(engines))
+    if not names:
+        raise ValueError("name at least one engine")
+    base = names[0] if base is None else base
+    if base not in names:
+        names.insert(0, base)
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    for name in names:  # every name and stream checked before anything is measured
+        engine_spec(name)
+    for w in workloads:
+        if isinstance(w, str):
+            check_scale(w, scale)
+    first = run_conditions(params={"engines": names, "base": base, "rounds": rounds,
+                                   "scale": scale, "clock": clock})
+    out = {"engines": names, "base": base, "clock": clock, "rounds": rounds, "scale": scale,
+           "confidence": confidence, "threshold": threshold, "conditions": first,
+           "workloads": {}}
+    for w in workloads:
+        wl = _workload(w, scale)
+        wname = w if isinstance(w, str) else getattr(wl, "name", "workload")
+        before = run_conditions()
+        s = measure(names, wl, rounds=rounds, clock=clock)
+        after = run_conditions()
+        table = side_by_side(names, (wname,), base=base, confidence=confidence,
+                             threshold=threshold, measured={wname: s})
+        records = []
+        for row in table.to_dict("records"):
+            e = s[row["engine"]]
+            if "kernel" in e:
+                r = np.asarray(e["replay"]) / np.asarray(e["kernel"])
+                mi = stats.median_interval(r, confidence, of="rounds")
+                row["replay_over_kernel_lo"], row["replay_over_kernel_hi"] = (
+                    mi["ci"] if mi["ci"] else (None, None))
+                row["faster_rounds"] = int(np.sum(np.asarray(e["kernel"])
+                                                  < np.asarray(s[base]["kernel"])))
+            records.append({k: (None if isinstance(v, float) and np.isnan(v) else
+                                v.item() if isinstance(v, np.generic) else v)
+                            for k, v in row.items()})
+        out["workloads"][wname] = {
+            "commands": len(wl.commands), "steal_fraction": steal_fraction(before, after),
+            "load_avg": [before.get("load_avg"), after.get("load_avg")], "table": records,
+            "per_round": {k: {"kernel": v["kernel"], "replay": v["replay"]}
+                          for k, v in s.items() if "kernel" in v}}
+    return out
+
+
+def _interval(lo, hi, fmt: str) -> str:
+    return "" if lo is None else f" [{lo:{fmt}}..{hi:{fmt}}]"
+
+
+def versus_base_text(rep: dict) -> str:
+    """:func:`versus_base`'s record as a plain-text table per workload, with its conditions."""
+    c = rep["conditions"]
+    pk = c.get("packages") or {}
+    clock = ("the measuring thread's CPU clock" if rep["clock"] == "cpu" else "the wall clock")
+    pct = round(rep["confidence"] * 100)
+    lines = [f"{c.get('cpu_model', '?')}, {c.get('cpu_count', '?')} CPUs, Python "
+             f"{c.get('python', '?')}, numba {pk.get('numba', '?')}, lob at "
+             f"{(c.get('git_sha') or '?')[:12]}{'+dirty' if c.get('git_dirty') else ''}, "
+             f"{c.get('date_utc', '?')}",
+             f"{rep['rounds']} interleaved rounds, each a fresh engine replaying the whole "
+             f"stream, timed by {clock}; medians with {pct}% sign-test intervals; ratios "
+             f"per round to {rep['base']} (> 1: slower than it)"]
+    for wname, w in rep["workloads"].items():
+        steal = w["steal_fraction"]
+        la = [x[0] if x else None for x in w["load_avg"]]
+        lines += ["", f"{wname} ({w['commands']:,} commands): load "
+                  + " -> ".join("?" if x is None else f"{x:.2f}" for x in la)
+                  + ", steal " + ("not recorded" if steal is None else f"{steal:.1%}")]
+        head = ("engine", "kernel ns/op", "replay ns/op", "replay/kernel", "vs base",
+                "faster rounds", "checksum")
+        rows = [head]
+        for r in w["table"]:
+            if r.get("kernel_ns") is None:
+                rows.append((r["engine"], f"refused: {r.get('note')}", "", "", "", "", ""))
+                continue
+            isbase = r["engine"] == rep["base"]
+            rows.append((
+                r["engine"],
+                f"{r['kernel_ns']:.1f}" + _interval(r["kernel_lo"], r["kernel_hi"], ".1f"),
+                f"{r['replay_ns']:.1f}",
+                f"{r['replay_over_kernel']:.3f}" + _interval(
+                    r.get("replay_over_kernel_lo"), r.get("replay_over_kernel_hi"), ".3f"),
+                "base" if isbase else f"{r['vs_base']:.3f}" + _interval(
+                    r["vs_base_lo"], r["vs_base_hi"], ".3f") + f" {r['change']}",
+                "" if isbase else f"{r['faster_rounds']}/{rep['rounds']}",
+                "base" if isbase else "same" if r["same_checksum"] else "DIFFERENT"))
+        widths = [max(len(x[i]) for x in rows) for i in range(len(head))]
+        lines += ["  ".join(x[i].ljust(widths[i]) for i in range(len(head))).rstrip()
+                  for x in rows]
+    return "\n".join(lines)
 
 
 def _command_classes(cmds: np.ndarray, outcomes: np.ndarray) -> np.ndarray:

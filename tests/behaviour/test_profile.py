@@ -103,3 +103,90 @@ def test_cpu_clock_is_restored_and_a_bad_clock_is_refused():
 def test_hardware_counters_is_none_or_counts():
     got = pf.hardware_counters()
     assert got is None or (got["cycles"] > 0 and got["instructions"] > 0)
+
+
+def test_versus_base_is_a_rerunnable_record_of_interleaved_rounds():
+    import json
+
+    rep = pf.versus_base(["v4@numba", "v3@numba"], ("lobster_replay", "cpp_comprehensive"),
+                         scale=SCALE, rounds=5)
+    assert rep["base"] == "v4@numba" and rep["engines"] == ["v4@numba", "v3@numba"]
+    assert rep["conditions"]["params"]["rounds"] == 5
+    json.loads(json.dumps(rep))  # plain JSON: no numpy scalars, no NaN
+    for w in pf.DEFAULT_WORKLOADS:
+        got = rep["workloads"][w]
+        assert got["commands"] == len(lob.workload(w, scale=SCALE).commands)
+        assert got["steal_fraction"] is None or 0 <= got["steal_fraction"] <= 1
+        for e in ("v4@numba", "v3@numba"):
+            assert len(got["per_round"][e]["kernel"]) == 5
+        base, other = got["table"]
+        assert base["engine"] == "v4@numba" and base["vs_base"] == 1.0
+        assert base["faster_rounds"] == 0  # never faster than itself
+        assert other["same_checksum"] is True
+        assert 0 <= other["faster_rounds"] <= 5
+        k, kb = got["per_round"]["v3@numba"]["kernel"], got["per_round"]["v4@numba"]["kernel"]
+        assert other["faster_rounds"] == sum(a < b for a, b in zip(k, kb, strict=True))
+        for row in got["table"]:
+            assert row["replay_over_kernel_lo"] <= row["replay_over_kernel"] \
+                <= row["replay_over_kernel_hi"]
+    text = pf.versus_base_text(rep)
+    assert "lobster_replay (10,000 commands)" in text and "cpp_comprehensive" in text
+    assert "5 interleaved rounds" in text and "v3@numba" in text
+
+
+def test_versus_base_refuses_an_unknown_name_before_measuring_anything(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("measured before checking the names")
+
+    monkeypatch.setattr(pf, "measure", boom)
+    with pytest.raises(ValueError, match="unknown engine 'nosuch'"):
+        pf.versus_base(["v4@numba", "nosuch"], scale=SCALE, rounds=5)
+    with pytest.raises(ValueError, match="unknown workload 'nosuch'"):
+        pf.versus_base(["v4@numba"], ("lobster_replay", "nosuch"), scale=SCALE, rounds=5)
+    with pytest.raises(ValueError, match="rounds must be"):
+        pf.versus_base(["v4@numba"], scale=SCALE, rounds=0)
+
+
+def test_versus_base_text_shows_a_refusal_and_a_different_checksum():
+    row = {"kernel_ns": 10.0, "kernel_lo": 9.0, "kernel_hi": 11.0, "replay_ns": 11.0,
+           "replay_over_kernel": 1.1, "replay_over_kernel_lo": 1.05,
+           "replay_over_kernel_hi": 1.2}
+    rep = {"base": "a", "clock": "wall", "rounds": 7, "confidence": 0.9,
+           "conditions": {"cpu_model": "X", "git_sha": "0123456789abcdef"},
+           "workloads": {"w": {"commands": 1000, "steal_fraction": None,
+                               "load_avg": [None, None], "table": [
+                                   {**row, "engine": "a", "vs_base": 1.0},
+                                   {**row, "engine": "b", "vs_base": 1.5, "vs_base_lo": 1.4,
+                                    "vs_base_hi": 1.6, "change": "slower", "faster_rounds": 0,
+                                    "same_checksum": False},
+                                   {"engine": "c", "kernel_ns": None, "note": "band too wide"}]}}}
+    text = pf.versus_base_text(rep)
+    lines = text.splitlines()
+    assert "timed by the wall clock" in text and "steal not recorded" in text
+    b = next(ln for ln in lines if ln.startswith("b "))
+    assert "1.500 [1.400..1.600] slower" in b and "0/7" in b and b.endswith("DIFFERENT")
+    c = next(ln for ln in lines if ln.startswith("c "))
+    assert c.split(None, 1)[1] == "refused: band too wide"
+
+
+def test_lob_profile_writes_its_record_and_refuses_bad_input_in_one_line(tmp_path, capsys):
+    import json
+
+    from lob.cli import main
+
+    out = tmp_path / "prof"
+    assert main(["profile", "v4@numba", "v3@numba", "--workload", "lobster_replay",
+                 "--rounds", "5", "--scale", str(SCALE), "--out", str(out)]) == 0
+    (path,) = out.glob("profile-*.json")
+    rep = json.loads(path.read_text())
+    assert list(rep["workloads"]) == ["lobster_replay"] and rep["rounds"] == 5
+    printed = capsys.readouterr().out
+    assert "lobster_replay (10,000 commands)" in printed and f"wrote {path}" in printed
+    assert main(["profile", "nosuch", "--out", str(tmp_path / "x")]) == 2
+    assert "unknown engine 'nosuch'" in capsys.readouterr().err
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert main(["profile", "v4@numba", "--out", str(afile)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lob profile: error: cannot write into") and "\n" == err[-1]
+    assert err.count("\n") == 1
