@@ -366,14 +366,22 @@ def bar_label(engine: str) -> str:
 def plot_throughput(perf: dict, engines: Sequence[str]):
     """One bar panel per workload: median M ops/s of each engine over the rounds, its
     interval as an error bar; on a log axis every bar rises at least a factor two above the
-    axis' bottom (none hidden). Engines are labelled by :func:`bar_label`."""
+    axis' bottom (none hidden). Engines are labelled by :func:`bar_label`; a panel widens
+    with its bars (~0.8 inch each, five in the narrowest) and more than six bars a panel put
+    the panels two to a row."""
     import pandas as pd
 
     from lob.studies import plots as lp
 
     workloads = list(dict.fromkeys(r["workload"] for r in perf["rows"]))
-    fig, axes = lp.subplots(1, len(workloads), panel=(4.4, 3.6), squeeze=False)
-    for ax, w in zip(axes.flat, workloads, strict=True):
+    most = max([sum(r["workload"] == w for r in perf["rows"]) for w in workloads] or [1])
+    cols = len(workloads) if most <= 6 else min(2, len(workloads))
+    rows = math.ceil(len(workloads) / cols)
+    fig, axes = lp.subplots(rows, cols, panel=(max(4.4, 0.8 * most + 0.4), 3.6),
+                            squeeze=False)
+    for ax in axes.flat[len(workloads):]:
+        ax.set_visible(False)
+    for ax, w in zip(axes.flat, workloads, strict=False):
         by = {r["engine"]: r for r in perf["rows"] if r["workload"] == w}
         order = [e for e in engines if e in by]
         d = pd.Series({bar_label(e): by[e]["mops"] for e in order})

@@ -33,7 +33,7 @@ from lob.measure.stats import (
 )
 from lob.semantics import checksum, counters
 from lob.studies import conclude as K
-from lob.studies.study import interleaved_throughput
+from lob.studies.study import WARMUP_COMMANDS, interleaved_throughput
 
 __all__ = ["SEED_COMMANDS", "COMPREHENSIVE", "LIMIT_ONLY", "TAIL_PIVOT", "SWEEP_MIN_REPEAT",
            "check_parameters", "toggles_of", "fok_of", "step", "aa_name",
@@ -171,7 +171,7 @@ def measure_comprehensive(lineage: Sequence[str], wl, repeat: int, counters_engi
         more = pairs - repeat
         if more > 0:
             names = _rotated(trio, repeat)
-            m = interleaved_throughput(names, wl, more, replay=by_name)
+            m = interleaved_throughput(names, wl, more, replay=by_name, warmup=0)  # warm
             _check_agree({e: m[e]["last"] for e in trio}, "the comprehensive stream")
             orders += rotations(names, more)
             for e in trio:
@@ -361,7 +361,8 @@ def measure_limit_pairs(limit_pair: Sequence[str], limit_scale: float, limit_rep
     looks, k = 0, limit_repeat
     while True:
         first = _rotated(names, len(orders))
-        t = interleaved_throughput(first, lim, k, replay=replay or _collected_replay)
+        t = interleaved_throughput(first, lim, k, replay=replay or _collected_replay,
+                                   warmup=0 if orders else WARMUP_COMMANDS)  # once
         orders += rotations(first, k)
         for e in names:
             ns[e] += t[e]["ns_per_op"]

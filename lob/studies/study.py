@@ -9,18 +9,20 @@ displays and hands to ``s.add``.
 
 :func:`interleaved_throughput` is the one throughput procedure of the studies: fresh-engine
 replays, the engines rotated round by round (:func:`lob.measure.stats.rotations`), so a noisy
-stretch of the machine hits them alike.
+stretch of the machine hits them alike, after one untimed warm-up replay of each engine.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lob.measure.stats import rotations
 
-__all__ = ["check_engines", "interleaved_throughput", "need", "one_of", "at_least_one", "Study"]
+__all__ = ["WARMUP_COMMANDS", "check_engines", "interleaved_throughput", "need", "one_of",
+           "at_least_one", "Study"]
 
 
 # --- the parameter rules every study checks, in one place --------------------------------------
@@ -54,16 +56,39 @@ def check_engines(names: Iterable[str]) -> None:
                          f"{', '.join(map(repr, unknown))}; engines: {', '.join(known)}")
 
 
+WARMUP_COMMANDS = 2_000  # the stream's first commands, replayed once per engine, untimed
+
+
+def _prefix(wl, k: int):
+    """``wl`` cut to its first ``k`` commands (a Workload, any object with ``commands``, or a
+    bare command array)."""
+    if hasattr(wl, "commands"):
+        cut = copy.copy(wl)
+        cut.commands = wl.commands[:k]
+        return cut
+    return wl[:k]
+
+
 def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
-                           replay=None) -> dict[str, dict]:
+                           replay=None, warmup: int = WARMUP_COMMANDS) -> dict[str, dict]:
     """engine -> {"ns_per_op": [one value per round], "last": the last replay's run}.
 
     Each round replays every engine once on a fresh engine, in the round's rotated order.
-    ``replay`` (default :func:`lob.replay`) is injectable for tests."""
+    Before the first round every engine replays the stream's first ``warmup`` commands once,
+    untimed: a compiled engine's first call loads (or compiles) its kernel and a foreign one
+    loads its library, a one-time cost that would otherwise land in the first round's figure
+    of whichever engine first used that code (measured: v4@numba's first replay of a
+    250,000-command lobster_replay at 59.5 ns/op against 15.6-23.1 in the next rounds,
+    which made its A/A band 0.31-3.19). ``replay`` (default :func:`lob.replay`) is
+    injectable for tests."""
     at_least_one(repeat, "repeat")
     if replay is None:
         from lob.engines.registry import replay
     n = len(wl.commands)
+    if warmup > 0:
+        head = _prefix(wl, min(warmup, n))
+        for e in engines:
+            replay(e, head)
     out: dict[str, dict] = {e: {"ns_per_op": [], "last": None} for e in engines}
     for order in rotations(list(engines), repeat):
         for e in order:

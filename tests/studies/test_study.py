@@ -25,12 +25,34 @@ def test_interleaved_throughput_rotates_and_keeps_every_round():
         return SimpleNamespace(elapsed_ns=1000 * (len(calls)), engine=engine)
 
     wl = SimpleNamespace(commands=[0] * 10)
-    out = interleaved_throughput(["a", "b"], wl, 4, replay=fake_replay)
+    out = interleaved_throughput(["a", "b"], wl, 4, replay=fake_replay, warmup=0)
     assert calls == ["a", "b", "b", "a", "a", "b", "b", "a"]
     assert out["a"]["ns_per_op"] == [100, 400, 500, 800]
     assert out["b"]["last"].engine == "b" and len(out["b"]["ns_per_op"]) == 4
     with pytest.raises(ValueError, match="repeat"):
         interleaved_throughput(["a"], wl, 0, replay=fake_replay)
+
+
+def test_interleaved_throughput_warms_every_engine_before_the_first_round():
+    # a compiled engine's first call loads its kernel: a one-time cost that must not land
+    # in round 1 of whichever engine first runs that code
+    seen, loaded = [], set()
+
+    def fake_replay(engine, wl):
+        seen.append((engine, len(wl.commands)))
+        first = engine not in loaded
+        loaded.add(engine)
+        return SimpleNamespace(elapsed_ns=(10**6 if first else 0) + 10 * len(wl.commands))
+
+    wl = SimpleNamespace(commands=list(range(5000)), config="cfg")
+    out = interleaved_throughput(["a", "b"], wl, 3, replay=fake_replay)
+    assert seen[:2] == [("a", 2000), ("b", 2000)]  # the stream's first commands, once each
+    assert [k for _, k in seen[2:]] == [5000] * 6
+    assert out["a"]["ns_per_op"] == out["b"]["ns_per_op"] == [10.0] * 3  # no first-call cost
+    assert wl.commands == list(range(5000))  # the caller's workload is not cut
+    short = interleaved_throughput(["a"], SimpleNamespace(commands=[1, 2]), 1,
+                                   replay=fake_replay)
+    assert seen[-2:] == [("a", 2), ("a", 2)] and short["a"]["ns_per_op"] == [10.0]
 
 
 def test_a_study_writes_its_summary_with_the_claims_table(tmp_path, monkeypatch):

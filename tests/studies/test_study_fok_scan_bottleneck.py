@@ -157,7 +157,8 @@ def test_measure_comprehensive_with_pairs_runs_v2_twice_in_every_round():
     c = fok.measure_comprehensive(["v0", "v1", "v2"], wl, 2, "v2", pairs=5, replay=replay)
     p = c["pairs"]
     assert set(c["ns_op"]) == {"v0", "v1", "v2"}  # the copy is not a lineage engine
-    assert calls.count("v1") == 5 and calls.count("v2") == 10 and calls.count("v0") == 2
+    # each warmed once (v2 and its copy), then 5 rounds of the pair and 2 of the lineage
+    assert calls.count("v1") == 6 and calls.count("v2") == 12 and calls.count("v0") == 3
     assert [len(p["ns_op"][e]) for e in ("v1", "v2", TWIN)] == [5, 5, 5]
     # the lineage's two rounds (v0 first, then last), then three more continuing the rotation
     assert p["orders"] == [["v1", "v2", TWIN], ["v1", "v2", TWIN], [TWIN, "v1", "v2"],
@@ -223,7 +224,7 @@ def test_measure_limit_pairs_interleaves():
         return SimpleNamespace(elapsed_ns={"v0": 2, "v1": 1}[e] * len(wl.commands), checksum=7,
                                counters={"remaining_sum": 5})
     m = fok.measure_limit_pairs(PAIR, 0.0005, 3, replay=replay)
-    assert calls == ["v0", "v1", "v1", "v0", "v0", "v1"]
+    assert calls == ["v0", "v1"] + ["v0", "v1", "v1", "v0", "v0", "v1"]  # a warm-up first
     assert m["orders"] == [["v0", "v1"], ["v1", "v0"], ["v0", "v1"]]
     assert m["ns_op"] == {"v0": [2.0] * 3, "v1": [1.0] * 3}
     assert m["counters"]["v1"] == {"remaining_sum": 5} and m["load"] >= 0
@@ -231,11 +232,14 @@ def test_measure_limit_pairs_interleaves():
 
 
 def sequential_replay(v0_ns):
-    """v1 at 100 ns/op; v0 at the next of ``v0_ns`` each time it runs."""
+    """v1 at 100 ns/op; v0 at the next of ``v0_ns`` each time a round runs it (its
+    warm-up, the first call, at 1 ns/op and untimed)."""
     it = iter(v0_ns)
+    warm = set()
 
     def replay(e, wl):
-        ns = next(it) if e == "v0" else 100.0
+        ns = 100.0 if e != "v0" else next(it) if e in warm else 1.0
+        warm.add(e)
         return SimpleNamespace(elapsed_ns=ns * len(wl.commands), checksum=7,
                                counters={"remaining_sum": 5})
     return replay
