@@ -1001,25 +1001,60 @@ def counts_table(cnt: dict) -> K.Conclusion:
     return t
 
 
-def explain_slower(lin: dict, *, breakdown=None) -> list[dict]:
+def throughput_slower(perf: dict, engines: Sequence[str], scale: float,
+                      scale_overrides: Mapping[str, float]) -> dict:
+    """The throughput section's steps of lob's lineage (:func:`measure_throughput`) in the
+    form :func:`explain_slower` reads: per workload and step its parent (the lineage engine
+    before it on that stream), the step's call against the A/A band and the scale the stream
+    ran at."""
+    from lob.studies.declared import lineage
+
+    lin = lineage(engines)
+    rows = []
+    for r in _with_ratios(perf, lin or None):
+        if r["engine"] not in lin or r["step_call"] is None:
+            continue
+        w = r["workload"]
+        here = [x["engine"] for x in perf["rows"] if x["workload"] == w and x["engine"] in lin]
+        rows.append({"workload": w, "step": r["engine"],
+                     "parent": here[here.index(r["engine"]) - 1], "call": r["step_call"],
+                     "scale": _scale(w, scale, scale_overrides)})
+    return {"lineage": rows, "scale": scale}
+
+
+def _times_itself(engine: str) -> bool:
+    from lob.engines.registry import get_engine
+
+    return getattr(get_engine(engine), "clock", None) == "engine"
+
+
+def explain_slower(lin: dict, *, breakdown=None, times_itself=None) -> list[dict]:
     """For each step slower than its parent beyond the A/A band on a stream: both engines'
     in-kernel time per class of command (:func:`lob.measure.profile.command_breakdown`, at
-    the lineage's scale), each class's part of the stream's kernel ns/op (its share of the
-    timed time x the untimed ns/op; the parts sum to the ns/op), and the class whose part grew
-    the most. Rows ``{"workload", "step", "parent", "class", "share" (of the commands),
-    "step_part", "parent_part" (ns/op), "added_ns_per_op", "step_median", "parent_median"}``;
-    a step whose classes add no time gets ``class`` None (the data does not say where)."""
+    the row's ``scale``, else the lineage's), each class's part of the stream's kernel ns/op
+    (its share of the timed time x the untimed ns/op; the parts sum to the ns/op), and the
+    class whose part grew the most. Rows ``{"workload", "step", "parent", "class", "share"
+    (of the commands), "step_part", "parent_part" (ns/op), "added_ns_per_op", "step_median",
+    "parent_median"}``; a step whose classes add no time gets ``class`` None (the data does
+    not say where), and one of two engines that do not time each command inside their replay
+    (the pure-Python ones) ``class`` None and ``untimed`` True (nothing to split)."""
     from lob.measure import profile as pf
 
     breakdown = breakdown or pf.command_breakdown
+    times_itself = times_itself or _times_itself
     out = []
     for r in lin["lineage"]:
         if r.get("call") != "slower":
             continue
         w = r["workload"]
-        a = _records(breakdown(r["step"], w, scale=lin["scale"], rounds=BREAKDOWN_ROUNDS))
+        if not (times_itself(r["step"]) and times_itself(r["parent"])):
+            out.append({"workload": w, "step": r["step"], "parent": r["parent"],
+                        "class": None, "untimed": True})
+            continue
+        sc = r.get("scale", lin["scale"])
+        a = _records(breakdown(r["step"], w, scale=sc, rounds=BREAKDOWN_ROUNDS))
         b = {x["class"]: x for x in _records(
-            breakdown(r["parent"], w, scale=lin["scale"], rounds=BREAKDOWN_ROUNDS))}
+            breakdown(r["parent"], w, scale=sc, rounds=BREAKDOWN_ROUNDS))}
         best = None
         for x in a:
             y = b.get(x["class"])
@@ -1036,10 +1071,11 @@ def explain_slower(lin: dict, *, breakdown=None) -> list[dict]:
     return out
 
 
-def slower_table(rows: list[dict]) -> K.Conclusion:
+def slower_table(rows: list[dict], name: str = "slower steps") -> K.Conclusion:
     """The steps slower than their parent beyond the A/A band, and where the added time went
     (the class of command whose part of the stream's kernel ns/op grew the most)."""
-    t = K.Conclusion("slower steps", rows, key=["workload", "step"],
+    t = K.Conclusion(name, [{k: v for k, v in r.items() if k != "untimed"} for r in rows],
+                     key=["workload", "step"],
                      kinds={"step": "label", "parent": "label", "class": "label",
                             "share": "ratio"},
                      note="step_part / parent_part: the class's part of the stream's kernel "
@@ -1050,7 +1086,11 @@ def slower_table(rows: list[dict]) -> K.Conclusion:
         t.say("No step is slower than its parent beyond the A/A band on any stream.")
     for r in rows:
         k = (r["workload"], r["step"])
-        if r["class"] is None:
+        if r.get("untimed"):
+            t.say(f"On {r['workload']}, {r['step']} is slower than {r['parent']}; where, "
+                  f"the data cannot say: these engines do not time each command inside "
+                  f"their replay, so there is no per-class split.")
+        elif r["class"] is None:
             t.say(f"On {r['workload']}, {r['step']} is slower than {r['parent']}, and no class "
                   f"of command shows where: every class's part of the ns/op is the same or "
                   f"lower.")

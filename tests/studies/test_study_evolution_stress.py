@@ -692,6 +692,41 @@ def test_explain_slower_names_the_class_that_took_the_added_time():
         "No step is slower than its parent beyond the A/A band on any stream."]
 
 
+def test_throughput_slower_explains_the_throughput_sections_slower_steps():
+    # ENGINES v0 -> v0+pool -> v1 -> v2; on lobster_sparse v0+pool keeps 0.4x of v0
+    p = perf()
+    lin = es.throughput_slower(p, ENGINES, 0.25, {"lobster_sparse": 0.001})
+    rows = {(r["workload"], r["step"]): r for r in lin["lineage"]}
+    assert set(rows) == {(w, e) for w in ("lobster_replay", "lobster_sparse")
+                         for e in ENGINES[1:]}  # the first engine is no step
+    slow = rows[("lobster_sparse", "v0+pool")]
+    assert (slow["parent"], slow["call"], slow["scale"]) == ("v0", "slower", 0.001)
+    assert rows[("lobster_replay", "v2")]["parent"] == "v1"
+    assert rows[("lobster_replay", "v2")]["scale"] == 0.25
+    asked = []
+
+    def breakdown(engine, w, *, scale, rounds):
+        asked.append((engine, w, scale))
+        return breakdown_of({"CANCEL hits": {"v0+pool": (0.5, 40.0), "v0": (0.25, 30.0)}})(
+            engine, w, scale=scale, rounds=rounds)
+
+    got = es.explain_slower(lin, breakdown=breakdown, times_itself=lambda e: True)
+    assert asked == [("v0+pool", "lobster_sparse", 0.001), ("v0", "lobster_sparse", 0.001)]
+    assert [(r["step"], r["class"], r["added_ns_per_op"]) for r in got] == [
+        ("v0+pool", "CANCEL hits", 10.0)]
+    # engines that do not time each command (the pure-Python ones): said, never split
+    got = es.explain_slower(lin, breakdown=None, times_itself=lambda e: e != "v0")
+    assert got == [{"workload": "lobster_sparse", "step": "v0+pool", "parent": "v0",
+                    "class": None, "untimed": True}]
+    t = checked(es.slower_table(got, name="slower steps (throughput)"))
+    assert t.name == "slower steps (throughput)" and "untimed" not in t.columns
+    assert t.sentences == [
+        "On lobster_sparse, v0+pool is slower than v0; where, the data cannot say: these "
+        "engines do not time each command inside their replay, so there is no per-class "
+        "split."]
+    assert not es._times_itself("v2") and es._times_itself("v4@numba")
+
+
 def test_side_engines_builds_c_book_or_says_why_not():
     from lob.engines import toggles as tg
 
