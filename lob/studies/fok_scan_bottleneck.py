@@ -134,7 +134,7 @@ def measure_comprehensive(lineage: Sequence[str], wl, repeat: int, counters_engi
     ``pairs - repeat`` more rounds run v1, v2 and the copy only, their order continuing the
     rotation (:func:`lob.measure.stats.rotations`).
 
-    Returns ``{"commands", "ns_op": {engine: ns}, "diag", "counters", "counters_engine",
+    Returns ``{"commands", "rounds", "ns_op": {engine: ns}, "diag", "counters", "counters_engine",
     "pairs": {"orders": [[name, ...] per round], "ns_op": {name: [ns per round]}}}``
     (``pairs`` None when ``pairs`` is 0).
     """
@@ -161,7 +161,8 @@ def measure_comprehensive(lineage: Sequence[str], wl, repeat: int, counters_engi
     rr = last[lineage[-1]]
     counters = (last[counters_engine] if counters_engine in last
                 else replay(counters_engine, wl)).counters
-    out = {"commands": len(wl.commands), "ns_op": {e: min(t[e]["ns_per_op"]) for e in lineage},
+    out = {"commands": len(wl.commands), "rounds": repeat,
+           "ns_op": {e: min(t[e]["ns_per_op"]) for e in lineage},
            "diag": stream_diagnostics(wl.commands, rr.outcomes, rr.fills),
            "counters": dict(counters), "counters_engine": counters_engine, "pairs": None}
     if pairs:
@@ -189,10 +190,15 @@ def comprehensive_table(comp: dict, lineage: Sequence[str]) -> K.Conclusion:
                      "vs_previous": None if prev is None else comp["ns_op"][prev] / ns,
                      "step": "" if prev is None else step(prev, e)})
         prev = e
+    n = comp.get("rounds")
+    best = f"the fastest of {n} interleaved rounds" if n else "the fastest of the rounds"
     t = K.Conclusion("comprehensive", rows, key="engine",
-                     kinds={"commands": "count", "vs_previous": "ratio", "step": "label"})
+                     kinds={"commands": "count", "vs_previous": "ratio", "step": "label"},
+                     note=f"ns_op: for each engine, {best} (a floor, with no interval: the "
+                          f"v1/v2 figure with its interval and A/A band is the pairs' table "
+                          f"below); vs_previous: the previous engine's ns_op over this one's")
     v0, s01, s12 = lineage[0], lineage[1], lineage[2]
-    return t.say(f"On {t.cell(s01, 'commands')} commands, {s01} over {v0} is "
+    return t.say(f"On {t.cell(s01, 'commands')} commands, in {best}, {s01} over {v0} is "
                  f"{t.cell(s01, 'vs_previous')}x (step: {t.cell(s01, 'step')}), and "
                  f"{s12} over {s01} is {t.cell(s12, 'vs_previous')}x (step: "
                  f"{t.cell(s12, 'step')}).")

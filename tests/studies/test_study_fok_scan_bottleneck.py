@@ -92,11 +92,12 @@ def test_step_and_fok_rule(monkeypatch):
 # --- the comprehensive stream -------------------------------------------------------------------
 
 def test_comprehensive_table():
-    t = checked(fok.comprehensive_table(comp(), LINEAGE))
+    t = checked(fok.comprehensive_table({**comp(), "rounds": 3}, LINEAGE))
     assert [r["vs_previous"] for r in t.rows] == [None, 2.0, 5.0, 1.25]
     assert [r["step"] for r in t.rows] == ["", "levels, best", "fok", "fok"]
-    assert t.text == ("On 4,000 commands, v1 over v0 is 2.00x (step: levels, best), and v2 over "
-                      "v1 is 5.00x (step: fok).")
+    assert t.text == ("On 4,000 commands, in the fastest of 3 interleaved rounds, v1 over v0 is "
+                      "2.00x (step: levels, best), and v2 over v1 is 5.00x (step: fok).")
+    assert t.note.startswith("ns_op: for each engine, the fastest of 3 interleaved rounds (")
 
 
 def test_regime():
@@ -110,6 +111,7 @@ def test_measure_comprehensive_runs_the_lineage():
     wl = build(fok.COMPREHENSIVE, scale=0.0005)
     c = fok.measure_comprehensive(["v0", "v1", "v2"], wl, 1, "v3")
     assert c["commands"] == len(wl.commands) and set(c["ns_op"]) == {"v0", "v1", "v2"}
+    assert c["rounds"] == 1
     assert all(x > 0 for x in c["ns_op"].values())
     assert c["diag"]["commands"] == len(wl.commands) and c["diag"]["fok_pct"] > 0
     assert c["counters_engine"] == "v3" and c["counters"]["trades"] > 0
