@@ -191,10 +191,11 @@ def comprehensive_table(comp: dict, lineage: Sequence[str]) -> K.Conclusion:
                      "step": "" if prev is None else step(prev, e)})
         prev = e
     n = comp.get("rounds")
-    best = f"the fastest of {n} interleaved rounds" if n else "the fastest of the rounds"
+    best, what = (("one round", "one measurement") if n == 1 else
+                  (f"the fastest of {n or 'the'} interleaved rounds", "a floor"))
     t = K.Conclusion("comprehensive", rows, key="engine",
                      kinds={"commands": "count", "vs_previous": "ratio", "step": "label"},
-                     note=f"ns_op: for each engine, {best} (a floor, with no interval: the "
+                     note=f"ns_op: for each engine, {best} ({what}, with no interval: the "
                           f"v1/v2 figure with its interval and A/A band is the pairs' table "
                           f"below); vs_previous: the previous engine's ns_op over this one's")
     v0, s01, s12 = lineage[0], lineage[1], lineage[2]

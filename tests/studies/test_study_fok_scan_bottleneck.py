@@ -97,7 +97,12 @@ def test_comprehensive_table():
     assert [r["step"] for r in t.rows] == ["", "levels, best", "fok", "fok"]
     assert t.text == ("On 4,000 commands, in the fastest of 3 interleaved rounds, v1 over v0 is "
                       "2.00x (step: levels, best), and v2 over v1 is 5.00x (step: fok).")
-    assert t.note.startswith("ns_op: for each engine, the fastest of 3 interleaved rounds (")
+    assert t.note.startswith("ns_op: for each engine, the fastest of 3 interleaved rounds (a "
+                             "floor, with no interval")
+    one = checked(fok.comprehensive_table({**comp(), "rounds": 1}, LINEAGE))
+    assert one.text.startswith("On 4,000 commands, in one round, v1 over v0 is 2.00x")
+    assert one.note.startswith("ns_op: for each engine, one round (one measurement, with no "
+                               "interval")
 
 
 def test_regime():
