@@ -22,7 +22,10 @@ can print as it is, the last a JSON-able record:
 * :func:`versus_base` (``lob profile``): a speed claim as a record anyone can rerun: named
   engines on named streams in interleaved rounds, the :func:`side_by_side` figures plus the
   interval of replay/kernel and the rounds each engine won against the base, every round's
-  figures, and the run conditions with the steal and load around each stream;
+  figures, and the run conditions with the steal and load around each stream, beside two
+  yardsticks taken in the same rounds (:mod:`lob.measure.probes`): the core's clock, which
+  turns each kernel's ns/op into cycles/op, and the stream's floor (reading the commands and
+  writing the outcomes with no book), the part of a kernel's time no book change removes;
   :func:`versus_base_text` prints it.
 
 Measurement: rounds are interleaved with :func:`lob.measure.stats.rotations` (every engine
@@ -93,7 +96,8 @@ def _workload(workload, scale: float):
 
 
 def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7,
-            clock: str = "cpu", twin: str | None = None) -> dict[str, dict]:
+            clock: str = "cpu", twin: str | None = None,
+            probes: list | None = None) -> dict[str, dict]:
     """Interleaved replays of one workload by each engine.
 
     ``workload``: a registered name (built at ``scale``) or a built workload. Returns
@@ -101,6 +105,10 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
     or ``{engine: {"refused": message}}`` for an engine that refuses the workload's book
     (a band or STP mode it does not take). ``twin``: an engine measured once more in every
     round, under the key ``twin + AA``, as if it were another engine (the A/A control).
+    ``probes``: a list that receives one dict a round, ``{"core_ghz": ..., "floor_ns": ...}``:
+    :func:`lob.measure.probes.core_clock_ghz` read just before the round's engines and
+    :func:`lob.measure.probes.stream_floor` on the same stream just after them, both timed by
+    the same clock as the engines.
     """
     from lob.engines.registry import get_engine
 
@@ -122,8 +130,15 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
         out[name] = {"kernel": [], "replay": [], "checksum": res.checksum}
         del res
         live.append(name)
+    if probes is not None:
+        from lob.engines.compiled import _buffers
+        from lob.measure import probes as pr
+        from lob.semantics import OUTCOME_DTYPE
+
+        scratch = _buffers.take_array(len(cmds), OUTCOME_DTYPE)
     with _clock(clock) as now:
         for order in stats.rotations(live, rounds):
+            ghz = pr.core_clock_ghz(now=now) if probes is not None else None
             for name in order:
                 t0 = now()
                 res = get_engine(name.removesuffix(AA), cfg).replay(cmds)
@@ -131,6 +146,9 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
                 out[name]["kernel"].append(res.elapsed_ns / n)
                 out[name]["replay"].append((t1 - t0) / n)
                 del res
+            if probes is not None:
+                probes.append({"core_ghz": ghz,
+                               "floor_ns": pr.stream_floor(cmds, scratch, now=now)})
     return out
 
 
@@ -302,8 +320,12 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
     ``load_avg`` during its rounds, ``table`` (one record per engine: the
     :func:`side_by_side` columns, plus ``replay_over_kernel_lo``/``_hi``, the interval of
     the per-round ratio of the whole call to the kernel, and ``faster_rounds``, the rounds
-    in which the engine's kernel beat the base's) and ``per_round`` (each engine's kernel and
-    replay ns/op, round by round, for a later reader's own statistics).
+    in which the engine's kernel beat the base's, and ``kernel_cycles`` with ``_lo``/``_hi``:
+    the per-round kernel ns/op times that round's core clock), ``core_ghz`` and ``floor``
+    (``ns``: the stream's floor in ns/op, ``of_base``: its per-round share of the base's
+    kernel time), each as [median, low, high] (:mod:`lob.measure.probes`), ``per_round``
+    (each engine's kernel and replay ns/op, round by round, for a later reader's own
+    statistics) and ``probes`` (the core clock and the floor, round by round).
     """
     from lob.engines.registry import engine_spec
     from lob.measure.conditions import run_conditions, steal_fraction
@@ -331,8 +353,11 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
         wl = _workload(w, scale)
         wname = w if isinstance(w, str) else getattr(wl, "name", "workload")
         before = run_conditions()
-        s = measure(names, wl, rounds=rounds, clock=clock)
+        probes: list[dict] = []
+        s = measure(names, wl, rounds=rounds, clock=clock, probes=probes)
         after = run_conditions()
+        ghz = np.array([p["core_ghz"] for p in probes])
+        floor = np.array([p["floor_ns"] for p in probes])
         table = side_by_side(names, (wname,), base=base, confidence=confidence,
                              threshold=threshold, measured={wname: s})
         records = []
@@ -345,15 +370,29 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
                     mi["ci"] if mi["ci"] else (None, None))
                 row["faster_rounds"] = int(np.sum(np.asarray(e["kernel"])
                                                   < np.asarray(s[base]["kernel"])))
+                row["kernel_cycles"], row["kernel_cycles_lo"], row["kernel_cycles_hi"] = \
+                    _median(np.asarray(e["kernel"]) * ghz, confidence)
             records.append({k: (None if isinstance(v, float) and np.isnan(v) else
                                 v.item() if isinstance(v, np.generic) else v)
                             for k, v in row.items()})
         out["workloads"][wname] = {
             "commands": len(wl.commands), "steal_fraction": steal_fraction(before, after),
             "load_avg": [before.get("load_avg"), after.get("load_avg")], "table": records,
+            "core_ghz": _summary(ghz, confidence),
+            "floor": {"ns": _summary(floor, confidence),
+                      "of_base": (_summary(floor / np.asarray(s[base]["kernel"]), confidence)
+                                  if "kernel" in s[base] else None)},
             "per_round": {k: {"kernel": v["kernel"], "replay": v["replay"]}
-                          for k, v in s.items() if "kernel" in v}}
+                          for k, v in s.items() if "kernel" in v},
+            "probes": {"core_ghz": ghz.tolist(), "floor_ns": floor.tolist()}}
     return out
+
+
+def _summary(xs, confidence: float) -> list:
+    """[median, low, high] of ``xs`` as plain floats (low and high None without an
+    interval)."""
+    m, lo, hi = _median(xs, confidence)
+    return [float(m), *((None, None) if np.isnan(lo) else (float(lo), float(hi)))]
 
 
 def _interval(lo, hi, fmt: str) -> str:
@@ -376,20 +415,26 @@ def versus_base_text(rep: dict) -> str:
     for wname, w in rep["workloads"].items():
         steal = w["steal_fraction"]
         la = [x[0] if x else None for x in w["load_avg"]]
+        ghz = w.get("core_ghz")
         lines += ["", f"{wname} ({w['commands']:,} commands): load "
                   + " -> ".join("?" if x is None else f"{x:.2f}" for x in la)
-                  + ", steal " + ("not recorded" if steal is None else f"{steal:.1%}")]
-        head = ("engine", "kernel ns/op", "replay ns/op", "replay/kernel", "vs base",
-                "faster rounds", "checksum")
+                  + ", steal " + ("not recorded" if steal is None else f"{steal:.1%}")
+                  + ("" if ghz is None else f", core clock {ghz[0]:.2f} GHz"
+                     + _interval(ghz[1], ghz[2], ".2f"))]
+        head = ("engine", "kernel ns/op", "cycles/op", "replay ns/op", "replay/kernel",
+                "vs base", "faster rounds", "checksum")
         rows = [head]
         for r in w["table"]:
             if r.get("kernel_ns") is None:
-                rows.append((r["engine"], f"refused: {r.get('note')}", "", "", "", "", ""))
+                rows.append((r["engine"], f"refused: {r.get('note')}", *[""] * (len(head) - 2)))
                 continue
             isbase = r["engine"] == rep["base"]
+            cyc = r.get("kernel_cycles")
             rows.append((
                 r["engine"],
                 f"{r['kernel_ns']:.1f}" + _interval(r["kernel_lo"], r["kernel_hi"], ".1f"),
+                "" if cyc is None else f"{cyc:.0f}" + _interval(
+                    r.get("kernel_cycles_lo"), r.get("kernel_cycles_hi"), ".0f"),
                 f"{r['replay_ns']:.1f}",
                 f"{r['replay_over_kernel']:.3f}" + _interval(
                     r.get("replay_over_kernel_lo"), r.get("replay_over_kernel_hi"), ".3f"),
@@ -400,6 +445,19 @@ def versus_base_text(rep: dict) -> str:
         widths = [max(len(x[i]) for x in rows) for i in range(len(head))]
         lines += ["  ".join(x[i].ljust(widths[i]) for i in range(len(head))).rstrip()
                   for x in rows]
+        fl = w.get("floor")
+        if fl is not None:
+            share = fl.get("of_base")
+            lines.append(
+                f"stream floor (no book: read each 40-byte command, write its 34-byte outcome): "
+                f"{fl['ns'][0]:.1f}" + _interval(fl["ns"][1], fl["ns"][2], ".1f") + " ns/op"
+                + ("" if share is None else f", {share[0]:.2f}"
+                   + _interval(share[1], share[2], ".2f") + f" of {rep['base']}'s kernel"))
+    if any(w.get("core_ghz") for w in rep["workloads"].values()):
+        lines += ["", "core clock: dependent one-cycle operations (an xorshift chain) retired "
+                  "per ns before each round, by the same clock; cycles/op = kernel ns/op x that "
+                  "round's clock. A slow round with a steady core clock was slowed by the "
+                  "memory system, not the clock."]
     return "\n".join(lines)
 
 

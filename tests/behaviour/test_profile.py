@@ -129,6 +129,16 @@ def test_versus_base_is_a_rerunnable_record_of_interleaved_rounds():
         for row in got["table"]:
             assert row["replay_over_kernel_lo"] <= row["replay_over_kernel"] \
                 <= row["replay_over_kernel_hi"]
+        # the yardsticks: one core clock and one stream floor a round, and the figures
+        # derived from them recomputed from the rounds
+        ghz, floor = got["probes"]["core_ghz"], got["probes"]["floor_ns"]
+        assert len(ghz) == len(floor) == 5
+        assert got["core_ghz"][0] == pytest.approx(np.median(ghz))
+        assert got["floor"]["ns"][0] == pytest.approx(np.median(floor))
+        assert got["floor"]["of_base"][0] == pytest.approx(np.median(np.divide(floor, kb)))
+        assert 0 < got["floor"]["of_base"][0] < 1  # reading and writing is not all of it
+        assert other["kernel_cycles"] == pytest.approx(np.median(np.multiply(k, ghz)))
+        assert other["kernel_cycles_lo"] <= other["kernel_cycles"] <= other["kernel_cycles_hi"]
     text = pf.versus_base_text(rep)
     assert "lobster_replay (10,000 commands)" in text and "cpp_comprehensive" in text
     assert "5 interleaved rounds" in text and "v3@numba" in text
@@ -163,6 +173,17 @@ def test_versus_base_text_shows_a_refusal_and_a_different_checksum():
     text = pf.versus_base_text(rep)
     lines = text.splitlines()
     assert "timed by the wall clock" in text and "steal not recorded" in text
+    assert "core clock" not in text and "stream floor" not in text  # a record without them
+    w = rep["workloads"]["w"]
+    w["core_ghz"] = [3.0, 2.9, 3.1]
+    w["floor"] = {"ns": [4.0, 3.5, 4.5], "of_base": [0.2, 0.18, 0.22]}
+    w["table"][0].update(kernel_cycles=30.0, kernel_cycles_lo=27.0, kernel_cycles_hi=33.0)
+    text = pf.versus_base_text(rep)
+    assert "steal not recorded, core clock 3.00 GHz [2.90..3.10]" in text
+    a = next(ln for ln in text.splitlines() if ln.startswith("a "))
+    assert a.split()[1:5] == ["10.0", "[9.0..11.0]", "30", "[27..33]"]
+    assert ("34-byte outcome): 4.0 [3.5..4.5] ns/op, 0.20 [0.18..0.22] of a's kernel"
+            in text)
     b = next(ln for ln in lines if ln.startswith("b "))
     assert "1.500 [1.400..1.600] slower" in b and "0/7" in b and b.endswith("DIFFERENT")
     c = next(ln for ln in lines if ln.startswith("c "))
@@ -190,3 +211,32 @@ def test_lob_profile_writes_its_record_and_refuses_bad_input_in_one_line(tmp_pat
     err = capsys.readouterr().err
     assert err.startswith("lob profile: error: cannot write into") and "\n" == err[-1]
     assert err.count("\n") == 1
+
+
+def test_core_clock_is_the_chain_operations_over_the_measured_time():
+    from lob.measure import probes
+
+    ticks = iter([1_000, 4_001_000])  # 4 ms for 2M steps of 6 operations: 3 GHz
+    assert probes.core_clock_ghz(2_000_000, now=lambda: next(ticks)) == pytest.approx(3.0)
+    # on the real clock: a chain the compiler had folded away would read thousands of GHz
+    assert 0.2 < probes.core_clock_ghz(200_000) < 10
+    with pytest.raises(ValueError, match="steps must be"):
+        probes.core_clock_ghz(0)
+
+
+def test_stream_floor_reads_every_command_and_writes_every_outcome():
+    from lob.measure import probes
+    from lob.semantics import OUTCOME_DTYPE
+
+    cmds = lob.workload("lobster_replay", scale=0.001).commands
+    out = np.zeros(len(cmds) + 3, dtype=OUTCOME_DTYPE)
+    assert probes.stream_floor(cmds, out) > 0
+    got = out[: len(cmds)]
+    assert (got["status"] == cmds["kind"]).all() and (got["id"] == cmds["id"]).all()
+    assert (got["remaining"] == cmds["qty"]).all() and (got["filled"] == cmds["price"]).all()
+    assert (got["fills"] == cmds["owner"]).all()
+    assert (out[len(cmds):] == np.zeros(3, dtype=OUTCOME_DTYPE)).all()  # nothing past the end
+    with pytest.raises(ValueError, match="at least as long"):
+        probes.stream_floor(cmds, out[:10])
+    with pytest.raises(ValueError, match="COMMAND_DTYPE"):
+        probes.stream_floor(out, out)
