@@ -18,7 +18,9 @@ that band (:func:`call`), else "within noise" or "inconclusive".
 The compiled lineage step by step and every engine side by side (:func:`measure_lineage`,
 :func:`lineage_table`, :func:`side_table`) come from :mod:`lob.measure.profile` (one
 interleaved measurement per stream, the kernel's ns/op on the thread's CPU clock), with the
-mechanism of each step, its gain over its parent per stream against the A/A band, and where
+mechanism of each step, its gain over its parent per stream against the A/A band, the newest
+step's time split into the stream's floor and what the book adds, in cycles as well
+(:func:`floor_table`, the yardsticks of :mod:`lob.measure.probes`), and where
 a step is slower than its parent the classes of commands that took the added time
 (:func:`explain_slower`).
 
@@ -48,7 +50,7 @@ __all__ = ["SORTED_NAME", "SORTED", "BASELINE", "BITMAP_WORKLOADS", "COSTLY_STEP
            "BESIDE_MAX_SCALE", "measure_beside", "beside_table", "shim_table", "shim_name",
            "MIN_ROUNDS", "AA", "CLOCK", "speedup", "aa_band", "call", "aa_engine", "bar_label",
            "LINEAGE_WORKLOADS", "side_engines", "measure_lineage", "explain_slower",
-           "steps_table", "lineage_table", "side_table", "slower_table"]
+           "steps_table", "lineage_table", "floor_table", "side_table", "slower_table"]
 
 # lobster's v4 -> v5 added a bitmap to a ladder that tracks its best price without rescanning;
 # lob's lineage has only a rescanning baseline (best=scan), so the bitmap pair's baseline is v2
@@ -771,8 +773,12 @@ def measure_lineage(engines: Sequence[str], scale: float, repeat: int, *,
     control): :func:`lob.measure.profile.measure` once per stream, read by
     :func:`~lob.measure.profile.lineage_profile` (each step's kernel ns/op, its mechanism, its
     ratio to its parent) and :func:`~lob.measure.profile.side_by_side` (every engine over that
-    base). Returns ``{"lineage": [rows], "side": [rows], "base", "rounds", "scale",
-    "workloads"}`` (rows: the profile's columns, an engine refusing a stream with a ``note``)."""
+    base). The yardsticks of :mod:`lob.measure.probes` are taken in the same rounds: per
+    stream, ``floor[w]`` holds the core's clock and the stream's floor round by round
+    (``core_ghz``, ``floor_ns``) and the base's kernel ns/op in those rounds (``base_ns``).
+    Returns ``{"lineage": [rows], "side": [rows], "floor": {w: ...}, "base", "rounds",
+    "scale", "workloads"}`` (rows: the profile's columns, an engine refusing a stream with a
+    ``note``)."""
     from lob.engines import toggles as tg
     from lob.measure import profile as pf
 
@@ -780,13 +786,18 @@ def measure_lineage(engines: Sequence[str], scale: float, repeat: int, *,
     chain = [e for e in tg.chain("numba") if e in engines]
     base = chain[-1]
     rounds = _rounds(repeat)
-    got = {w: measure(list(engines), w, scale=scale, rounds=rounds, twin=base)
-           for w in workloads}
+    got, floor = {}, {}
+    for w in workloads:
+        probes: list[dict] = []
+        got[w] = measure(list(engines), w, scale=scale, rounds=rounds, twin=base, probes=probes)
+        floor[w] = {"core_ghz": [p["core_ghz"] for p in probes],
+                    "floor_ns": [p["floor_ns"] for p in probes],
+                    "base_ns": list(got[w][base].get("kernel", []))}
     lin = pf.lineage_profile(workloads=list(workloads), versions=chain, twin=base,
                              measured=got)
     side = pf.side_by_side(list(engines), list(workloads), base=base, twin=base, measured=got)
-    return {"lineage": _records(lin), "side": _records(side), "base": base, "rounds": rounds,
-            "scale": scale, "workloads": list(workloads)}
+    return {"lineage": _records(lin), "side": _records(side), "floor": floor, "base": base,
+            "rounds": rounds, "scale": scale, "workloads": list(workloads)}
 
 
 def _records(df) -> list[dict]:
@@ -853,6 +864,61 @@ def lineage_table(lin: dict) -> K.Conclusion:
             t.say(f"On {w} (A/A band {t.cell((w, band), 'aa_low')}-"
                   f"{t.cell((w, band), 'aa_high')}), each step over its parent: "
                   + "; ".join(parts) + ".")
+    return t
+
+
+def floor_table(lin: dict) -> K.Conclusion:
+    """Where the newest step's nanoseconds go, per stream: the stream's floor (reading every
+    command and writing every outcome with no book, :func:`lob.measure.probes.stream_floor`)
+    in ns/op and as a share of the base's kernel time (median of the per-round ratios, with
+    its interval): a floor no engine replaying the stream can beat; what the book adds over
+    it (kernel minus floor, round by round), and the core's clock in those rounds with
+    the base's kernel in cycles per command. Sentences: per stream, how much of the base's
+    time is the stream and how much is the book."""
+    from lob.measure import stats
+
+    base = lin["base"]
+
+    def mid(xs):
+        mi = stats.median_interval(np.asarray(xs, dtype=float), CONFIDENCE, of="rounds")
+        return (mi["median"], *(mi["ci"] or (None, None)))
+
+    rows = []
+    for w in lin["workloads"]:
+        f = (lin.get("floor") or {}).get(w)
+        if not f or not f["floor_ns"] or len(f["base_ns"]) != len(f["floor_ns"]):
+            continue  # an old record, or the base refused the stream
+        fl, b = np.asarray(f["floor_ns"], dtype=float), np.asarray(f["base_ns"], dtype=float)
+        ghz = np.asarray(f["core_ghz"], dtype=float)
+        floor_ns, floor_lo, floor_hi = mid(fl)
+        share, share_lo, share_hi = mid(fl / b)
+        book, book_lo, book_hi = mid(b - fl)
+        rows.append({"workload": w, f"{base} ns/op": float(np.median(b)),
+                     "floor_ns": floor_ns, "floor_lo": floor_lo, "floor_hi": floor_hi,
+                     "share": share, "share_lo": share_lo, "share_hi": share_hi,
+                     "book_ns": book, "book_lo": book_lo, "book_hi": book_hi,
+                     "core_ghz": float(np.median(ghz)),
+                     f"{base} cycles/op": float(np.median(b * ghz))})
+    t = K.Conclusion("the stream's floor", rows, key="workload",
+                     kinds={"share": "ratio", "share_lo": "ratio", "share_hi": "ratio"},
+                     note=f"floor: a compiled loop that reads every command (40 bytes) and "
+                          f"writes its outcome (34 bytes) with no book, timed in each of the "
+                          f"{lin['rounds']} rounds (median, floor_lo-floor_hi); share: floor "
+                          f"over {base}'s kernel time in the same round (median, interval); "
+                          f"book_ns: {base}'s kernel minus the floor, round by round; core_ghz: "
+                          f"dependent one-cycle operations (an xorshift chain) per ns before "
+                          f"each round; cycles/op: {base}'s kernel ns/op times that round's "
+                          f"clock")
+    for r in t.rows:
+        w = r["workload"]
+        t.say(f"On {w}, reading the commands and writing the outcomes takes "
+              f"{t.cell(w, 'floor_ns')} ns/op ({t.cell(w, 'floor_lo')}-{t.cell(w, 'floor_hi')}), "
+              f"{t.cell(w, 'share')} ({t.cell(w, 'share_lo')}-{t.cell(w, 'share_hi')}) of "
+              f"{base}'s kernel time: no engine replaying this stream can take less; what the "
+              f"book adds over it is {t.cell(w, 'book_ns')} ns/op ({t.cell(w, 'book_lo')}-"
+              f"{t.cell(w, 'book_hi')}), and the whole kernel takes "
+              f"{t.cell(w, f'{base} cycles/op')} cycles a command at the "
+              f"{t.cell(w, 'core_ghz')} GHz the core ran at.")
     return t
 
 

@@ -570,10 +570,16 @@ KERNEL = {"lobster_replay": [1000.0, 30.0, 30.0, 40.0, 20.0],  # v3 slower than 
 REFUSED = "engine 'orderly_chaos' does not support STP mode CANCEL_MAKER (it declares: NONE)"
 
 
-def fake_measure(engines, w, *, scale, rounds, twin):
+FLOOR = {"lobster_replay": 4.0, "cpp_comprehensive": 5.0}  # the stream's floor, ns/op
+
+
+def fake_measure(engines, w, *, scale, rounds, twin, probes=None):
     """lob.measure.profile.measure's result: kernel ns/op per round (the same drift for every
-    engine in a round, the twin 2% off at most), orderly_chaos refusing cpp_comprehensive."""
+    engine in a round, the twin 2% off at most), orderly_chaos refusing cpp_comprehensive;
+    the probes a core clock of 3 GHz and the stream's floor, drifting with the round too."""
     k = dict(zip(CHAIN, KERNEL[w], strict=True), orderly_chaos=100.0)
+    if probes is not None:
+        probes += [{"core_ghz": 3.0, "floor_ns": FLOOR[w] * r} for r in ROUND[:rounds]]
     out = {}
     for e in [*engines, twin + es.AA]:
         base = e.removesuffix(es.AA)
@@ -607,6 +613,28 @@ def test_measure_lineage_measures_once_per_stream_with_the_newest_step_twice():
     assert lin["lineage"][0]["parent"] is None and lin["lineage"][0]["vs_parent"] is None
     oc = [r for r in lin["side"] if r["engine"] == "orderly_chaos"]
     assert oc[0]["vs_base"] == pytest.approx(5.0) and oc[1]["note"] == REFUSED
+
+
+def test_floor_table_splits_the_newest_steps_time_into_stream_and_book():
+    lin = lineage_data()[0]
+    assert lin["floor"]["lobster_replay"]["base_ns"] == [20.0 * r for r in ROUND]
+    t = checked(es.floor_table(lin))
+    assert [r["workload"] for r in t.rows] == list(es.LINEAGE_WORKLOADS)
+    r = t._row("lobster_replay")
+    # floor 4 of v4's 20 ns/op in every round (both drift alike): 0.2 of it, the book 16
+    assert r["share"] == pytest.approx(0.2) and r["book_ns"] == pytest.approx(16.0)
+    assert r["floor_lo"] <= r["floor_ns"] <= r["floor_hi"]
+    assert r["v4@numba cycles/op"] == pytest.approx(60.0) and r["core_ghz"] == 3.0
+    assert t._row("cpp_comprehensive")["share"] == pytest.approx(5 / 40)
+    assert t.sentences[0] == (
+        "On lobster_replay, reading the commands and writing the outcomes takes 4.00 ns/op "
+        "(3.60-4.40), 0.20 (0.20-0.20) of v4@numba's kernel time: no engine replaying this "
+        "stream can take less; what the book adds over it is 16 ns/op (14.4-17.6), and the "
+        "whole kernel takes 60 cycles a command at the 3.00 GHz the core ran at.")
+    # a record from before the probes (or a base that refused the stream): no row, no sentence
+    del lin["floor"]
+    t = checked(es.floor_table(lin))
+    assert t.rows == [] and t.sentences == []
 
 
 def test_steps_table_names_each_mechanism():
