@@ -1,4 +1,4 @@
-"""Two yardsticks measured beside an engine in the same interleaved rounds (``lob profile``).
+"""Yardsticks measured beside an engine in the same interleaved rounds (``lob profile``).
 
 * :func:`core_clock_ghz`: the rate at which this core retires dependent one-cycle
   instructions while the round runs: a chain of xorshift steps (shift, xor: one cycle of
@@ -8,6 +8,14 @@
   on a contended memory system (the chain does not). On this workplace's VM the chain reads
   a steady ~3.0 GHz while the v4 kernel's ns/op moves by 50% from one stretch to the next:
   the spread is the memory system, shared with other guests, not the clock.
+* :func:`core_probe`: that clock and the core's issue width: four independent xorshift
+  chains retire about 3.3 operations a cycle on a Zen 4 core that is ours alone, and
+  fewer when another hardware thread shares the core's issue slots. On this workplace's VM
+  the width flips between ~3.3 and ~2.2-2.5 from one stretch to the next, from outside the
+  VM (a busy second vCPU of ours does not move it), and the v4 kernel's ns/op flips with it
+  (22-23 against 32-33 on lobster_replay, correlation -0.99 over 12 rounds), while the
+  clock and a pointer chase's latency stay put: the host's "slow phases" are a shared core.
+  :func:`shared_replays` marks the replays measured on a shared core.
 * :func:`stream_floor`: the replay contract's own cost with no book: read every command
   record (40 bytes) and write every outcome record (34 bytes) from it. It is the part of any
   engine's kernel time that no change to the book can remove (a replay must read its
@@ -25,6 +33,9 @@ from numba import njit
 from lob.engines.compiled.kernel import put
 
 CHAIN_OPS = 6  # dependent one-cycle operations a chain step
+CHAINS = 4  # independent chains of the width probe
+SHARED_BELOW = 0.85  # a probe's width below this share of the stream's widest: a shared core
+PROBE_STEPS = 250_000  # ~1.7 ms a probe at 3 GHz: widths 3.2-3.4 quiet, 2.1-2.2 shared here
 _SEED = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -35,6 +46,24 @@ def _chain(steps, x):
         x ^= x >> np.uint64(7)
         x ^= x << np.uint64(17)
     return x
+
+
+@njit(cache=True, _nrt=False)
+def _chains(steps, a, b, c, d):
+    for _ in range(steps):
+        a ^= a << np.uint64(13)
+        b ^= b << np.uint64(13)
+        c ^= c << np.uint64(13)
+        d ^= d << np.uint64(13)
+        a ^= a >> np.uint64(7)
+        b ^= b >> np.uint64(7)
+        c ^= c >> np.uint64(7)
+        d ^= d >> np.uint64(7)
+        a ^= a << np.uint64(17)
+        b ^= b << np.uint64(17)
+        c ^= c << np.uint64(17)
+        d ^= d << np.uint64(17)
+    return a ^ b ^ c ^ d
 
 
 @njit(cache=True, _nrt=False)
@@ -57,6 +86,43 @@ def core_clock_ghz(steps: int = 2_000_000, now=time.thread_time_ns) -> float:
     if x == 0:  # never (xorshift keeps a non-zero state): keeps the result live
         raise AssertionError("xorshift chain reached 0")
     return CHAIN_OPS * steps / max(dt, 1)
+
+
+def core_probe(steps: int = 1_000_000, now=time.thread_time_ns) -> dict:
+    """``{"core_ghz", "width"}``: :func:`core_clock_ghz` over ``2 * steps`` chain steps, then
+    the operations a cycle of :data:`CHAINS` independent chains of ``steps`` steps each (their
+    operations per ns over the clock's), both timed by ``now``. ~7 ms at 3 GHz."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    ghz = core_clock_ghz(2 * steps, now=now)
+    seeds = [_SEED + np.uint64(i) for i in range(CHAINS)]
+    _chains(1, *seeds)
+    t0 = now()
+    x = _chains(steps, *seeds)
+    dt = now() - t0
+    if x == 0:  # never: keeps the result live
+        raise AssertionError("xorshift chains reached 0")
+    return {"core_ghz": ghz, "width": CHAIN_OPS * CHAINS * steps / max(dt, 1) / ghz}
+
+
+def shared_replays(probes: list[dict], below: float = SHARED_BELOW) -> dict[str, np.ndarray]:
+    """Per engine, whether each of its replays ran on a shared core: the width probed just
+    before or just after it fell below ``below`` times the widest probe of all ``probes``
+    (:func:`lob.measure.profile.measure`'s, one dict a round with the engines' ``order`` and
+    ``len(order) + 1`` ``width`` probes). A stream probed only on a shared core has nothing
+    wider to compare with, and no replay is marked."""
+    widths = [w for p in probes for w in p["width"]]
+    if not widths:
+        return {}
+    cut = below * max(widths)
+    out: dict[str, list[bool]] = {}
+    for p in probes:
+        if len(p["width"]) != len(p["order"]) + 1:
+            raise ValueError("a round needs one width probe before each replay and one after "
+                             "the last")
+        for j, name in enumerate(p["order"]):
+            out.setdefault(name, []).append(min(p["width"][j], p["width"][j + 1]) < cut)
+    return {k: np.asarray(v, dtype=bool) for k, v in out.items()}
 
 
 def stream_floor(cmds: np.ndarray, out: np.ndarray, now=time.thread_time_ns) -> float:

@@ -105,9 +105,11 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
     or ``{engine: {"refused": message}}`` for an engine that refuses the workload's book
     (a band or STP mode it does not take). ``twin``: an engine measured once more in every
     round, under the key ``twin + AA``, as if it were another engine (the A/A control).
-    ``probes``: a list that receives one dict a round, ``{"core_ghz": ..., "floor_ns": ...}``:
-    :func:`lob.measure.probes.core_clock_ghz` read just before the round's engines and
-    :func:`lob.measure.probes.stream_floor` on the same stream just after them, both timed by
+    ``probes``: a list that receives one dict a round, ``{"order", "core_ghz", "width",
+    "floor_ns"}``: the round's engines in the order they ran, the core's clock and issue
+    width (:func:`lob.measure.probes.core_probe`) before each replay and after the last
+    (``len(order) + 1`` of each: replay ``j`` ran between probes ``j`` and ``j + 1``), and
+    :func:`lob.measure.probes.stream_floor` on the same stream after the round, all timed by
     the same clock as the engines.
     """
     from lob.engines.registry import get_engine
@@ -138,8 +140,10 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
         scratch = _buffers.take_array(len(cmds), OUTCOME_DTYPE)
     with _clock(clock) as now:
         for order in stats.rotations(live, rounds):
-            ghz = pr.core_clock_ghz(now=now) if probes is not None else None
+            cores = []
             for name in order:
+                if probes is not None:
+                    cores.append(pr.core_probe(pr.PROBE_STEPS, now=now))
                 t0 = now()
                 res = get_engine(name.removesuffix(AA), cfg).replay(cmds)
                 t1 = now()
@@ -147,7 +151,10 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
                 out[name]["replay"].append((t1 - t0) / n)
                 del res
             if probes is not None:
-                probes.append({"core_ghz": ghz,
+                cores.append(pr.core_probe(pr.PROBE_STEPS, now=now))
+                probes.append({"order": list(order),
+                               "core_ghz": [c["core_ghz"] for c in cores],
+                               "width": [c["width"] for c in cores],
                                "floor_ns": pr.stream_floor(cmds, scratch, now=now)})
     return out
 
@@ -321,14 +328,22 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
     :func:`side_by_side` columns, plus ``replay_over_kernel_lo``/``_hi``, the interval of
     the per-round ratio of the whole call to the kernel, and ``faster_rounds``, the rounds
     in which the engine's kernel beat the base's, and ``kernel_cycles`` with ``_lo``/``_hi``:
-    the per-round kernel ns/op times that round's core clock), ``core_ghz`` and ``floor``
+    the per-round kernel ns/op times that round's core clock; ``kernel_quiet`` with
+    ``_lo``/``_hi``: the median over the engine's replays not on a shared core, None if there
+    were none; ``vs_base_quiet`` with ``_lo``/``_hi`` and ``change_quiet``: the ratio to the
+    base over the ``quiet_pairs`` rounds where neither replay was on a shared core), ``core_ghz``
+    (each round's median probe) and ``width`` (every probe: the core's
+    issue width), ``shared_replays`` (per engine, its replays on a core shared with another
+    hardware thread, :func:`lob.measure.probes.shared_replays`) and ``floor``
     (``ns``: the stream's floor in ns/op, ``of_base``: its per-round share of the base's
     kernel time), each as [median, low, high] (:mod:`lob.measure.probes`), ``per_round``
     (each engine's kernel and replay ns/op, round by round, for a later reader's own
-    statistics) and ``probes`` (the core clock and the floor, round by round).
+    statistics), ``probes`` (:func:`measure`'s, round by round) and ``shared`` (per engine,
+    whether each of its replays ran on a shared core).
     """
     from lob.engines.registry import engine_spec
     from lob.measure.conditions import run_conditions, steal_fraction
+    from lob.measure.probes import shared_replays
     from lob.workloads import check_scale
 
     names = list(dict.fromkeys(engines))
@@ -356,8 +371,10 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
         probes: list[dict] = []
         s = measure(names, wl, rounds=rounds, clock=clock, probes=probes)
         after = run_conditions()
-        ghz = np.array([p["core_ghz"] for p in probes])
+        ghz = np.array([np.median(p["core_ghz"]) for p in probes])
         floor = np.array([p["floor_ns"] for p in probes])
+        width = np.array([w for p in probes for w in p["width"]])
+        shared = shared_replays(probes)
         table = side_by_side(names, (wname,), base=base, confidence=confidence,
                              threshold=threshold, measured={wname: s})
         records = []
@@ -372,19 +389,31 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
                                                   < np.asarray(s[base]["kernel"])))
                 row["kernel_cycles"], row["kernel_cycles_lo"], row["kernel_cycles_hi"] = \
                     _median(np.asarray(e["kernel"]) * ghz, confidence)
+                quiet = np.asarray(e["kernel"])[~shared[row["engine"]]]
+                row["kernel_quiet"], row["kernel_quiet_lo"], row["kernel_quiet_hi"] = (
+                    _median(quiet, confidence) if quiet.size else (np.nan,) * 3)
+                both = ~shared[row["engine"]] & ~shared[base]
+                row["quiet_pairs"] = int(both.sum())
+                if both.any():
+                    v = _versus(np.asarray(e["kernel"])[both],
+                                np.asarray(s[base]["kernel"])[both], confidence, threshold)
+                    row.update({"vs_base_quiet": v["ratio"], "vs_base_quiet_lo": v["ratio_lo"],
+                                "vs_base_quiet_hi": v["ratio_hi"],
+                                "change_quiet": v["change"]})
             records.append({k: (None if isinstance(v, float) and np.isnan(v) else
                                 v.item() if isinstance(v, np.generic) else v)
                             for k, v in row.items()})
         out["workloads"][wname] = {
             "commands": len(wl.commands), "steal_fraction": steal_fraction(before, after),
             "load_avg": [before.get("load_avg"), after.get("load_avg")], "table": records,
-            "core_ghz": _summary(ghz, confidence),
+            "core_ghz": _summary(ghz, confidence), "width": _summary(width, confidence),
+            "shared_replays": {k: int(v.sum()) for k, v in shared.items()},
             "floor": {"ns": _summary(floor, confidence),
                       "of_base": (_summary(floor / np.asarray(s[base]["kernel"]), confidence)
                                   if "kernel" in s[base] else None)},
             "per_round": {k: {"kernel": v["kernel"], "replay": v["replay"]}
                           for k, v in s.items() if "kernel" in v},
-            "probes": {"core_ghz": ghz.tolist(), "floor_ns": floor.tolist()}}
+            "probes": probes, "shared": {k: v.tolist() for k, v in shared.items()}}
     return out
 
 
@@ -401,6 +430,8 @@ def _interval(lo, hi, fmt: str) -> str:
 
 def versus_base_text(rep: dict) -> str:
     """:func:`versus_base`'s record as a plain-text table per workload, with its conditions."""
+    from lob.measure.probes import SHARED_BELOW
+
     c = rep["conditions"]
     pk = c.get("packages") or {}
     clock = ("the measuring thread's CPU clock" if rep["clock"] == "cpu" else "the wall clock")
@@ -420,19 +451,28 @@ def versus_base_text(rep: dict) -> str:
                   + " -> ".join("?" if x is None else f"{x:.2f}" for x in la)
                   + ", steal " + ("not recorded" if steal is None else f"{steal:.1%}")
                   + ("" if ghz is None else f", core clock {ghz[0]:.2f} GHz"
-                     + _interval(ghz[1], ghz[2], ".2f"))]
-        head = ("engine", "kernel ns/op", "cycles/op", "replay ns/op", "replay/kernel",
-                "vs base", "faster rounds", "checksum")
+                     + _interval(ghz[1], ghz[2], ".2f"))
+                  + ("" if w.get("width") is None else
+                     f", issue width {w['width'][0]:.2f}" + _interval(w["width"][1],
+                                                                     w["width"][2], ".2f"))]
+        head = ("engine", "kernel ns/op", "quiet core (replays)", "cycles/op", "replay ns/op",
+                "replay/kernel", "vs base", "faster rounds", "vs base, both quiet (rounds)",
+                "checksum")
+        shared = w.get("shared_replays") or {}
         rows = [head]
         for r in w["table"]:
             if r.get("kernel_ns") is None:
                 rows.append((r["engine"], f"refused: {r.get('note')}", *[""] * (len(head) - 2)))
                 continue
             isbase = r["engine"] == rep["base"]
-            cyc = r.get("kernel_cycles")
+            cyc, quiet = r.get("kernel_cycles"), r.get("kernel_quiet")
             rows.append((
                 r["engine"],
                 f"{r['kernel_ns']:.1f}" + _interval(r["kernel_lo"], r["kernel_hi"], ".1f"),
+                ("" if quiet is None else f"{quiet:.1f}" + _interval(
+                    r.get("kernel_quiet_lo"), r.get("kernel_quiet_hi"), ".1f"))
+                + ("" if r["engine"] not in shared else
+                   f" ({rep['rounds'] - shared[r['engine']]})"),
                 "" if cyc is None else f"{cyc:.0f}" + _interval(
                     r.get("kernel_cycles_lo"), r.get("kernel_cycles_hi"), ".0f"),
                 f"{r['replay_ns']:.1f}",
@@ -441,6 +481,11 @@ def versus_base_text(rep: dict) -> str:
                 "base" if isbase else f"{r['vs_base']:.3f}" + _interval(
                     r["vs_base_lo"], r["vs_base_hi"], ".3f") + f" {r['change']}",
                 "" if isbase else f"{r['faster_rounds']}/{rep['rounds']}",
+                "" if isbase or "quiet_pairs" not in r else
+                ("-" if r.get("vs_base_quiet") is None else
+                 f"{r['vs_base_quiet']:.3f}" + _interval(r.get("vs_base_quiet_lo"),
+                                                         r.get("vs_base_quiet_hi"), ".3f")
+                 + f" {r['change_quiet']}") + f" ({r['quiet_pairs']})",
                 "base" if isbase else "same" if r["same_checksum"] else "DIFFERENT"))
         widths = [max(len(x[i]) for x in rows) for i in range(len(head))]
         lines += ["  ".join(x[i].ljust(widths[i]) for i in range(len(head))).rstrip()
@@ -453,11 +498,17 @@ def versus_base_text(rep: dict) -> str:
                 f"{fl['ns'][0]:.1f}" + _interval(fl["ns"][1], fl["ns"][2], ".1f") + " ns/op"
                 + ("" if share is None else f", {share[0]:.2f}"
                    + _interval(share[1], share[2], ".2f") + f" of {rep['base']}'s kernel"))
-    if any(w.get("core_ghz") for w in rep["workloads"].values()):
+    if any(w.get("width") for w in rep["workloads"].values()):
         lines += ["", "core clock: dependent one-cycle operations (an xorshift chain) retired "
-                  "per ns before each round, by the same clock; cycles/op = kernel ns/op x that "
-                  "round's clock. A slow round with a steady core clock was slowed by the "
-                  "memory system, not the clock."]
+                  "per ns, by the same clock, probed before and after every replay; cycles/op = "
+                  "kernel ns/op x the round's median clock. Issue width: operations a cycle of "
+                  "four independent chains, in the same probes; a replay where either probe "
+                  f"fell below {SHARED_BELOW:.2f} of the stream's widest ran on a core shared "
+                  "with another "
+                  "hardware thread (another program, or on a VM another guest), where a kernel "
+                  "slows by up to half with a steady clock; quiet core: the kernel's median over "
+                  "the other replays (how many in brackets); both quiet: the ratio to the base "
+                  "over the rounds where neither replay was on a shared core."]
     return "\n".join(lines)
 
 

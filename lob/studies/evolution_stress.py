@@ -774,13 +774,16 @@ def measure_lineage(engines: Sequence[str], scale: float, repeat: int, *,
     :func:`~lob.measure.profile.lineage_profile` (each step's kernel ns/op, its mechanism, its
     ratio to its parent) and :func:`~lob.measure.profile.side_by_side` (every engine over that
     base). The yardsticks of :mod:`lob.measure.probes` are taken in the same rounds: per
-    stream, ``floor[w]`` holds the core's clock and the stream's floor round by round
-    (``core_ghz``, ``floor_ns``) and the base's kernel ns/op in those rounds (``base_ns``).
+    stream, ``floor[w]`` holds, round by round, the core's clock (the round's median probe)
+    and the stream's floor (``core_ghz``, ``floor_ns``), the base's kernel ns/op
+    (``base_ns``) and whether its replay ran on a core shared with another hardware thread
+    (``base_shared``).
     Returns ``{"lineage": [rows], "side": [rows], "floor": {w: ...}, "base", "rounds",
     "scale", "workloads"}`` (rows: the profile's columns, an engine refusing a stream with a
     ``note``)."""
     from lob.engines import toggles as tg
     from lob.measure import profile as pf
+    from lob.measure.probes import shared_replays
 
     measure = measure or pf.measure
     chain = [e for e in tg.chain("numba") if e in engines]
@@ -790,9 +793,10 @@ def measure_lineage(engines: Sequence[str], scale: float, repeat: int, *,
     for w in workloads:
         probes: list[dict] = []
         got[w] = measure(list(engines), w, scale=scale, rounds=rounds, twin=base, probes=probes)
-        floor[w] = {"core_ghz": [p["core_ghz"] for p in probes],
+        floor[w] = {"core_ghz": [float(np.median(p["core_ghz"])) for p in probes],
                     "floor_ns": [p["floor_ns"] for p in probes],
-                    "base_ns": list(got[w][base].get("kernel", []))}
+                    "base_ns": list(got[w][base].get("kernel", [])),
+                    "base_shared": shared_replays(probes).get(base, np.zeros(0)).tolist()}
     lin = pf.lineage_profile(workloads=list(workloads), versions=chain, twin=base,
                              measured=got)
     side = pf.side_by_side(list(engines), list(workloads), base=base, twin=base, measured=got)
@@ -876,6 +880,7 @@ def floor_table(lin: dict) -> K.Conclusion:
     the base's kernel in cycles per command. Sentences: per stream, how much of the base's
     time is the stream and how much is the book."""
     from lob.measure import stats
+    from lob.measure.probes import SHARED_BELOW
 
     base = lin["base"]
 
@@ -890,6 +895,7 @@ def floor_table(lin: dict) -> K.Conclusion:
             continue  # an old record, or the base refused the stream
         fl, b = np.asarray(f["floor_ns"], dtype=float), np.asarray(f["base_ns"], dtype=float)
         ghz = np.asarray(f["core_ghz"], dtype=float)
+        shared = np.asarray(f.get("base_shared") or [False] * len(b), dtype=bool)
         floor_ns, floor_lo, floor_hi = mid(fl)
         share, share_lo, share_hi = mid(fl / b)
         book, book_lo, book_hi = mid(b - fl)
@@ -898,9 +904,12 @@ def floor_table(lin: dict) -> K.Conclusion:
                      "share": share, "share_lo": share_lo, "share_hi": share_hi,
                      "book_ns": book, "book_lo": book_lo, "book_hi": book_hi,
                      "core_ghz": float(np.median(ghz)),
-                     f"{base} cycles/op": float(np.median(b * ghz))})
+                     f"{base} cycles/op": float(np.median(b * ghz)),
+                     "shared": int(shared.sum()), "rounds": len(b),
+                     "quiet_ns": float(np.median(b[~shared])) if (~shared).any() else None})
     t = K.Conclusion("the stream's floor", rows, key="workload",
-                     kinds={"share": "ratio", "share_lo": "ratio", "share_hi": "ratio"},
+                     kinds={"share": "ratio", "share_lo": "ratio", "share_hi": "ratio",
+                            "shared": "count", "rounds": "count"},
                      note=f"floor: a compiled loop that reads every command (40 bytes) and "
                           f"writes its outcome (34 bytes) with no book, timed in each of the "
                           f"{lin['rounds']} rounds (median, floor_lo-floor_hi); share: floor "
@@ -908,7 +917,10 @@ def floor_table(lin: dict) -> K.Conclusion:
                           f"book_ns: {base}'s kernel minus the floor, round by round; core_ghz: "
                           f"dependent one-cycle operations (an xorshift chain) per ns before "
                           f"each round; cycles/op: {base}'s kernel ns/op times that round's "
-                          f"clock")
+                          f"clock; shared: {base}'s replays on a core shared with another "
+                          f"hardware thread (the issue width probed before or after it below "
+                          f"{SHARED_BELOW} of the stream's widest), quiet_ns: its median over "
+                          f"the others")
     for r in t.rows:
         w = r["workload"]
         t.say(f"On {w}, reading the commands and writing the outcomes takes "
@@ -918,7 +930,12 @@ def floor_table(lin: dict) -> K.Conclusion:
               f"book adds over it is {t.cell(w, 'book_ns')} ns/op ({t.cell(w, 'book_lo')}-"
               f"{t.cell(w, 'book_hi')}), and the whole kernel takes "
               f"{t.cell(w, f'{base} cycles/op')} cycles a command at the "
-              f"{t.cell(w, 'core_ghz')} GHz the core ran at.")
+              f"{t.cell(w, 'core_ghz')} GHz the core ran at."
+              + ("" if not r["shared"] else
+                 f" {t.cell(w, 'shared')} of its {t.cell(w, 'rounds')} replays ran on a core "
+                 f"shared with another hardware thread, where a kernel slows by up to half"
+                 + ("" if r["quiet_ns"] is None else
+                    f"; its median over the others is {t.cell(w, 'quiet_ns')} ns/op") + "."))
     return t
 
 

@@ -129,16 +129,30 @@ def test_versus_base_is_a_rerunnable_record_of_interleaved_rounds():
         for row in got["table"]:
             assert row["replay_over_kernel_lo"] <= row["replay_over_kernel"] \
                 <= row["replay_over_kernel_hi"]
-        # the yardsticks: one core clock and one stream floor a round, and the figures
-        # derived from them recomputed from the rounds
-        ghz, floor = got["probes"]["core_ghz"], got["probes"]["floor_ns"]
-        assert len(ghz) == len(floor) == 5
+        # the yardsticks: a core probe before every replay and after the last of each round,
+        # one stream floor a round, and every figure derived from them recomputed here
+        probes = got["probes"]
+        assert len(probes) == 5
+        for p in probes:
+            assert sorted(p["order"]) == ["v3@numba", "v4@numba"]
+            assert len(p["width"]) == len(p["core_ghz"]) == 3
+        ghz = [np.median(p["core_ghz"]) for p in probes]
+        floor = [p["floor_ns"] for p in probes]
         assert got["core_ghz"][0] == pytest.approx(np.median(ghz))
+        assert got["width"][0] == pytest.approx(np.median([w for p in probes for w in p["width"]]))
         assert got["floor"]["ns"][0] == pytest.approx(np.median(floor))
         assert got["floor"]["of_base"][0] == pytest.approx(np.median(np.divide(floor, kb)))
         assert 0 < got["floor"]["of_base"][0] < 1  # reading and writing is not all of it
         assert other["kernel_cycles"] == pytest.approx(np.median(np.multiply(k, ghz)))
         assert other["kernel_cycles_lo"] <= other["kernel_cycles"] <= other["kernel_cycles_hi"]
+        shared = got["shared"]["v3@numba"]
+        assert len(shared) == 5 and got["shared_replays"]["v3@numba"] == sum(shared)
+        quiet = [x for x, sh in zip(k, shared, strict=True) if not sh]
+        assert other["kernel_quiet"] == (pytest.approx(np.median(quiet)) if quiet else None)
+        both = [a / b for a, b, s1, s2 in zip(k, kb, shared, got["shared"]["v4@numba"],
+                                             strict=True) if not (s1 or s2)]
+        assert other["quiet_pairs"] == len(both)
+        assert other.get("vs_base_quiet") == (pytest.approx(np.median(both)) if both else None)
     text = pf.versus_base_text(rep)
     assert "lobster_replay (10,000 commands)" in text and "cpp_comprehensive" in text
     assert "5 interleaved rounds" in text and "v3@numba" in text
@@ -175,13 +189,19 @@ def test_versus_base_text_shows_a_refusal_and_a_different_checksum():
     assert "timed by the wall clock" in text and "steal not recorded" in text
     assert "core clock" not in text and "stream floor" not in text  # a record without them
     w = rep["workloads"]["w"]
-    w["core_ghz"] = [3.0, 2.9, 3.1]
+    w.update(core_ghz=[3.0, 2.9, 3.1], width=[3.2, 2.2, 3.3], shared_replays={"a": 2, "b": 7})
     w["floor"] = {"ns": [4.0, 3.5, 4.5], "of_base": [0.2, 0.18, 0.22]}
-    w["table"][0].update(kernel_cycles=30.0, kernel_cycles_lo=27.0, kernel_cycles_hi=33.0)
+    w["table"][0].update(kernel_cycles=30.0, kernel_cycles_lo=27.0, kernel_cycles_hi=33.0,
+                         kernel_quiet=9.5, kernel_quiet_lo=9.1, kernel_quiet_hi=9.9)
+    w["table"][1].update(kernel_quiet=None, quiet_pairs=0)  # every replay of b on a shared core
     text = pf.versus_base_text(rep)
-    assert "steal not recorded, core clock 3.00 GHz [2.90..3.10]" in text
+    assert ("steal not recorded, core clock 3.00 GHz [2.90..3.10], issue width 3.20 "
+            "[2.20..3.30]") in text
     a = next(ln for ln in text.splitlines() if ln.startswith("a "))
-    assert a.split()[1:5] == ["10.0", "[9.0..11.0]", "30", "[27..33]"]
+    assert a.split()[1:8] == ["10.0", "[9.0..11.0]", "9.5", "[9.1..9.9]", "(5)", "30", "[27..33]"]
+    b = next(ln for ln in text.splitlines() if ln.startswith("b "))
+    assert b.split()[1:4] == ["10.0", "[9.0..11.0]", "(0)"]
+    assert b.split()[-4:] == ["0/7", "-", "(0)", "DIFFERENT"]  # no round both quiet: no ratio
     assert ("34-byte outcome): 4.0 [3.5..4.5] ns/op, 0.20 [0.18..0.22] of a's kernel"
             in text)
     b = next(ln for ln in lines if ln.startswith("b "))
@@ -222,6 +242,37 @@ def test_core_clock_is_the_chain_operations_over_the_measured_time():
     assert 0.2 < probes.core_clock_ghz(200_000) < 10
     with pytest.raises(ValueError, match="steps must be"):
         probes.core_clock_ghz(0)
+
+
+def test_core_probe_width_is_the_chains_rate_over_the_clock():
+    from lob.measure import probes
+
+    # the clock: 2 * 1,000 steps of 6 operations in 4,000 ns (3 GHz); the four chains: 1,000
+    # steps of 24 operations in 8,000 ns: 3 operations a ns, 1.00 a cycle
+    ticks = iter([0, 4_000, 10_000, 18_000])
+    got = probes.core_probe(1_000, now=lambda: next(ticks))
+    assert got["core_ghz"] == pytest.approx(3.0) and got["width"] == pytest.approx(1.0)
+    real = probes.core_probe(probes.PROBE_STEPS)
+    assert 0.5 < real["width"] < 8  # a chain the compiler had folded or serialised would not
+    with pytest.raises(ValueError, match="steps must be"):
+        probes.core_probe(0)
+
+
+def test_shared_replays_marks_a_replay_by_the_probes_around_it():
+    from lob.measure import probes
+
+    rounds = [{"order": ["a", "b"], "width": [3.3, 3.2, 3.3]},
+              {"order": ["b", "a"], "width": [3.3, 2.2, 3.3]},  # shared between b and a
+              {"order": ["a", "b"], "width": [3.1, 3.0, 2.7]}]  # 2.7 < 0.85 * 3.3: b shared
+    got = probes.shared_replays(rounds)
+    assert got["a"].tolist() == [False, True, False]
+    assert got["b"].tolist() == [False, True, True]
+    # every probe equally narrow: nothing wider to tell a shared core by
+    flat = probes.shared_replays([{"order": ["a"], "width": [2.2, 2.2]}])
+    assert flat["a"].tolist() == [False]
+    assert probes.shared_replays([]) == {}
+    with pytest.raises(ValueError, match="one width probe before each replay"):
+        probes.shared_replays([{"order": ["a", "b"], "width": [3.0, 3.0]}])
 
 
 def test_stream_floor_reads_every_command_and_writes_every_outcome():

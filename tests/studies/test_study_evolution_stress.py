@@ -578,8 +578,14 @@ def fake_measure(engines, w, *, scale, rounds, twin, probes=None):
     engine in a round, the twin 2% off at most), orderly_chaos refusing cpp_comprehensive;
     the probes a core clock of 3 GHz and the stream's floor, drifting with the round too."""
     k = dict(zip(CHAIN, KERNEL[w], strict=True), orderly_chaos=100.0)
-    if probes is not None:
-        probes += [{"core_ghz": 3.0, "floor_ns": FLOOR[w] * r} for r in ROUND[:rounds]]
+    if probes is not None:  # on cpp_comprehensive the core is shared after round 2's v4
+        order = [*engines, twin + es.AA]
+        for i, r in enumerate(ROUND[:rounds]):
+            width = [3.3] * (len(order) + 1)
+            if w == "cpp_comprehensive" and i == 1:
+                width[order.index(twin) + 1] = 2.2
+            probes.append({"order": order, "core_ghz": [3.0] * len(width), "width": width,
+                           "floor_ns": FLOOR[w] * r})
     out = {}
     for e in [*engines, twin + es.AA]:
         base = e.removesuffix(es.AA)
@@ -625,7 +631,15 @@ def test_floor_table_splits_the_newest_steps_time_into_stream_and_book():
     assert r["share"] == pytest.approx(0.2) and r["book_ns"] == pytest.approx(16.0)
     assert r["floor_lo"] <= r["floor_ns"] <= r["floor_hi"]
     assert r["v4@numba cycles/op"] == pytest.approx(60.0) and r["core_ghz"] == 3.0
-    assert t._row("cpp_comprehensive")["share"] == pytest.approx(5 / 40)
+    c = t._row("cpp_comprehensive")
+    assert c["share"] == pytest.approx(5 / 40)
+    # v4's replay of round 2 (drift 1.1) on a shared core: the other four's median
+    assert (c["shared"], c["rounds"]) == (1, 5) and r["shared"] == 0
+    assert c["quiet_ns"] == pytest.approx(np.median([40 * x for x in (1.0, 0.9, 1.05, 0.95)]))
+    assert t.sentences[1].endswith(
+        "at the 3.00 GHz the core ran at. 1 of its 5 replays ran on a core shared with another "
+        "hardware thread, where a kernel slows by up to half; its median over the others is "
+        "39 ns/op.")
     assert t.sentences[0] == (
         "On lobster_replay, reading the commands and writing the outcomes takes 4.00 ns/op "
         "(3.60-4.40), 0.20 (0.20-0.20) of v4@numba's kernel time: no engine replaying this "
