@@ -47,7 +47,8 @@ def _cmd_profile(args) -> int:
         return 2
     try:
         rep = versus_base(args.engines, args.workload or ("lobster_replay", "cpp_comprehensive"),
-                          rounds=args.rounds, scale=args.scale, clock=args.clock)
+                          rounds=args.rounds, scale=args.scale, clock=args.clock,
+                          top_up=args.top_up)
     except KeyboardInterrupt:
         print("lob profile: interrupted (nothing written)", file=sys.stderr)
         return 130
@@ -98,6 +99,10 @@ def add_parsers(sub) -> None:
                    help="workload name, repeatable (default: lobster_replay and "
                         "cpp_comprehensive)")
     s.add_argument("--rounds", type=int, default=21, help="interleaved rounds")
+    s.add_argument("--top-up", type=int, default=0,
+                   help="up to this many rounds more per stream while fewer than --rounds ran "
+                        "every replay on a quiet core (none shared with another hardware "
+                        "thread)")
     s.add_argument("--scale", type=float, default=1.0, help="workload scale (1.0 = published)")
     s.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                    help="cpu: the measuring thread's CPU clock; wall: the wall clock")

@@ -97,7 +97,7 @@ def _workload(workload, scale: float):
 
 def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7,
             clock: str = "cpu", twin: str | None = None,
-            probes: list | None = None) -> dict[str, dict]:
+            probes: list | None = None, top_up: int = 0) -> dict[str, dict]:
     """Interleaved replays of one workload by each engine.
 
     ``workload``: a registered name (built at ``scale``) or a built workload. Returns
@@ -110,7 +110,14 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
     width (:func:`lob.measure.probes.core_probe`) before each replay and after the last
     (``len(order) + 1`` of each: replay ``j`` ran between probes ``j`` and ``j + 1``), and
     :func:`lob.measure.probes.stream_floor` on the same stream after the round, all timed by
-    the same clock as the engines.
+    the same clock as the engines. With probes, each engine's entry also holds ``"shared"``:
+    per round, whether its replay ran on a core shared with another hardware thread
+    (:func:`lob.measure.probes.shared_replays`).
+
+    ``top_up``: up to this many rounds more (probed, whether or not ``probes`` is given),
+    run only while fewer than ``rounds`` rounds had every replay on a quiet core: on a host
+    whose neighbours come and go, the comparisons of :func:`lineage_profile` and
+    :func:`side_by_side` can then use quiet rounds only (:data:`QUIET_MIN` at least).
     """
     from lob.engines.registry import get_engine
 
@@ -132,14 +139,21 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
         out[name] = {"kernel": [], "replay": [], "checksum": res.checksum}
         del res
         live.append(name)
+    if top_up < 0:
+        raise ValueError(f"top_up must be >= 0, got {top_up}")
+    if top_up and probes is None:
+        probes = []
     if probes is not None:
         from lob.engines.compiled import _buffers
         from lob.measure import probes as pr
         from lob.semantics import OUTCOME_DTYPE
 
         scratch = _buffers.take_array(len(cmds), OUTCOME_DTYPE)
+        first = len(probes)  # the caller's list may hold other streams' rounds
     with _clock(clock) as now:
-        for order in stats.rotations(live, rounds):
+        for r, order in enumerate(stats.rotations(live, rounds + top_up)):
+            if r >= rounds and _quiet_rounds(probes[first:]) >= rounds:
+                break
             cores = []
             for name in order:
                 if probes is not None:
@@ -156,7 +170,39 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
                                "core_ghz": [c["core_ghz"] for c in cores],
                                "width": [c["width"] for c in cores],
                                "floor_ns": pr.stream_floor(cmds, scratch, now=now)})
+    if probes is not None and live:
+        for name, flags in pr.shared_replays(probes[first:]).items():
+            out[name]["shared"] = flags.tolist()
     return out
+
+
+QUIET_MIN = 5  # quiet rounds a comparison needs before it leaves the shared ones out
+
+
+def _quiet_rounds(probes: list[dict]) -> int:
+    """Rounds so far in which no replay ran on a shared core."""
+    from lob.measure.probes import shared_replays
+
+    flags = shared_replays(probes)
+    if not flags:
+        return 0
+    return int(np.sum(~np.any(np.vstack(list(flags.values())), axis=0)))
+
+
+def _quiet_mask(s: dict, *names: str) -> tuple[np.ndarray | None, int | None]:
+    """The rounds in which every one of ``names`` ran on a quiet core, when :func:`measure`
+    marked them and there are :data:`QUIET_MIN` such rounds at least: (mask, how many);
+    else (None, None): use every round."""
+    if not names or any("shared" not in s.get(n, {}) for n in names):
+        return None, None
+    mask = ~np.any(np.vstack([np.asarray(s[n]["shared"], dtype=bool) for n in names]), axis=0)
+    k = int(mask.sum())
+    return (mask, k) if k >= QUIET_MIN else (None, None)
+
+
+def _rounds_of(xs, mask):
+    xs = np.asarray(xs, dtype=float)
+    return xs if mask is None else xs[mask]
 
 
 def _median(xs, confidence):
@@ -173,14 +219,17 @@ def _versus(a: list[float], b: list[float], confidence: float, threshold: float)
     return {"ratio": r["median"], "ratio_lo": lo, "ratio_hi": hi, "change": r["change"]}
 
 
-def aa_control(s: dict, twin: str) -> dict:
+def aa_control(s: dict, twin: str, *, quiet: bool = True) -> dict:
     """The A/A band (:func:`lob.measure.stats.aa_band`) of one :func:`measure` result: the
     per-round kernel ratios of ``twin``'s second measurement over its first (``"low"`` and
-    ``"high"`` None when either was refused or fewer than 5 rounds ran)."""
+    ``"high"`` None when either was refused or fewer than 5 rounds ran); with ``quiet``, over
+    the rounds where both ran on a quiet core when :func:`measure` marked them and there are
+    :data:`QUIET_MIN` at least."""
     a, b = s.get(twin, {}), s.get(twin + AA, {})
     if "kernel" not in a or "kernel" not in b:
         return {"low": None, "high": None, "n": 0, "what": f"no A/A control: {twin} not measured"}
-    return stats.aa_band(np.asarray(b["kernel"]) / np.asarray(a["kernel"]))
+    mask, _ = _quiet_mask(s, twin, twin + AA) if quiet else (None, None)
+    return stats.aa_band(_rounds_of(b["kernel"], mask) / _rounds_of(a["kernel"], mask))
 
 
 def _aa_columns(v: dict, band: dict | None) -> dict:
@@ -200,19 +249,35 @@ def _measured(w, scale, names, rounds, clock, twin, measured):
     return wname, measure(names, wl, rounds=rounds, clock=clock, twin=twin)
 
 
-def _time_columns(s: dict, confidence: float) -> dict:
-    k, klo, khi = _median(s["kernel"], confidence)
-    c, clo, chi = _median(s["replay"], confidence)
-    call = np.median(np.asarray(s["replay"]) / np.asarray(s["kernel"]))
+def _time_columns(s: dict, name: str, confidence: float, quiet: bool = False) -> dict:
+    """Kernel and replay ns/op of ``s[name]`` (medians, intervals); with ``quiet``, over its
+    replays on a quiet core when there are :data:`QUIET_MIN` of them (``quiet_replays``)."""
+    mask, k_used = _quiet_mask(s, name) if quiet else (None, None)
+    kern, rep = _rounds_of(s[name]["kernel"], mask), _rounds_of(s[name]["replay"], mask)
+    k, klo, khi = _median(kern, confidence)
+    c, clo, chi = _median(rep, confidence)
+    call = np.median(rep / kern)
     return {"kernel_ns": k, "kernel_lo": klo, "kernel_hi": khi, "replay_ns": c,
-            "replay_lo": clo, "replay_hi": chi, "replay_over_kernel": float(call)}
+            "replay_lo": clo, "replay_hi": chi, "replay_over_kernel": float(call),
+            **({"quiet_replays": k_used} if quiet else {})}
+
+
+def _versus_in(s: dict, a: str, b: str, confidence: float, threshold: float,
+               quiet: bool) -> dict:
+    """:func:`_versus` of ``a``'s kernel over ``b``'s; with ``quiet``, over the rounds where both
+    ran on a quiet core when there are :data:`QUIET_MIN` of them (``quiet_pairs``; None:
+    every round was used)."""
+    mask, k = _quiet_mask(s, a, b) if quiet else (None, None)
+    v = _versus(_rounds_of(s[a]["kernel"], mask), _rounds_of(s[b]["kernel"], mask),
+                confidence, threshold)
+    return {**v, "quiet_pairs": k} if quiet else v
 
 
 def lineage_profile(backend: str = "numba", workloads=DEFAULT_WORKLOADS, *,
                     scale: float = 1.0, rounds: int = 7, clock: str = "cpu",
                     confidence: float = 0.9, threshold: float = 0.03,
                     versions: list[str] | None = None, twin: str | None = None,
-                    measured: dict | None = None) -> pd.DataFrame:
+                    measured: dict | None = None, quiet: bool = True) -> pd.DataFrame:
     """Each lineage step of ``backend`` on each workload, one row per (step, workload).
 
     Columns: ``step``, ``parent``, ``mechanism`` (the step's description), ``workload``,
@@ -226,6 +291,12 @@ def lineage_profile(backend: str = "numba", workloads=DEFAULT_WORKLOADS, *,
     measured twice (the A/A control); then ``aa_low``/``aa_high`` (its band on that workload)
     and ``call`` (``vs_parent``'s interval against the band) too. ``measured``: workload
     name -> :func:`measure` result to use instead of measuring (with the twin in it).
+
+    ``quiet``: where :func:`measure` marked the replays that ran on a core shared with
+    another hardware thread (``probes`` or ``top_up``), each median leaves the engine's shared
+    replays out and each ratio and the A/A band the rounds where either side's was shared,
+    when :data:`QUIET_MIN` quiet ones remain (``quiet_replays``, ``quiet_pairs``: how many
+    were used; None: every round was).
     """
     from lob.engines import toggles as tg
 
@@ -234,7 +305,7 @@ def lineage_profile(backend: str = "numba", workloads=DEFAULT_WORKLOADS, *,
     rows = []
     for w in workloads:
         wname, s = _measured(w, scale, chain, rounds, clock, twin, measured)
-        band = aa_control(s, twin) if twin else None
+        band = aa_control(s, twin, quiet=quiet) if twin else None
         for name in chain:
             base = name.removesuffix(tg.SUFFIX[backend])
             parent = parents.get(name)
@@ -243,11 +314,12 @@ def lineage_profile(backend: str = "numba", workloads=DEFAULT_WORKLOADS, *,
             if "refused" in s[name]:
                 rows.append({**row, "note": s[name]["refused"]})
                 continue
-            row.update(_time_columns(s[name], confidence))
+            row.update(_time_columns(s, name, confidence, quiet))
             if parent in s and "kernel" in s[parent]:
-                v = _versus(s[name]["kernel"], s[parent]["kernel"], confidence, threshold)
+                v = _versus_in(s, name, parent, confidence, threshold, quiet)
                 row.update({"vs_parent": v["ratio"], "vs_parent_lo": v["ratio_lo"],
                             "vs_parent_hi": v["ratio_hi"], "change": v["change"],
+                            **({"quiet_pairs": v["quiet_pairs"]} if quiet else {}),
                             **_aa_columns(v, band)})
             rows.append(row)
     return pd.DataFrame(rows)
@@ -270,7 +342,7 @@ def side_by_side(engines: list[str] | None = None, workloads=DEFAULT_WORKLOADS, 
                  base: str | None = None, scale: float = 1.0, rounds: int = 7,
                  clock: str = "cpu", confidence: float = 0.9, threshold: float = 0.03,
                  include_python: bool = False, twin: str | None = None,
-                 measured: dict | None = None) -> pd.DataFrame:
+                 measured: dict | None = None, quiet: bool = True) -> pd.DataFrame:
     """Every engine on the same streams in one run, as ratios to ``base``.
 
     ``engines`` defaults to every registered engine except ``reference`` and, unless
@@ -280,8 +352,9 @@ def side_by_side(engines: list[str] | None = None, workloads=DEFAULT_WORKLOADS, 
     ns/op with intervals (as :func:`lineage_profile`), ``vs_base`` (median per-round
     ratio engine/base of kernel time, > 1 is slower than the base) with its interval and
     ``change`` call, and ``same_checksum`` (the engine's checksum equals the base's). An
-    engine that refuses the workload's book has a ``note`` and no figures. ``twin`` and
-    ``measured`` as in :func:`lineage_profile` (the band and the call of ``vs_base``).
+    engine that refuses the workload's book has a ``note`` and no figures. ``twin``,
+    ``measured`` and ``quiet`` as in :func:`lineage_profile` (the band and the call of
+    ``vs_base``).
     """
     from lob.engines import engine_spec
     from lob.engines import toggles as tg
@@ -294,7 +367,7 @@ def side_by_side(engines: list[str] | None = None, workloads=DEFAULT_WORKLOADS, 
     rows = []
     for w in workloads:
         wname, s = _measured(w, scale, names, rounds, clock, twin, measured)
-        band = aa_control(s, twin) if twin else None
+        band = aa_control(s, twin, quiet=quiet) if twin else None
         if "refused" in s[base]:
             raise ValueError(f"the base engine {base!r} refuses {wname}: {s[base]['refused']}")
         for name in names:
@@ -302,10 +375,11 @@ def side_by_side(engines: list[str] | None = None, workloads=DEFAULT_WORKLOADS, 
             if "refused" in s[name]:
                 rows.append({**row, "note": s[name]["refused"]})
                 continue
-            row.update(_time_columns(s[name], confidence))
-            v = _versus(s[name]["kernel"], s[base]["kernel"], confidence, threshold)
+            row.update(_time_columns(s, name, confidence, quiet))
+            v = _versus_in(s, name, base, confidence, threshold, quiet)
             row.update({"vs_base": v["ratio"], "vs_base_lo": v["ratio_lo"],
                         "vs_base_hi": v["ratio_hi"], "change": v["change"],
+                        **({"quiet_pairs": v["quiet_pairs"]} if quiet else {}),
                         "same_checksum": s[name]["checksum"] == s[base]["checksum"],
                         **_aa_columns(v, band)})
             rows.append(row)
@@ -316,14 +390,18 @@ def side_by_side(engines: list[str] | None = None, workloads=DEFAULT_WORKLOADS, 
 
 def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | None = None,
                 scale: float = 1.0, rounds: int = 21, clock: str = "cpu",
-                confidence: float = 0.9, threshold: float = 0.03) -> dict:
+                confidence: float = 0.9, threshold: float = 0.03, top_up: int = 0) -> dict:
     """A speed claim as a record anyone can rerun: ``engines`` on each workload in
     interleaved rounds (:func:`measure`), every figure with its interval, the ratios to
     ``base`` (default: the first engine) and the run conditions around each workload.
 
-    Returns a JSON-able dict: ``engines``, ``base``, ``clock``, ``rounds``, ``scale``,
+    ``top_up``: up to that many rounds more on a stream while fewer than ``rounds`` had
+    every replay on a quiet core (:func:`measure`); the main columns take every round run,
+    the quiet ones the quiet rounds.
+
+    Returns a JSON-able dict: ``engines``, ``base``, ``clock``, ``rounds``, ``top_up``, ``scale``,
     ``conditions`` (:func:`lob.measure.conditions.run_conditions` before the first workload)
-    and per workload (``workloads[name]``): ``commands``, ``steal_fraction`` and
+    and per workload (``workloads[name]``): ``commands``, ``rounds_run``, ``steal_fraction`` and
     ``load_avg`` during its rounds, ``table`` (one record per engine: the
     :func:`side_by_side` columns, plus ``replay_over_kernel_lo``/``_hi``, the interval of
     the per-round ratio of the whole call to the kernel, and ``faster_rounds``, the rounds
@@ -343,7 +421,6 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
     """
     from lob.engines.registry import engine_spec
     from lob.measure.conditions import run_conditions, steal_fraction
-    from lob.measure.probes import shared_replays
     from lob.workloads import check_scale
 
     names = list(dict.fromkeys(engines))
@@ -354,14 +431,17 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
         names.insert(0, base)
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if top_up < 0:
+        raise ValueError(f"top_up must be >= 0, got {top_up}")
     for name in names:  # every name and stream checked before anything is measured
         engine_spec(name)
     for w in workloads:
         if isinstance(w, str):
             check_scale(w, scale)
     first = run_conditions(params={"engines": names, "base": base, "rounds": rounds,
-                                   "scale": scale, "clock": clock})
-    out = {"engines": names, "base": base, "clock": clock, "rounds": rounds, "scale": scale,
+                                   "top_up": top_up, "scale": scale, "clock": clock})
+    out = {"engines": names, "base": base, "clock": clock, "rounds": rounds, "top_up": top_up,
+           "scale": scale,
            "confidence": confidence, "threshold": threshold, "conditions": first,
            "workloads": {}}
     for w in workloads:
@@ -369,14 +449,14 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
         wname = w if isinstance(w, str) else getattr(wl, "name", "workload")
         before = run_conditions()
         probes: list[dict] = []
-        s = measure(names, wl, rounds=rounds, clock=clock, probes=probes)
+        s = measure(names, wl, rounds=rounds, clock=clock, probes=probes, top_up=top_up)
         after = run_conditions()
         ghz = np.array([np.median(p["core_ghz"]) for p in probes])
         floor = np.array([p["floor_ns"] for p in probes])
         width = np.array([w for p in probes for w in p["width"]])
-        shared = shared_replays(probes)
+        shared = {k: np.asarray(v["shared"], dtype=bool) for k, v in s.items() if "shared" in v}
         table = side_by_side(names, (wname,), base=base, confidence=confidence,
-                             threshold=threshold, measured={wname: s})
+                             threshold=threshold, measured={wname: s}, quiet=False)
         records = []
         for row in table.to_dict("records"):
             e = s[row["engine"]]
@@ -404,7 +484,8 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
                                 v.item() if isinstance(v, np.generic) else v)
                             for k, v in row.items()})
         out["workloads"][wname] = {
-            "commands": len(wl.commands), "steal_fraction": steal_fraction(before, after),
+            "commands": len(wl.commands), "rounds_run": len(probes),
+            "steal_fraction": steal_fraction(before, after),
             "load_avg": [before.get("load_avg"), after.get("load_avg")], "table": records,
             "core_ghz": _summary(ghz, confidence), "width": _summary(width, confidence),
             "shared_replays": {k: int(v.sum()) for k, v in shared.items()},
@@ -440,14 +521,19 @@ def versus_base_text(rep: dict) -> str:
              f"{c.get('python', '?')}, numba {pk.get('numba', '?')}, lob at "
              f"{(c.get('git_sha') or '?')[:12]}{'+dirty' if c.get('git_dirty') else ''}, "
              f"{c.get('date_utc', '?')}",
-             f"{rep['rounds']} interleaved rounds, each a fresh engine replaying the whole "
-             f"stream, timed by {clock}; medians with {pct}% sign-test intervals; ratios "
-             f"per round to {rep['base']} (> 1: slower than it)"]
+             f"{rep['rounds']} interleaved rounds"
+             + (f" (up to {rep['rounds'] + rep['top_up']} while fewer than {rep['rounds']} ran "
+                f"every replay on a quiet core)" if rep.get("top_up") else "")
+             + f", each a fresh engine replaying the whole stream, timed by {clock}; medians "
+             f"with {pct}% sign-test intervals; ratios per round to {rep['base']} (> 1: slower "
+             f"than it)"]
     for wname, w in rep["workloads"].items():
         steal = w["steal_fraction"]
         la = [x[0] if x else None for x in w["load_avg"]]
         ghz = w.get("core_ghz")
-        lines += ["", f"{wname} ({w['commands']:,} commands): load "
+        ran = w.get("rounds_run", rep["rounds"])
+        lines += ["", f"{wname} ({w['commands']:,} commands"
+                  + ("" if ran == rep["rounds"] else f", {ran} rounds") + "): load "
                   + " -> ".join("?" if x is None else f"{x:.2f}" for x in la)
                   + ", steal " + ("not recorded" if steal is None else f"{steal:.1%}")
                   + ("" if ghz is None else f", core clock {ghz[0]:.2f} GHz"
@@ -472,7 +558,7 @@ def versus_base_text(rep: dict) -> str:
                 ("" if quiet is None else f"{quiet:.1f}" + _interval(
                     r.get("kernel_quiet_lo"), r.get("kernel_quiet_hi"), ".1f"))
                 + ("" if r["engine"] not in shared else
-                   f" ({rep['rounds'] - shared[r['engine']]})"),
+                   f" ({ran - shared[r['engine']]})"),
                 "" if cyc is None else f"{cyc:.0f}" + _interval(
                     r.get("kernel_cycles_lo"), r.get("kernel_cycles_hi"), ".0f"),
                 f"{r['replay_ns']:.1f}",
@@ -480,7 +566,7 @@ def versus_base_text(rep: dict) -> str:
                     r.get("replay_over_kernel_lo"), r.get("replay_over_kernel_hi"), ".3f"),
                 "base" if isbase else f"{r['vs_base']:.3f}" + _interval(
                     r["vs_base_lo"], r["vs_base_hi"], ".3f") + f" {r['change']}",
-                "" if isbase else f"{r['faster_rounds']}/{rep['rounds']}",
+                "" if isbase else f"{r['faster_rounds']}/{ran}",
                 "" if isbase or "quiet_pairs" not in r else
                 ("-" if r.get("vs_base_quiet") is None else
                  f"{r['vs_base_quiet']:.3f}" + _interval(r.get("vs_base_quiet_lo"),

@@ -773,7 +773,11 @@ def measure_lineage(engines: Sequence[str], scale: float, repeat: int, *,
     control): :func:`lob.measure.profile.measure` once per stream, read by
     :func:`~lob.measure.profile.lineage_profile` (each step's kernel ns/op, its mechanism, its
     ratio to its parent) and :func:`~lob.measure.profile.side_by_side` (every engine over that
-    base). The yardsticks of :mod:`lob.measure.probes` are taken in the same rounds: per
+    base). While fewer than that many rounds ran every replay on a quiet core (no other
+    hardware thread sharing it), up to as many rounds more are run, and the comparisons use
+    the quiet rounds when there are enough (``quiet_pairs``, ``quiet_replays`` in the rows;
+    :func:`lob.measure.profile.lineage_profile`). The yardsticks of
+    :mod:`lob.measure.probes` are taken in the same rounds: per
     stream, ``floor[w]`` holds, round by round, the core's clock (the round's median probe)
     and the stream's floor (``core_ghz``, ``floor_ns``), the base's kernel ns/op
     (``base_ns``) and whether its replay ran on a core shared with another hardware thread
@@ -792,7 +796,8 @@ def measure_lineage(engines: Sequence[str], scale: float, repeat: int, *,
     got, floor = {}, {}
     for w in workloads:
         probes: list[dict] = []
-        got[w] = measure(list(engines), w, scale=scale, rounds=rounds, twin=base, probes=probes)
+        got[w] = measure(list(engines), w, scale=scale, rounds=rounds, twin=base, probes=probes,
+                         top_up=rounds)
         floor[w] = {"core_ghz": [float(np.median(p["core_ghz"])) for p in probes],
                     "floor_ns": [p["floor_ns"] for p in probes],
                     "base_ns": list(got[w][base].get("kernel", [])),
@@ -800,8 +805,9 @@ def measure_lineage(engines: Sequence[str], scale: float, repeat: int, *,
     lin = pf.lineage_profile(workloads=list(workloads), versions=chain, twin=base,
                              measured=got)
     side = pf.side_by_side(list(engines), list(workloads), base=base, twin=base, measured=got)
+    ran = {w: len(got[w][base].get("kernel", [])) for w in workloads}
     return {"lineage": _records(lin), "side": _records(side), "floor": floor, "base": base,
-            "rounds": rounds, "scale": scale, "workloads": list(workloads)}
+            "rounds": rounds, "ran": ran, "scale": scale, "workloads": list(workloads)}
 
 
 def _records(df) -> list[dict]:
@@ -835,6 +841,27 @@ def steps_table(lin: dict) -> K.Conclusion:
                         kinds={"step": "label", "parent": "label", "mechanism": "label"})
 
 
+QUIET_KINDS = {"rounds": "count", "pairs": "count"}
+QUIET_NOTE = ("medians, gains and A/A bands leave out the replays that ran on a core shared "
+              "with another hardware thread when at least 5 rounds remain; pairs: the rounds "
+              "a gain used then ('-': every round, too few were quiet)")
+
+
+def _quiet_columns(lin: dict, r: dict) -> dict:
+    """``rounds`` (those the stream ran) and ``pairs`` (the quiet rounds a ratio used, if
+    any) of a profile row."""
+    ran = (lin.get("ran") or {}).get(r["workload"])
+    return {"rounds": ran, "pairs": r.get("quiet_pairs")} if ran is not None else {}
+
+
+def _rounds_note(lin: dict) -> str:
+    n = lin["rounds"]
+    if not lin.get("ran"):
+        return f"{n} interleaved rounds"
+    return (f"{n} interleaved rounds, up to {2 * n} while fewer than {n} had every replay on a "
+            f"quiet core (rounds: how many ran)")
+
+
 def lineage_table(lin: dict) -> K.Conclusion:
     """Per stream and step: the kernel's ns/op (median of the rounds, interval), the step's
     gain over its parent (throughput ratio: the median of the per-round ratios, interval), the
@@ -845,16 +872,17 @@ def lineage_table(lin: dict) -> K.Conclusion:
         row = {"workload": r["workload"], "step": r["step"], "parent": r["parent"],
                "kernel_ns": r.get("kernel_ns"), "kernel_lo": r.get("kernel_lo"),
                "kernel_hi": r.get("kernel_hi")}
-        rows.append({**row, **(_gain_row(r, "vs_parent") if r["parent"] else {})})
+        rows.append({**row, **(_gain_row(r, "vs_parent") if r["parent"] else {}),
+                     **_quiet_columns(lin, r)})
     t = K.Conclusion("lineage", rows, key=["workload", "step"],
-                     kinds={"step": "label", "parent": "label", **GAIN_KINDS},
-                     note=f"{lin['rounds']} interleaved rounds, fresh engine each, on the "
+                     kinds={"step": "label", "parent": "label", **GAIN_KINDS, **QUIET_KINDS},
+                     note=f"{_rounds_note(lin)}, fresh engine each, on the "
                           f"thread's CPU clock; kernel_ns: in-kernel ns/op (median, "
                           f"kernel_lo-kernel_hi its interval); gain: the parent's kernel time "
                           f"over the step's (median of the per-round ratios, gain_lo-gain_hi); "
                           f"aa_low-aa_high: {lin['base']} measured twice in the same rounds; "
-                          f"call: the gain's interval against that band; streams at "
-                          f"{K.fmt(lin['scale'])} of their published sizes")
+                          f"call: the gain's interval against that band; {QUIET_NOTE}; "
+                          f"streams at {K.fmt(lin['scale'])} of their published sizes")
     for w in lin["workloads"]:
         steps = [r for r in t.rows if r["workload"] == w and r.get("gain") is not None]
         by = {c: [r for r in steps if r["call"] == c] for c in
@@ -955,15 +983,16 @@ def side_table(lin: dict) -> K.Conclusion:
         g = _gain_row(r, "vs_base")
         rows.append({**row, f"vs_{base}": g["gain"], "lo": g["gain_lo"], "hi": g["gain_hi"],
                      "aa_low": g["aa_low"], "aa_high": g["aa_high"], "call": g["call"],
-                     "same_work": r["same_checksum"]})
+                     "same_work": r["same_checksum"], **_quiet_columns(lin, r)})
     t = K.Conclusion("side by side", rows, key=["workload", "engine"],
                      kinds={"engine": "label", "backend": "label", f"vs_{base}": "ratio",
                             "lo": "ratio", "hi": "ratio", "aa_low": "ratio",
-                            "aa_high": "ratio", "call": "label", "same_work": "label"},
+                            "aa_high": "ratio", "call": "label", "same_work": "label",
+                            **QUIET_KINDS},
                      note=f"vs_{base}: the engine's throughput over {base}'s (in-kernel, "
-                          f"median of the per-round ratios of {lin['rounds']} interleaved "
-                          f"rounds, lo-hi its interval); aa_low-aa_high: {base} measured twice; "
-                          f"same_work: the same checksum as {base}")
+                          f"median of the per-round ratios of {_rounds_note(lin)}, lo-hi its "
+                          f"interval); aa_low-aa_high: {base} measured twice; same_work: the "
+                          f"same checksum as {base}; {QUIET_NOTE}")
     for w in lin["workloads"]:
         mine = [r for r in t.rows if r["workload"] == w and r["engine"] != base
                 and r.get("call")]

@@ -217,12 +217,13 @@ def test_lob_profile_writes_its_record_and_refuses_bad_input_in_one_line(tmp_pat
 
     out = tmp_path / "prof"
     assert main(["profile", "v4@numba", "v3@numba", "--workload", "lobster_replay",
-                 "--rounds", "5", "--scale", str(SCALE), "--out", str(out)]) == 0
+                 "--rounds", "5", "--top-up", "3", "--scale", str(SCALE), "--out", str(out)]) == 0
     (path,) = out.glob("profile-*.json")
     rep = json.loads(path.read_text())
     assert list(rep["workloads"]) == ["lobster_replay"] and rep["rounds"] == 5
+    assert rep["top_up"] == 3 and 5 <= rep["workloads"]["lobster_replay"]["rounds_run"] <= 8
     printed = capsys.readouterr().out
-    assert "lobster_replay (10,000 commands)" in printed and f"wrote {path}" in printed
+    assert "lobster_replay (10,000 commands" in printed and f"wrote {path}" in printed
     assert main(["profile", "nosuch", "--out", str(tmp_path / "x")]) == 2
     assert "unknown engine 'nosuch'" in capsys.readouterr().err
     afile = tmp_path / "afile"
@@ -291,3 +292,61 @@ def test_stream_floor_reads_every_command_and_writes_every_outcome():
         probes.stream_floor(cmds, out[:10])
     with pytest.raises(ValueError, match="COMMAND_DTYPE"):
         probes.stream_floor(out, out)
+
+
+def _scripted_probes(monkeypatch, widths):
+    """core_probe returning the given widths in turn (then 3.3): a core shared, then not."""
+    from lob.measure import probes
+
+    it = iter(widths)
+    monkeypatch.setattr(probes, "core_probe",
+                        lambda steps=0, now=None: {"core_ghz": 3.0, "width": next(it, 3.3)})
+
+
+def test_measure_tops_up_rounds_until_enough_ran_on_a_quiet_core(monkeypatch):
+    # one engine, two probes a round: the first four probes narrow, so rounds 1 and 2 ran on
+    # a shared core, and rounds 3..7 bring the quiet ones to 5
+    _scripted_probes(monkeypatch, [2.0] * 4)
+    got = pf.measure(["v4@numba"], "lobster_replay", scale=0.001, rounds=5, top_up=5)
+    assert len(got["v4@numba"]["kernel"]) == 7
+    assert got["v4@numba"]["shared"] == [True, True, False, False, False, False, False]
+    # never quiet: the top-up stops at rounds + top_up
+    _scripted_probes(monkeypatch, [3.3] + [2.0] * 100)
+    got = pf.measure(["v4@numba"], "lobster_replay", scale=0.001, rounds=5, top_up=2)
+    assert len(got["v4@numba"]["kernel"]) == 7 and all(got["v4@numba"]["shared"])
+    # no top-up, no probes: the rounds asked for, unmarked
+    got = pf.measure(["v4@numba"], "lobster_replay", scale=0.001, rounds=5)
+    assert len(got["v4@numba"]["kernel"]) == 5 and "shared" not in got["v4@numba"]
+    with pytest.raises(ValueError, match="top_up must be"):
+        pf.measure(["v4@numba"], "lobster_replay", scale=0.001, rounds=5, top_up=-1)
+
+
+def test_comparisons_leave_out_the_rounds_on_a_shared_core():
+    # v3 takes twice v4's time on a quiet core; rounds 2 and 5 ran v3 on a shared core (x1.6)
+    # and round 7 v4's twin (x1.6): 8 rounds, 6 quiet pairs for v3/v4, 7 for the A/A pair
+    v4 = [10.0, 11.0, 9.0, 10.5, 9.5, 10.0, 10.2, 9.8]
+    sh3 = [False, True, False, False, True, False, False, False]
+    sh_aa = [False] * 6 + [True, False]
+    v3 = [2 * x * (1.6 if s else 1.0) for x, s in zip(v4, sh3, strict=True)]
+    aa = [x * (1.6 if s else 1.0) for x, s in zip(v4, sh_aa, strict=True)]
+    s = {"v4@numba": {"kernel": v4, "replay": v4, "checksum": 1, "shared": [False] * 8},
+         "v3@numba": {"kernel": v3, "replay": v3, "checksum": 1, "shared": sh3},
+         "v4@numba" + pf.AA: {"kernel": aa, "replay": aa, "checksum": 1, "shared": sh_aa}}
+    t = pf.side_by_side(["v4@numba", "v3@numba"], ("w",), base="v4@numba", twin="v4@numba",
+                        measured={"w": s})
+    v3row = t[t.engine == "v3@numba"].iloc[0]
+    assert v3row.vs_base == pytest.approx(2.0) and v3row.quiet_pairs == 6
+    assert v3row.quiet_replays == 6 and v3row.kernel_ns == pytest.approx(
+        np.median([x for x, sh in zip(v3, sh3, strict=True) if not sh]))
+    assert v3row.aa_low == pytest.approx(1.0) and v3row.aa_high == pytest.approx(1.0)
+    # the same data taken whole: the shared rounds pull the ratio and widen the band
+    t = pf.side_by_side(["v4@numba", "v3@numba"], ("w",), base="v4@numba", twin="v4@numba",
+                        measured={"w": s}, quiet=False)
+    whole = t[t.engine == "v3@numba"].iloc[0]
+    assert "quiet_pairs" not in t.columns and whole.aa_high > 1.5
+    # fewer than QUIET_MIN quiet pairs: every round, and pairs None
+    s["v3@numba"]["shared"] = [True] * 4 + [False] * 4
+    t = pf.side_by_side(["v4@numba", "v3@numba"], ("w",), base="v4@numba", measured={"w": s})
+    v3row = t[t.engine == "v3@numba"].iloc[0]
+    assert pd.isna(v3row.quiet_pairs) and pd.isna(v3row.quiet_replays)
+    assert v3row.vs_base == pytest.approx(np.median(np.divide(v3, v4)))

@@ -573,7 +573,7 @@ REFUSED = "engine 'orderly_chaos' does not support STP mode CANCEL_MAKER (it dec
 FLOOR = {"lobster_replay": 4.0, "cpp_comprehensive": 5.0}  # the stream's floor, ns/op
 
 
-def fake_measure(engines, w, *, scale, rounds, twin, probes=None):
+def fake_measure(engines, w, *, scale, rounds, twin, probes=None, top_up=0):
     """lob.measure.profile.measure's result: kernel ns/op per round (the same drift for every
     engine in a round, the twin 2% off at most), orderly_chaos refusing cpp_comprehensive;
     the probes a core clock of 3 GHz and the stream's floor, drifting with the round too."""
@@ -603,6 +603,7 @@ def lineage_data(rounds=1):
 
     def measure(engines, w, **kw):
         seen.append((tuple(engines), w, kw["scale"], kw["rounds"], kw["twin"]))
+        assert kw["top_up"] == kw["rounds"]  # up to twice the rounds while too few are quiet
         return fake_measure(engines, w, **kw)
     lin = es.measure_lineage([*CHAIN, "orderly_chaos"], 0.01, rounds, measure=measure)
     return lin, seen
@@ -613,6 +614,7 @@ def test_measure_lineage_measures_once_per_stream_with_the_newest_step_twice():
     assert seen == [((*CHAIN, "orderly_chaos"), w, 0.01, es.MIN_ROUNDS, "v4@numba")
                     for w in es.LINEAGE_WORKLOADS]
     assert (lin["base"], lin["rounds"], lin["scale"]) == ("v4@numba", es.MIN_ROUNDS, 0.01)
+    assert lin["ran"] == {w: es.MIN_ROUNDS for w in es.LINEAGE_WORKLOADS}
     assert [r["step"] for r in lin["lineage"]] == CHAIN * 2
     v3 = lin["lineage"][3]
     assert v3["vs_parent"] == pytest.approx(40 / 30) and v3["call"] == "slower"
