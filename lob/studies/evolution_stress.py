@@ -851,7 +851,9 @@ def _quiet_columns(lin: dict, r: dict) -> dict:
     """``rounds`` (those the stream ran) and ``pairs`` (the quiet rounds a ratio used, if
     any) of a profile row."""
     ran = (lin.get("ran") or {}).get(r["workload"])
-    return {"rounds": ran, "pairs": r.get("quiet_pairs")} if ran is not None else {}
+    pairs = r.get("quiet_pairs")
+    pairs = None if pairs is None or pairs != pairs else int(pairs)  # NaN: every round used
+    return {"rounds": ran, "pairs": pairs} if ran is not None else {}
 
 
 def _rounds_note(lin: dict) -> str:
@@ -939,13 +941,14 @@ def floor_table(lin: dict) -> K.Conclusion:
                      kinds={"share": "ratio", "share_lo": "ratio", "share_hi": "ratio",
                             "shared": "count", "rounds": "count"},
                      note=f"floor: a compiled loop that reads every command (40 bytes) and "
-                          f"writes its outcome (34 bytes) with no book, timed in each of the "
-                          f"{lin['rounds']} rounds (median, floor_lo-floor_hi); share: floor "
+                          f"writes its outcome (34 bytes) with no book, timed in each round "
+                          f"(median, floor_lo-floor_hi); share: floor "
                           f"over {base}'s kernel time in the same round (median, interval); "
                           f"book_ns: {base}'s kernel minus the floor, round by round; core_ghz: "
-                          f"dependent one-cycle operations (an xorshift chain) per ns before "
-                          f"each round; cycles/op: {base}'s kernel ns/op times that round's "
-                          f"clock; shared: {base}'s replays on a core shared with another "
+                          f"dependent one-cycle operations (an xorshift chain) per ns, probed "
+                          f"around every replay (each round's median); cycles/op: {base}'s "
+                          f"kernel ns/op times that round's clock; rounds: how many ran; "
+                          f"shared: {base}'s replays on a core shared with another "
                           f"hardware thread (the issue width probed before or after it below "
                           f"{SHARED_BELOW} of the stream's widest), quiet_ns: its median over "
                           f"the others")
