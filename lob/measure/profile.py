@@ -407,9 +407,10 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
     the per-round ratio of the whole call to the kernel, and ``faster_rounds``, the rounds
     in which the engine's kernel beat the base's, and ``kernel_cycles`` with ``_lo``/``_hi``:
     the per-round kernel ns/op times that round's core clock; ``kernel_quiet`` with
-    ``_lo``/``_hi``: the median over the engine's replays not on a shared core, None if there
-    were none; ``vs_base_quiet`` with ``_lo``/``_hi`` and ``change_quiet``: the ratio to the
-    base over the ``quiet_pairs`` rounds where neither replay was on a shared core), ``core_ghz``
+    ``_lo``/``_hi``: the median over the engine's replays not on a shared core, and
+    ``vs_base_quiet`` with ``_lo``/``_hi`` and ``change_quiet``: the ratio to the base over the
+    ``quiet_pairs`` rounds where neither replay was on a shared core, each absent with fewer
+    than :data:`QUIET_MIN` such replays or rounds, as in :func:`side_by_side`), ``core_ghz``
     (each round's median probe) and ``width`` (every probe: the core's
     issue width), ``shared_replays`` (per engine, its replays on a core shared with another
     hardware thread, :func:`lob.measure.probes.shared_replays`) and ``floor``
@@ -457,6 +458,9 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
         shared = {k: np.asarray(v["shared"], dtype=bool) for k, v in s.items() if "shared" in v}
         table = side_by_side(names, (wname,), base=base, confidence=confidence,
                              threshold=threshold, measured={wname: s}, quiet=False)
+        calm = {r["engine"]: r for r in side_by_side(
+            names, (wname,), base=base, confidence=confidence, threshold=threshold,
+            measured={wname: s}, quiet=True).to_dict("records")}
         records = []
         for row in table.to_dict("records"):
             e = s[row["engine"]]
@@ -469,17 +473,14 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
                                                   < np.asarray(s[base]["kernel"])))
                 row["kernel_cycles"], row["kernel_cycles_lo"], row["kernel_cycles_hi"] = \
                     _median(np.asarray(e["kernel"]) * ghz, confidence)
-                quiet = np.asarray(e["kernel"])[~shared[row["engine"]]]
-                row["kernel_quiet"], row["kernel_quiet_lo"], row["kernel_quiet_hi"] = (
-                    _median(quiet, confidence) if quiet.size else (np.nan,) * 3)
-                both = ~shared[row["engine"]] & ~shared[base]
-                row["quiet_pairs"] = int(both.sum())
-                if both.any():
-                    v = _versus(np.asarray(e["kernel"])[both],
-                                np.asarray(s[base]["kernel"])[both], confidence, threshold)
-                    row.update({"vs_base_quiet": v["ratio"], "vs_base_quiet_lo": v["ratio_lo"],
-                                "vs_base_quiet_hi": v["ratio_hi"],
-                                "change_quiet": v["change"]})
+                q = calm[row["engine"]]  # the same figures over the quiet rounds, if enough
+                row["quiet_pairs"] = int(np.sum(~shared[row["engine"]] & ~shared[base]))
+                if _given(q.get("quiet_replays")):
+                    row.update(kernel_quiet=q["kernel_ns"], kernel_quiet_lo=q["kernel_lo"],
+                               kernel_quiet_hi=q["kernel_hi"])
+                if _given(q.get("quiet_pairs")):
+                    row.update(vs_base_quiet=q["vs_base"], vs_base_quiet_lo=q["vs_base_lo"],
+                               vs_base_quiet_hi=q["vs_base_hi"], change_quiet=q["change"])
             records.append({k: (None if isinstance(v, float) and np.isnan(v) else
                                 v.item() if isinstance(v, np.generic) else v)
                             for k, v in row.items()})
@@ -496,6 +497,11 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
                           for k, v in s.items() if "kernel" in v},
             "probes": probes, "shared": {k: v.tolist() for k, v in shared.items()}}
     return out
+
+
+def _given(x) -> bool:
+    """Not None and not NaN (a DataFrame turns a missing count into NaN)."""
+    return x is not None and x == x
 
 
 def _summary(xs, confidence: float) -> list:
@@ -594,7 +600,8 @@ def versus_base_text(rep: dict) -> str:
                   "hardware thread (another program, or on a VM another guest), where a kernel "
                   "slows by up to half with a steady clock; quiet core: the kernel's median over "
                   "the other replays (how many in brackets); both quiet: the ratio to the base "
-                  "over the rounds where neither replay was on a shared core."]
+                  "over the rounds where neither replay was on a shared core (how many in "
+                  f"brackets); each given from {QUIET_MIN} replays or rounds."]
     return "\n".join(lines)
 
 
