@@ -195,7 +195,9 @@ def measure_throughput(engines: Sequence[str], workloads: Sequence[str], scale: 
     A/A control). Returns
     ``{"rows": [{"workload", "engine", "commands", "mops", "mops_lo", "mops_hi"}] (median M
     ops/s over the rounds and its interval), "ns": {workload: {engine: [ns/op per round]}}
-    (the twin under ``engine + AA``), "aa": {workload: A/A band}, "rounds": n, "shape":
+    (the twin under ``engine + AA``), "aa": {workload: A/A band}, "rounds": n, "kept":
+    {workload: [rounds kept, rounds run]} (up to ``2 n`` rounds run while fewer than ``n`` had
+    every replay on a quiet core; only those kept when there were ``n``), "shape":
     {workload: regime diagnostics of the last replay}, "skipped": [{"workload", "engine",
     "reason"}]}``: an engine whose declared capabilities exclude a workload (config or
     commands) is not run on it, and the reason is kept."""
@@ -204,7 +206,7 @@ def measure_throughput(engines: Sequence[str], workloads: Sequence[str], scale: 
     from lob.workloads.diagnostics import stream_diagnostics
 
     rounds = _rounds(repeat)
-    rows, shape, skipped, ns, aa = [], {}, [], {}, {}
+    rows, shape, skipped, ns, aa, kept = [], {}, [], {}, {}, {}
     for w in workloads:
         wl = build(w, scale=_scale(w, scale, scale_overrides))
         run = []
@@ -219,7 +221,8 @@ def measure_throughput(engines: Sequence[str], workloads: Sequence[str], scale: 
         twin = aa_engine(run)
         with measuring_clock(CLOCK):
             t = interleaved_throughput([*run, twin + AA], wl, rounds,
-                                       replay=_twin_replay(replay))
+                                       replay=_twin_replay(replay), top_up=rounds)
+        kept[w] = [t[run[0]].get("rounds_kept", rounds), t[run[0]].get("rounds_run", rounds)]
         sums = {t[e]["last"].checksum for e in t}
         if len(sums) != 1:
             raise RuntimeError(f"engines disagree on {w}: checksums "
@@ -232,7 +235,7 @@ def measure_throughput(engines: Sequence[str], workloads: Sequence[str], scale: 
                          "mops": m, "mops_lo": lo, "mops_hi": hi})
         rr = t[run[-1]]["last"]
         shape[w] = stream_diagnostics(wl.commands, rr.outcomes, rr.fills)
-    return {"rows": rows, "ns": ns, "aa": aa, "rounds": rounds, "shape": shape,
+    return {"rows": rows, "ns": ns, "aa": aa, "rounds": rounds, "kept": kept, "shape": shape,
             "skipped": skipped}
 
 
@@ -284,6 +287,18 @@ def _fastest(t: K.Conclusion, perf: dict, w: str, engines_here: Sequence[str]) -
               f"highest median ({mops}) but is not told apart from {', '.join(ties)}.")
 
 
+def _kept_note(perf: dict) -> str:
+    """Which rounds the medians took: the quiet ones (no replay on a core shared with another
+    hardware thread) when enough were found, per workload."""
+    kept = perf.get("kept") or {}
+    if not kept:
+        return ""
+    n = perf["rounds"]
+    return (f" (up to {2 * n} run while fewer than {n} had every replay on a quiet core, "
+            f"only those kept when there were {n}; kept / run: "
+            + ", ".join(f"{w} {k} / {r}" for w, (k, r) in kept.items()) + ")")
+
+
 def throughput_table(perf: dict, engines: Sequence[str]) -> K.Conclusion:
     """Median M ops/s per workload and engine with its interval; throughput over the first
     engine and over the previous one (medians of per-round ratios, intervals), each step's
@@ -306,7 +321,7 @@ def throughput_table(perf: dict, engines: Sequence[str]) -> K.Conclusion:
                "vs_previous_hi": "ratio", "step_call": "label", "aa_low": "ratio",
                "aa_high": "ratio"},
         note=f"mops: replays timed on the thread's CPU clock, median of the {perf['rounds']} "
-             f"interleaved rounds (mops_lo-mops_hi: its "
+             f"interleaved rounds{_kept_note(perf)} (mops_lo-mops_hi: its "
              f"interval); vs_*: throughput over that engine, the median of the per-round "
              f"ratios and its interval; A/A control: {twins} measured twice in the same "
              f"rounds, aa_low-aa_high the band of its ratios; step_call: vs_previous's "

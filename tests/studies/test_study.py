@@ -55,6 +55,40 @@ def test_interleaved_throughput_warms_every_engine_before_the_first_round():
     assert seen[-2:] == [("a", 2), ("a", 2)] and short["a"]["ns_per_op"] == [10.0]
 
 
+def test_interleaved_throughput_tops_up_and_keeps_the_quiet_rounds():
+    calls = []
+
+    def fake_replay(engine, wl):
+        calls.append(engine)
+        return SimpleNamespace(elapsed_ns=1000 * len(calls), engine=engine)
+
+    def scripted(widths):
+        it = iter(widths)
+        return lambda: {"core_ghz": 3.0, "width": next(it, 3.3)}
+
+    wl = SimpleNamespace(commands=[0] * 10)
+    # two engines, three probes a round: round 2's middle probe narrow (its two replays on a
+    # shared core), so a fourth round is run and rounds 1, 3, 4 are kept
+    out = interleaved_throughput(["a", "b"], wl, 3, replay=fake_replay, warmup=0, top_up=3,
+                                 probe=scripted([3.3, 3.3, 3.3, 3.3, 2.0, 3.3]))
+    assert calls == ["a", "b", "b", "a", "a", "b", "b", "a"]
+    assert out["a"]["ns_per_op"] == [100, 500, 800] and out["b"]["ns_per_op"] == [200, 600, 700]
+    assert (out["a"]["rounds_run"], out["a"]["rounds_kept"]) == (4, 3)
+    # never quiet enough: every round run is kept, and no more than repeat + top_up run
+    calls.clear()
+    out = interleaved_throughput(["a"], wl, 3, replay=fake_replay, warmup=0, top_up=2,
+                                 probe=scripted([3.3] + [2.0] * 100))
+    assert len(calls) == 5 and len(out["a"]["ns_per_op"]) == 5
+    assert (out["a"]["rounds_run"], out["a"]["rounds_kept"]) == (5, 5)
+    # nothing shared: exactly the rounds asked for
+    calls.clear()
+    out = interleaved_throughput(["a"], wl, 3, replay=fake_replay, warmup=0, top_up=3,
+                                 probe=scripted([]))
+    assert len(calls) == 3 and out["a"]["rounds_kept"] == 3
+    with pytest.raises(ValueError, match="top_up"):
+        interleaved_throughput(["a"], wl, 3, replay=fake_replay, top_up=-1)
+
+
 def test_a_study_writes_its_summary_with_the_claims_table(tmp_path, monkeypatch):
     from lob.studies.conclude import Conclusion
 

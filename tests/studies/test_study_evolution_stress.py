@@ -24,6 +24,17 @@ def checked(t: K.Conclusion) -> K.Conclusion:
     return t
 
 
+@pytest.fixture(autouse=True)
+def steady_core(monkeypatch):
+    """The core probe of the throughput rounds reads a quiet core: the procedures' call
+    sequences below do not depend on this machine's neighbours (the top-up itself is tested
+    in tests/studies/test_study.py with scripted probes)."""
+    from lob.measure import probes
+
+    monkeypatch.setattr(probes, "core_probe",
+                        lambda steps=0, now=None: {"core_ghz": 3.0, "width": 3.3})
+
+
 ROUND = [1.0, 1.1, 0.9, 1.05, 0.95]  # the machine's drift, the same for every engine in a round
 TWIN = [1.0, 1.02, 0.98, 1.01, 0.99]  # the A/A copy's own noise: a band of about 0.98-1.02
 
@@ -148,6 +159,7 @@ def test_measure_throughput_with_an_injected_replay(monkeypatch):
     assert seen[:3] == [("v1", n), ("v2", n), ("v2", n)]
     assert seen[3:] == [(e, n) for e in (order + order)[:3 * es.MIN_ROUNDS]]
     assert p["rounds"] == es.MIN_ROUNDS
+    assert p["kept"] == {"lobster_replay": [es.MIN_ROUNDS, es.MIN_ROUNDS]}  # none shared
     assert set(p["ns"]["lobster_replay"]) == {"v1", "v2", "v2" + es.AA}
     assert all(len(x) == es.MIN_ROUNDS for x in p["ns"]["lobster_replay"].values())
     aa = p["aa"]["lobster_replay"]
@@ -174,6 +186,13 @@ def test_throughput_table_names_the_fastest_and_a_costly_step():
     assert [r["step_call"] for r in sp] == [None, "slower", "faster", "faster"]
     assert sp[0]["aa_low"] == pytest.approx(0.98)
     assert "v0 measured" not in t.note and "v2 measured twice in the same rounds" in t.note
+    assert "kept / run" not in t.note  # a record without the quiet-round counts
+    p = perf()
+    p["kept"] = {"lobster_replay": [5, 7], "lobster_sparse": [10, 10]}
+    note = checked(es.throughput_table(p, ENGINES)).note
+    assert ("up to 10 run while fewer than 5 had every replay on a quiet core, only those "
+            "kept when there were 5; kept / run: lobster_replay 5 / 7, lobster_sparse 10 / 10"
+            in note)
     assert t.sentences == [
         "On lobster_replay the fastest is v2 (5.00 M ops/s, 4.50-5.50): faster than every "
         "other engine beyond the A/A band (0.98-1.02).",
