@@ -125,6 +125,15 @@ def shared_replays(probes: list[dict], below: float = SHARED_BELOW) -> dict[str,
     return {k: np.asarray(v, dtype=bool) for k, v in out.items()}
 
 
+def quiet_rounds(probes: list[dict], below: float = SHARED_BELOW) -> np.ndarray:
+    """Per round of ``probes`` (as :func:`shared_replays` reads them), whether every replay
+    in it ran on a quiet core."""
+    flags = shared_replays(probes, below)
+    if not flags:
+        return np.zeros(len(probes), dtype=bool)
+    return ~np.any(np.vstack(list(flags.values())), axis=0)
+
+
 def stream_floor(cmds: np.ndarray, out: np.ndarray, now=time.thread_time_ns) -> float:
     """ns per command to read every record of ``cmds`` and write an outcome record for each
     into ``out`` (at least as long as ``cmds``), with no book: the floor of any replay."""

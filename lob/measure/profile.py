@@ -22,10 +22,11 @@ can print as it is, the last a JSON-able record:
 * :func:`versus_base` (``lob profile``): a speed claim as a record anyone can rerun: named
   engines on named streams in interleaved rounds, the :func:`side_by_side` figures plus the
   interval of replay/kernel and the rounds each engine won against the base, every round's
-  figures, and the run conditions with the steal and load around each stream, beside two
+  figures, and the run conditions with the steal and load around each stream, beside the
   yardsticks taken in the same rounds (:mod:`lob.measure.probes`): the core's clock, which
-  turns each kernel's ns/op into cycles/op, and the stream's floor (reading the commands and
-  writing the outcomes with no book), the part of a kernel's time no book change removes;
+  turns each kernel's ns/op into cycles/op, its issue width, which marks the replays that
+  ran on a core shared with another hardware thread, and the stream's floor (reading the
+  commands and writing the outcomes with no book), which no engine can beat;
   :func:`versus_base_text` prints it.
 
 Measurement: rounds are interleaved with :func:`lob.measure.stats.rotations` (every engine
@@ -152,7 +153,7 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
         first = len(probes)  # the caller's list may hold other streams' rounds
     with _clock(clock) as now:
         for r, order in enumerate(stats.rotations(live, rounds + top_up)):
-            if r >= rounds and _quiet_rounds(probes[first:]) >= rounds:
+            if r >= rounds and pr.quiet_rounds(probes[first:]).sum() >= rounds:
                 break
             cores = []
             for name in order:
@@ -177,16 +178,6 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
 
 
 QUIET_MIN = 5  # quiet rounds a comparison needs before it leaves the shared ones out
-
-
-def _quiet_rounds(probes: list[dict]) -> int:
-    """Rounds so far in which no replay ran on a shared core."""
-    from lob.measure.probes import shared_replays
-
-    flags = shared_replays(probes)
-    if not flags:
-        return 0
-    return int(np.sum(~np.any(np.vstack(list(flags.values())), axis=0)))
 
 
 def _quiet_mask(s: dict, *names: str) -> tuple[np.ndarray | None, int | None]:

@@ -112,7 +112,7 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
                 return pr.core_probe(pr.PROBE_STEPS, now=lambda: time.perf_counter_ns())
     out: dict[str, dict] = {e: {"ns_per_op": [], "last": None} for e in engines}
     for r, order in enumerate(rotations(list(engines), repeat + top_up)):
-        if r >= repeat and _quiet(probes).sum() >= repeat:
+        if r >= repeat and pr.quiet_rounds(probes).sum() >= repeat:
             break
         widths = []
         for e in order:
@@ -125,7 +125,7 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
             widths.append(probe()["width"])
             probes.append({"order": list(order), "width": widths})
     if probes is not None:
-        keep = _quiet(probes)
+        keep = pr.quiet_rounds(probes)
         ran = len(probes)
         if keep.sum() >= repeat:
             for e in engines:
@@ -136,17 +136,6 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
             out[e]["rounds_kept"] = len(out[e]["ns_per_op"])
     return out
 
-
-def _quiet(probes: list[dict] | None):
-    """Per round so far, whether every replay in it ran on a quiet core."""
-    import numpy as np
-
-    from lob.measure.probes import shared_replays
-
-    flags = shared_replays(probes or [])
-    if not flags:
-        return np.zeros(len(probes or []), dtype=bool)
-    return ~np.any(np.vstack(list(flags.values())), axis=0)
 
 
 @dataclass

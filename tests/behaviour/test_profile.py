@@ -270,6 +270,8 @@ def test_shared_replays_marks_a_replay_by_the_probes_around_it():
     got = probes.shared_replays(rounds)
     assert got["a"].tolist() == [False, True, False]
     assert got["b"].tolist() == [False, True, True]
+    assert probes.quiet_rounds(rounds).tolist() == [True, False, False]
+    assert probes.quiet_rounds([]).tolist() == []
     # every probe equally narrow: nothing wider to tell a shared core by
     flat = probes.shared_replays([{"order": ["a"], "width": [2.2, 2.2]}])
     assert flat["a"].tolist() == [False]
