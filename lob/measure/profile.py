@@ -592,7 +592,9 @@ def versus_base_text(rep: dict) -> str:
                   "slows by up to half with a steady clock; quiet core: the kernel's median over "
                   "the other replays (how many in brackets); both quiet: the ratio to the base "
                   "over the rounds where neither replay was on a shared core (how many in "
-                  f"brackets); each given from {QUIET_MIN} replays or rounds."]
+                  f"brackets); each given from {QUIET_MIN} replays or rounds. Quiet is relative "
+                  "to the stream's widest probe: when every replay of a stream ran on a shared "
+                  "core, its widest is narrow too (compare the issue width with a quiet run's)."]
     return "\n".join(lines)
 
 
