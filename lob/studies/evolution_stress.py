@@ -288,15 +288,16 @@ def _fastest(t: K.Conclusion, perf: dict, w: str, engines_here: Sequence[str]) -
 
 
 def _kept_note(perf: dict) -> str:
-    """Which rounds the medians took: the quiet ones (no replay on a core shared with another
-    hardware thread) when enough were found, per workload."""
+    """Which rounds the medians took: the rounds asked for, or, with a top-up, those kept (the
+    quiet ones, no replay on a core shared with another hardware thread, when enough were
+    found; else every round run), per workload."""
     kept = perf.get("kept") or {}
-    if not kept:
-        return ""
     n = perf["rounds"]
-    return (f" (up to {2 * n} run while fewer than {n} had every replay on a quiet core, "
-            f"only those kept when there were {n}; kept / run: "
-            + ", ".join(f"{w} {k} / {r}" for w, (k, r) in kept.items()) + ")")
+    if not kept:
+        return f"the {n} interleaved rounds"
+    return (f"the interleaved rounds kept ({n} asked; up to {2 * n} run while fewer than {n} "
+            f"had every replay on a quiet core, only those kept when there were {n}; kept / "
+            "run: " + ", ".join(f"{w} {k} / {r}" for w, (k, r) in kept.items()) + ")")
 
 
 def throughput_table(perf: dict, engines: Sequence[str]) -> K.Conclusion:
@@ -320,8 +321,8 @@ def throughput_table(perf: dict, engines: Sequence[str]) -> K.Conclusion:
                "vs_first_hi": "ratio", "vs_previous": "ratio", "vs_previous_lo": "ratio",
                "vs_previous_hi": "ratio", "step_call": "label", "aa_low": "ratio",
                "aa_high": "ratio"},
-        note=f"mops: replays timed on the thread's CPU clock, median of the {perf['rounds']} "
-             f"interleaved rounds{_kept_note(perf)} (mops_lo-mops_hi: its "
+        note=f"mops: replays timed on the thread's CPU clock, median of {_kept_note(perf)} "
+             f"(mops_lo-mops_hi: its "
              f"interval); vs_*: throughput over that engine, the median of the per-round "
              f"ratios and its interval; A/A control: {twins} measured twice in the same "
              f"rounds, aa_low-aa_high the band of its ratios; step_call: vs_previous's "

@@ -187,12 +187,13 @@ def test_throughput_table_names_the_fastest_and_a_costly_step():
     assert sp[0]["aa_low"] == pytest.approx(0.98)
     assert "v0 measured" not in t.note and "v2 measured twice in the same rounds" in t.note
     assert "kept / run" not in t.note  # a record without the quiet-round counts
+    assert "median of the 5 interleaved rounds" in t.note
     p = perf()
     p["kept"] = {"lobster_replay": [5, 7], "lobster_sparse": [10, 10]}
     note = checked(es.throughput_table(p, ENGINES)).note
-    assert ("up to 10 run while fewer than 5 had every replay on a quiet core, only those "
-            "kept when there were 5; kept / run: lobster_replay 5 / 7, lobster_sparse 10 / 10"
-            in note)
+    assert ("median of the interleaved rounds kept (5 asked; up to 10 run while fewer than 5 "
+            "had every replay on a quiet core, only those kept when there were 5; kept / run: "
+            "lobster_replay 5 / 7, lobster_sparse 10 / 10)" in note)
     assert t.sentences == [
         "On lobster_replay the fastest is v2 (5.00 M ops/s, 4.50-5.50): faster than every "
         "other engine beyond the A/A band (0.98-1.02).",
