@@ -54,10 +54,12 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from lob.engines.foreign import ENV as ENGINES_TOML
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built: `lob --help` does not pay for it
+    import pandas as pd
 
 EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw", "Bc", "Bcm",
           "Bi", "Bim")
@@ -258,6 +260,8 @@ def counts(engines: list[str], workload: str = "lobster_replay", *, scale: float
         row["mispredict_rate"] = row["mispredicts"] / row["branches"] if row["branches"] else 0.0
         row["checksum"] = got["checksum"]
         rows.append(row)
+    import pandas as pd
+
     df = pd.DataFrame(rows)
     if "note" not in df:
         df["note"] = None
@@ -278,6 +282,8 @@ def _cmd(args) -> int:
     except (RuntimeError, ValueError, KeyError) as e:
         print(f"lob callgrind: error: {e}", file=sys.stderr)
         return 1
+    import pandas as pd
+
     shown = df.drop(columns=["checksum"] + (["note"] if df.note.isna().all() else []))
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(shown.to_string(index=False, float_format="%.3f"))

@@ -71,7 +71,13 @@ def test_names_exactly_the_slow_commit_and_skips_the_broken_one(demo, tmp_path, 
     assert rec["conditions"]["hostname"] and rec["schema_version"] == 1
 
 
-@pytest.mark.slow
+# A real search over real processes with no change in range: ten fresh processes of ~3-4 s
+# each (importing numba for the workload's generator is half of it), a twentieth of CI's
+# test time. CI covers its parts another way: the statistics of a no-change range with
+# injected noise (test_noise_without_change_makes_no_false_call, 40 seeds), the subprocess
+# probe (test_the_probe_reads_injected_noise_and_misses_engines) and a real search that finds
+# a change (the version_bisection notebook under nbval).
+@pytest.mark.extended
 def test_a_range_without_change_is_no_change_beyond_noise(demo, capsys):
     repo, shas, cache = demo
     res = bisect_versions(shas[SLOW + 1], shas[-1], "demo", "mixed_70_20_10", repo=repo,
