@@ -483,13 +483,16 @@ def bitmap_pairs(engines: Sequence[str], bitmap_pair: Sequence[str]) -> list[tup
 def measure_bitmap(bitmap_pair: Sequence[str], engines: Sequence[str], perf: dict,
                    bitmap_scale: float, repeat: int, *, replay=None) -> list[dict]:
     """Throughput without and with the bitmap on the narrow and the sparse stream: the bitmap
-    pair measured here (interleaved, ``max(repeat, MIN_ROUNDS)`` rounds on :data:`CLOCK`,
+    pair measured here (interleaved, ``n = max(repeat, MIN_ROUNDS)`` rounds on :data:`CLOCK`,
     ``bitmap_scale``,
-    the pair's first engine measured twice: the A/A control); the lineage's scan -> bitmap
-    steps read from ``perf``'s rounds (workloads it ran only), with its A/A band. Per row:
-    median M ops/s of each, ``with_over_without`` (the median of the per-round ratios) with
-    its interval (``lo``, ``hi``; ``ci_what`` in words), the band (``aa_low``, ``aa_high``),
-    the ``call`` against it, and ``runs`` (rounds)."""
+    the pair's first engine measured twice: the A/A control; up to ``2 n`` rounds run while
+    fewer than ``n`` had every replay on a quiet core, and only those kept when there were
+    ``n``: a shared core widened this pair's A/A band to 0.66-1.52 in pure Python); the
+    lineage's scan -> bitmap steps read from ``perf``'s rounds (workloads it ran only), with
+    its A/A band. Per row: median M ops/s of each, ``with_over_without`` (the median of the
+    per-round ratios) with its interval (``lo``, ``hi``; ``ci_what`` in words), the band
+    (``aa_low``, ``aa_high``), the ``call`` against it, ``runs`` (the rounds used) and
+    ``ran`` (the rounds run)."""
     from lob.workloads import build
     from lob.workloads.diagnostics import stream_diagnostics
 
@@ -498,15 +501,18 @@ def measure_bitmap(bitmap_pair: Sequence[str], engines: Sequence[str], perf: dic
         for a, b in bitmap_pairs(engines, bitmap_pair):
             if (a, b) == tuple(bitmap_pair):
                 wl = build(w, scale=bitmap_scale)
+                n = _rounds(repeat)
                 with measuring_clock(CLOCK):
-                    t = interleaved_throughput([a, b, a + AA], wl, _rounds(repeat),
-                                               replay=_twin_replay(replay))
+                    t = interleaved_throughput([a, b, a + AA], wl, n,
+                                               replay=_twin_replay(replay), top_up=n)
                 ns = {e: t[e]["ns_per_op"] for e in t}
+                ran = t[a].get("rounds_run", n)
                 ra = t[a]["last"]
                 dg = stream_diagnostics(wl.commands, ra.outcomes, ra.fills)
                 band = aa_band(ns, a)
             elif w in perf["shape"] and a in perf["ns"][w] and b in perf["ns"][w]:
                 ns, dg, band = perf["ns"][w], perf["shape"][w], perf["aa"][w]
+                ran = perf.get("kept", {}).get(w, [None, len(ns[a])])[1]
             else:
                 continue
             r = speedup(ns, b, a)
@@ -516,7 +522,7 @@ def measure_bitmap(bitmap_pair: Sequence[str], engines: Sequence[str], perf: dic
                          "mops_with": _interval([1e3 / x for x in ns[b]])[0],
                          "with_over_without": r["ratio"], "lo": r["lo"], "hi": r["hi"],
                          "aa_low": band["low"], "aa_high": band["high"], "call": call(r, band),
-                         "runs": r["n"], "ci_what": r["what"]})
+                         "runs": r["n"], "ran": ran, "ci_what": r["what"]})
     return rows
 
 
@@ -539,10 +545,13 @@ def bitmap_table(rows: list[dict], bitmap_pair: Sequence[str]) -> K.Conclusion:
                      kinds={"commands": "count", "resting_mean": "count",
                             "with_over_without": "ratio", "lo": "ratio", "hi": "ratio",
                             "aa_low": "ratio", "aa_high": "ratio", "call": "label",
-                            "runs": "count"},
+                            "runs": "count", "ran": "count"},
                      note="with_over_without: median of the per-round throughput ratios, lo-hi "
                           "its interval; aa_low-aa_high: the A/A band (the pair's first engine "
-                          "measured twice in the same rounds); call: the interval against it")
+                          "measured twice in the same rounds); call: the interval against it; "
+                          "runs: the rounds used, ran: the rounds run (the core is probed "
+                          "around every replay and rounds are added while too few had every "
+                          "replay on a quiet core; when enough did, only those are used)")
     pair = _pair_label(bitmap_pair)
     for w in BITMAP_WORKLOADS:
         t.say(f"On {w}, adding the bitmap to the {t.cell((w, pair), 'baseline_best')} baseline "

@@ -383,6 +383,32 @@ def test_measure_bitmap_runs_the_pair_and_reads_the_lineage():
     assert pair["lo"] <= pair["with_over_without"] <= pair["hi"] and pair["runs"] == 5
     assert pair["aa_low"] <= 1 <= pair["aa_high"] and pair["call"] in es.BITMAP_CALL
     assert rows[2]["resting_mean"] > 0 and "interval of the median" in rows[2]["ci_what"]
+    # a quiet core throughout: no round added; the lineage's row ran the rounds it read
+    assert [r["ran"] for r in rows] == [es.MIN_ROUNDS, 5, es.MIN_ROUNDS]
+
+
+def test_measure_bitmap_adds_rounds_while_the_core_is_shared_and_keeps_the_quiet_ones(
+        monkeypatch):
+    """The pair's first three rounds run on a core shared with another hardware thread (the
+    probe reads a narrow issue width): rounds are added until MIN_ROUNDS quiet ones ran, and
+    the ratio uses only those."""
+    from lob.measure import probes
+
+    es.register_sorted()
+    calls = []
+
+    def probe(steps=0, now=None):
+        calls.append(1)
+        # 4 probes a round (before each of 3 replays, after the last): 8 rounds a stream
+        return {"core_ghz": 3.0, "width": 2.2 if (len(calls) - 1) % 32 < 12 else 3.3}
+
+    monkeypatch.setattr(probes, "core_probe", probe)
+    p = perf(workloads=("lobster_replay",), mops={"lobster_replay": [1.0, 2.0, 4.0, 5.0]})
+    rows = es.measure_bitmap(PAIR, ENGINES, p, 0.0005, 1)
+    pair = [r for r in rows if r["pair"] == "v2+sorted -> v2"]
+    assert [(r["runs"], r["ran"]) for r in pair] == [(es.MIN_ROUNDS, es.MIN_ROUNDS + 3)] * 2
+    t = checked(es.bitmap_table(rows, PAIR))
+    assert "ran: the rounds run" in t.note
 
 
 def test_bitmap_table_with_the_rescanning_baseline():
