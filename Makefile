@@ -32,7 +32,7 @@ test: $(STAMP)  ## the test suite (quick sizes + the seed-sized checks that matt
 	# each notebook runs once: nbval executes it (defaults = the quick preset) into a temporary
 	# artifacts folder, and the tests read its outputs from there (tests/notebooks)
 	nb=$$(mktemp -d) && \
-	LOB_ARTIFACTS=$$nb $(BIN)/pytest -q -n 2 --dist loadfile --nbval-lax -p no:cacheprovider notebooks && \
+	LOB_ARTIFACTS=$$nb $(BIN)/pytest -q -n 2 --dist loadfile --nbval-lax -p no:cacheprovider --durations=10 notebooks && \
 	LOB_NB_OUTPUTS=$$nb $(BIN)/pytest -q -n 2 --durations=20 tests
 
 test-extended: $(STAMP)  ## the long checks CI covers another way (full-size counters of every version, ...)
