@@ -47,6 +47,18 @@ def boundscheck_cache() -> str:
     return str(base / digest)
 
 
+@pytest.fixture(autouse=True)
+def _own_probe_record(tmp_path_factory, request, monkeypatch):
+    """The machine's quiet-width record (lob.measure.probes.machine_width) in a file of the
+    test's own: scripted probe widths never reach the user's cache, and no test reads another
+    test's widths."""
+    from lob.measure import probes
+
+    name = "".join(c if c.isalnum() else "_" for c in request.node.nodeid)[-120:] + ".json"
+    root = tmp_path_factory.getbasetemp() / "probe-records"
+    monkeypatch.setattr(probes, "_record_path", lambda: root / name)
+
+
 def pytest_configure(config):
     """Under xdist, load or build numba's on-disk cache once, in the controller, before the
     workers start: otherwise every worker compiles the same ~80 s kernel at the same time."""

@@ -5,9 +5,9 @@
   latency each on every x86-64 and ARM64 core of the last decade, and nothing a compiler can
   fold), timed by the same clock as the engines. With it a kernel's ns/op becomes cycles/op,
   and a reader can tell whether a slow round ran on a slower clock (the chain slows too) or
-  on a contended memory system (the chain does not). On this workplace's VM the chain reads
-  a steady ~3.0 GHz while the v4 kernel's ns/op moves by 50% from one stretch to the next:
-  the spread is the memory system, shared with other guests, not the clock.
+  on a contended core or memory system (the chain does not). On this workplace's VM the chain
+  reads a steady ~3.0 GHz while the v4 kernel's ns/op moves by 50% from one stretch to the
+  next: the spread is not the clock.
 * :func:`core_probe`: that clock and the core's issue width: four independent xorshift
   chains retire about 3.3 operations a cycle on a Zen 4 core that is ours alone, and
   fewer when another hardware thread shares the core's issue slots. On this workplace's VM
@@ -15,7 +15,12 @@
   VM (a busy second vCPU of ours does not move it), and the v4 kernel's ns/op flips with it
   (22-23 against 32-33 on lobster_replay, correlation -0.99 over 12 rounds), while the
   clock and a pointer chase's latency stay put: the host's "slow phases" are a shared core.
-  :func:`shared_replays` marks the replays measured on a shared core.
+  :func:`shared_replays` marks the replays measured on a shared core: those whose width fell
+  below :data:`SHARED_BELOW` of the stream's widest probe or of this machine's quiet width
+  (:func:`machine_width`), whichever is wider. The machine's is remembered from earlier
+  streams (the upper quartile of the widest probe of its last :data:`WIDTH_RECORD` streams,
+  in lob's cache): without it a stream run wholly on a shared core had nothing wider to
+  compare with and was called quiet throughout.
 * :func:`stream_floor`: the replay contract's own cost with no book: read every command
   record (40 bytes) and write every outcome record (34 bytes) from it. It is the part of any
   engine's kernel time that no change to the book can remove (a replay must read its
@@ -25,7 +30,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
+from collections.abc import Sequence
 
 import numpy as np
 from numba import njit
@@ -36,6 +44,8 @@ CHAIN_OPS = 6  # dependent one-cycle operations a chain step
 CHAINS = 4  # independent chains of the width probe
 SHARED_BELOW = 0.85  # a probe's width below this share of the stream's widest: a shared core
 PROBE_STEPS = 250_000  # ~1.7 ms a probe at 3 GHz: widths 3.2-3.4 quiet, 2.1-2.2 shared here
+WIDTH_RECORD = 32  # streams whose widest probe a machine's record keeps (the newest)
+WIDTH_RECORD_MIN = 4  # streams on record before the machine's quiet width is used
 _SEED = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -105,16 +115,64 @@ def core_probe(steps: int = 1_000_000, now=time.thread_time_ns) -> dict:
     return {"core_ghz": ghz, "width": CHAIN_OPS * CHAINS * steps / max(dt, 1) / ghz}
 
 
+def _record_path():
+    from lob.paths import cache_dir
+
+    return cache_dir("probes", f"quiet-width-{PROBE_STEPS}.json")
+
+
+def _machine() -> str:
+    from lob.measure.conditions import machine, machine_key
+
+    return machine_key(machine())
+
+
+def machine_width(record: Sequence[float] = (), *, path=None) -> float | None:
+    """This machine's quiet issue width as remembered from earlier streams: the upper
+    quartile of the widest :func:`core_probe` width of each of its last :data:`WIDTH_RECORD`
+    streams (None before :data:`WIDTH_RECORD_MIN` streams are on record). A widest that came
+    from a shared stretch sits below it, a lone spurious high one above it. ``record``: this
+    stream's widths, added to the record after the reading (so a stream never judges itself
+    by its own figure twice). The record is a small JSON file in lob's cache
+    (``$LOB_CACHE/probes``), one list per machine identity
+    (:func:`lob.measure.conditions.machine_key`); a file that cannot be read or written is
+    ignored."""
+    path = path or _record_path()
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    key = _machine()
+    mine = [float(x) for x in data.get(key, []) if isinstance(x, (int, float))]
+    ref = float(np.percentile(mine, 75)) if len(mine) >= WIDTH_RECORD_MIN else None
+    widths = [float(w) for w in record if np.isfinite(w) and w > 0]
+    if widths:
+        data[key] = (mine + [max(widths)])[-WIDTH_RECORD:]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(data))
+            tmp.replace(path)  # whole or not at all, also beside another process
+        except OSError:
+            pass
+    return ref
+
+
 def shared_replays(probes: list[dict], below: float = SHARED_BELOW) -> dict[str, np.ndarray]:
     """Per engine, whether each of its replays ran on a shared core: the width probed just
     before or just after it fell below ``below`` times the widest probe of all ``probes``
     (:func:`lob.measure.profile.measure`'s, one dict a round with the engines' ``order`` and
-    ``len(order) + 1`` ``width`` probes). A stream probed only on a shared core has nothing
-    wider to compare with, and no replay is marked."""
+    ``len(order) + 1`` ``width`` probes) or the machine's quiet width a round carries as
+    ``machine_width`` (:func:`machine_width`), whichever is wider. A stream probed only on a
+    shared core on a machine with no record has nothing wider to compare with, and no replay
+    is marked."""
     widths = [w for p in probes for w in p["width"]]
     if not widths:
         return {}
-    cut = below * max(widths)
+    ref = max([p.get("machine_width") or 0.0 for p in probes] + widths)
+    cut = below * ref
     out: dict[str, list[bool]] = {}
     for p in probes:
         if len(p["width"]) != len(p["order"]) + 1:

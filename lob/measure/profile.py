@@ -107,9 +107,11 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
     (a band or STP mode it does not take). ``twin``: an engine measured once more in every
     round, under the key ``twin + AA``, as if it were another engine (the A/A control).
     ``probes``: a list that receives one dict a round, ``{"order", "core_ghz", "width",
-    "floor_ns"}``: the round's engines in the order they ran, the core's clock and issue
-    width (:func:`lob.measure.probes.core_probe`) before each replay and after the last
-    (``len(order) + 1`` of each: replay ``j`` ran between probes ``j`` and ``j + 1``), and
+    "machine_width", "floor_ns"}``: the round's engines in the order they ran, the core's
+    clock and issue width (:func:`lob.measure.probes.core_probe`) before each replay and
+    after the last (``len(order) + 1`` of each: replay ``j`` ran between probes ``j`` and
+    ``j + 1``), this machine's remembered quiet width
+    (:func:`lob.measure.probes.machine_width`, None before it has a record), and
     :func:`lob.measure.probes.stream_floor` on the same stream after the round, all timed by
     the same clock as the engines. With probes, each engine's entry also holds ``"shared"``:
     per round, whether its replay ran on a core shared with another hardware thread
@@ -151,6 +153,7 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
 
         scratch = _buffers.take_array(len(cmds), OUTCOME_DTYPE)
         first = len(probes)  # the caller's list may hold other streams' rounds
+        quiet_ref = pr.machine_width()  # this machine's quiet width, from earlier streams
     with _clock(clock) as now:
         for r, order in enumerate(stats.rotations(live, rounds + top_up)):
             if r >= rounds and pr.quiet_rounds(probes[first:]).sum() >= rounds:
@@ -170,7 +173,10 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
                 probes.append({"order": list(order),
                                "core_ghz": [c["core_ghz"] for c in cores],
                                "width": [c["width"] for c in cores],
+                               "machine_width": quiet_ref,
                                "floor_ns": pr.stream_floor(cmds, scratch, now=now)})
+    if probes is not None:
+        pr.machine_width([w for p in probes[first:] for w in p["width"]])  # on record
     if probes is not None and live:
         for name, flags in pr.shared_replays(probes[first:]).items():
             out[name]["shared"] = flags.tolist()
@@ -481,6 +487,7 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
             "load_avg": [before.get("load_avg"), after.get("load_avg")], "table": records,
             "core_ghz": _summary(ghz, confidence), "width": _summary(width, confidence),
             "shared_replays": {k: int(v.sum()) for k, v in shared.items()},
+            "machine_width": next((p.get("machine_width") for p in probes), None),
             "floor": {"ns": _summary(floor, confidence),
                       "of_base": (_summary(floor / np.asarray(s[base]["kernel"]), confidence)
                                   if "kernel" in s[base] else None)},
@@ -537,7 +544,9 @@ def versus_base_text(rep: dict) -> str:
                      + _interval(ghz[1], ghz[2], ".2f"))
                   + ("" if w.get("width") is None else
                      f", issue width {w['width'][0]:.2f}" + _interval(w["width"][1],
-                                                                     w["width"][2], ".2f"))]
+                                                                     w["width"][2], ".2f"))
+                  + ("" if w.get("machine_width") is None else
+                     f" (this machine's quiet width on record: {w['machine_width']:.2f})")]
         head = ("engine", "kernel ns/op", "quiet core (replays)", "cycles/op", "replay ns/op",
                 "replay/kernel", "vs base", "faster rounds", "vs base, both quiet (rounds)",
                 "checksum")
@@ -586,15 +595,17 @@ def versus_base_text(rep: dict) -> str:
                   "per ns, by the same clock, probed before and after every replay; cycles/op = "
                   "kernel ns/op x the round's median clock. Issue width: operations a cycle of "
                   "four independent chains, in the same probes; a replay where either probe "
-                  f"fell below {SHARED_BELOW:.2f} of the stream's widest ran on a core shared "
-                  "with another "
+                  f"fell below {SHARED_BELOW:.2f} of the stream's widest, or of this "
+                  "machine's quiet width on record (the upper quartile of the widest probe of "
+                  "its last streams) when wider, ran on a core shared with another "
                   "hardware thread (another program, or on a VM another guest), where a kernel "
                   "slows by up to half with a steady clock; quiet core: the kernel's median over "
                   "the other replays (how many in brackets); both quiet: the ratio to the base "
                   "over the rounds where neither replay was on a shared core (how many in "
-                  f"brackets); each given from {QUIET_MIN} replays or rounds. Quiet is relative "
-                  "to the stream's widest probe: when every replay of a stream ran on a shared "
-                  "core, its widest is narrow too (compare the issue width with a quiet run's)."]
+                  f"brackets); each given from {QUIET_MIN} replays or rounds. On a machine "
+                  "with no record yet, quiet is relative to the stream's widest probe alone: "
+                  "when every replay of such a stream ran on a shared core, its widest is "
+                  "narrow too and none is marked."]
     return "\n".join(lines)
 
 

@@ -975,7 +975,8 @@ def floor_table(lin: dict) -> K.Conclusion:
                           f"kernel ns/op times that round's clock; rounds: how many ran; "
                           f"shared: {base}'s replays on a core shared with another "
                           f"hardware thread (the issue width probed before or after it below "
-                          f"{SHARED_BELOW} of the stream's widest), quiet_ns: its median over "
+                          f"{SHARED_BELOW} of the stream's widest or of this machine's quiet "
+                          f"width on record, whichever is wider), quiet_ns: its median over "
                           f"the others")
     for r in t.rows:
         w = r["workload"]

@@ -88,7 +88,8 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
     (:func:`lob.measure.probes.core_probe`, or ``probe()`` returning its dict) and up to
     ``top_up`` rounds more are run while fewer than ``repeat`` rounds had every replay on a
     quiet core (:func:`lob.measure.probes.shared_replays`: none shared with another hardware
-    thread, which slows a kernel by up to half here). When ``repeat`` such rounds were found,
+    thread, which slows a kernel by up to half here; judged against the stream's widest
+    probe and this machine's remembered quiet width). When ``repeat`` such rounds were found,
     only they are kept; else every round run is. Each engine's entry then also holds
     ``rounds_run`` and ``rounds_kept``. The choice rests on probes taken outside the timed
     replays, never on the figures themselves."""
@@ -107,6 +108,7 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
         from lob.measure import probes as pr
 
         probes = []
+        quiet_ref = pr.machine_width()  # this machine's quiet width, from earlier streams
         if probe is None:
             def probe():  # on the clock the replays are timed by (swapped by the caller)
                 return pr.core_probe(pr.PROBE_STEPS, now=lambda: time.perf_counter_ns())
@@ -123,8 +125,10 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
             out[e]["last"] = run
         if probes is not None:
             widths.append(probe()["width"])
-            probes.append({"order": list(order), "width": widths})
+            probes.append({"order": list(order), "width": widths,
+                           "machine_width": quiet_ref})
     if probes is not None:
+        pr.machine_width([w for p in probes for w in p["width"]])  # on record
         keep = pr.quiet_rounds(probes)
         ran = len(probes)
         if keep.sum() >= repeat:

@@ -3,6 +3,7 @@ hold what they say (small streams; the figures themselves are benchmarks, not te
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -280,6 +281,49 @@ def test_shared_replays_marks_a_replay_by_the_probes_around_it():
         probes.shared_replays([{"order": ["a", "b"], "width": [3.0, 3.0]}])
 
 
+def test_machine_width_remembers_each_streams_widest_and_reads_their_upper_quartile(
+        tmp_path, monkeypatch):
+    from lob.measure import probes
+
+    rec = tmp_path / "rec.json"
+    # nothing on record: no reference until WIDTH_RECORD_MIN streams were recorded
+    for i, widest in enumerate([3.3, 3.4, 2.5]):
+        assert probes.machine_width([2.0, widest], path=rec) is None, i
+    assert probes.machine_width([2.6], path=rec) is None  # read before this stream is added
+    assert json.loads(rec.read_text()) == {probes._machine(): [3.3, 3.4, 2.5, 2.6]}
+    assert probes.machine_width(path=rec) == pytest.approx(np.percentile([3.3, 3.4, 2.5, 2.6],
+                                                                         75))
+    # the newest WIDTH_RECORD streams only; nonsense widths are not recorded
+    for _ in range(probes.WIDTH_RECORD):
+        probes.machine_width([2.2, float("nan"), -1.0], path=rec)
+    assert probes.machine_width(path=rec) == pytest.approx(2.2)
+    # another machine's record is its own
+    monkeypatch.setattr(probes, "_machine", lambda: "elsewhere")
+    assert probes.machine_width([3.0], path=rec) is None
+    assert len(json.loads(rec.read_text())) == 2
+    # a damaged or unwritable record is ignored, never an error
+    rec.write_text("{not json")
+    assert probes.machine_width([3.0], path=rec) is None
+    assert json.loads(rec.read_text()) == {"elsewhere": [3.0]}  # rewritten whole
+    (tmp_path / "a-file").write_text("")
+    blocked = tmp_path / "a-file" / "rec.json"  # its folder cannot be made
+    for _ in range(probes.WIDTH_RECORD_MIN + 1):
+        assert probes.machine_width([3.0], path=blocked) is None
+
+
+def test_a_stream_wholly_on_a_shared_core_is_marked_against_the_machines_quiet_width():
+    from lob.measure import probes
+
+    flat = [{"order": ["a"], "width": [2.5, 2.6], "machine_width": 3.3},
+            {"order": ["a"], "width": [3.2, 3.3], "machine_width": 3.3}]
+    assert probes.shared_replays(flat)["a"].tolist() == [True, False]
+    # no record: relative to the stream alone (2.6 < 0.85 * 3.3 still marked)
+    assert probes.shared_replays([{**r, "machine_width": None} for r in flat])["a"].tolist() \
+        == [True, False]
+    assert probes.shared_replays(flat[:1])["a"].tolist() == [True]
+    assert probes.shared_replays([{**flat[0], "machine_width": None}])["a"].tolist() == [False]
+
+
 def test_stream_floor_reads_every_command_and_writes_every_outcome():
     from lob.measure import probes
     from lob.semantics import OUTCOME_DTYPE
@@ -318,6 +362,15 @@ def test_measure_tops_up_rounds_until_enough_ran_on_a_quiet_core(monkeypatch):
     _scripted_probes(monkeypatch, [3.3] + [2.0] * 100)
     got = pf.measure(["v4@numba"], "lobster_replay", scale=0.001, rounds=5, top_up=2)
     assert len(got["v4@numba"]["kernel"]) == 7 and all(got["v4@numba"]["shared"])
+    # the next stream is judged against the machine's record as well: probed wholly at 2.0
+    # after streams that reached 3.3, every replay is marked
+    from lob.measure import probes
+
+    for _ in range(probes.WIDTH_RECORD_MIN):
+        probes.machine_width([3.3])
+    _scripted_probes(monkeypatch, [2.0] * 100)
+    got = pf.measure(["v4@numba"], "lobster_replay", scale=0.001, rounds=5, top_up=1)
+    assert len(got["v4@numba"]["kernel"]) == 6 and all(got["v4@numba"]["shared"])
     # no top-up, no probes: the rounds asked for, unmarked
     got = pf.measure(["v4@numba"], "lobster_replay", scale=0.001, rounds=5)
     assert len(got["v4@numba"]["kernel"]) == 5 and "shared" not in got["v4@numba"]
