@@ -522,8 +522,15 @@ def measure_bitmap(bitmap_pair: Sequence[str], engines: Sequence[str], perf: dic
                          "mops_with": _interval([1e3 / x for x in ns[b]])[0],
                          "with_over_without": r["ratio"], "lo": r["lo"], "hi": r["hi"],
                          "aa_low": band["low"], "aa_high": band["high"], "call": call(r, band),
-                         "runs": r["n"], "ran": ran, "ci_what": r["what"]})
+                         "runs": r["n"], "ran": ran,
+                         "ci_what": r["what"] + _quiet_of(r["n"], ran)})
     return rows
+
+
+def _quiet_of(used: int, ran: int | None) -> str:
+    """Words for a claim's interval when its rounds were the quiet ones of more run."""
+    return "" if not ran or ran <= used else \
+        f" (the {used} of {ran} rounds run with every replay on a quiet core)"
 
 
 def _pair_label(bitmap_pair: Sequence[str]) -> str:
@@ -599,11 +606,12 @@ def claims(bitmap_rows: list[dict], bitmap_pair: Sequence[str], perf: dict,
     ns = perf.get("ns", {}).get(REPLAY, {})
     if REPLAY in perf["shape"] and first in ns and last in ns:
         r = speedup(ns, last, first)
+        ran = perf.get("kept", {}).get(REPLAY, [None, None])[1]
         out["s003_version_steps"] = measurement(
             r["ratio"], diagnostics={"resting_mean": perf["shape"][REPLAY]["resting_mean"]},
             explain={"lob's steps": " -> ".join(engines)},
             detail=f"{last} / {first} M ops/s", ci=(r["lo"], r["hi"]) if r["lo"] else None,
-            ci_what=r["what"], aa=perf["aa"][REPLAY], runs=r["n"])
+            ci_what=r["what"] + _quiet_of(r["n"], ran), aa=perf["aa"][REPLAY], runs=r["n"])
     return out
 
 

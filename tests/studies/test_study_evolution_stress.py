@@ -385,6 +385,7 @@ def test_measure_bitmap_runs_the_pair_and_reads_the_lineage():
     assert rows[2]["resting_mean"] > 0 and "interval of the median" in rows[2]["ci_what"]
     # a quiet core throughout: no round added; the lineage's row ran the rounds it read
     assert [r["ran"] for r in rows] == [es.MIN_ROUNDS, 5, es.MIN_ROUNDS]
+    assert not any("quiet core" in r["ci_what"] for r in rows)
 
 
 def test_measure_bitmap_adds_rounds_while_the_core_is_shared_and_keeps_the_quiet_ones(
@@ -407,6 +408,8 @@ def test_measure_bitmap_adds_rounds_while_the_core_is_shared_and_keeps_the_quiet
     rows = es.measure_bitmap(PAIR, ENGINES, p, 0.0005, 1)
     pair = [r for r in rows if r["pair"] == "v2+sorted -> v2"]
     assert [(r["runs"], r["ran"]) for r in pair] == [(es.MIN_ROUNDS, es.MIN_ROUNDS + 3)] * 2
+    assert all(r["ci_what"].endswith(f" (the {es.MIN_ROUNDS} of {es.MIN_ROUNDS + 3} rounds run "
+                                     "with every replay on a quiet core)") for r in pair)
     t = checked(es.bitmap_table(rows, PAIR))
     assert "ran: the rounds run" in t.note
 
@@ -452,6 +455,12 @@ def test_claims_carry_interval_band_and_rounds_and_keep_their_verdicts():
     assert v["runs"] == 5 and v["aa"]["low"] == pytest.approx(0.98)
     assert v["diagnostics"] == {"resting_mean": 50.0}
     assert v["explain"] == {"lob's steps": "v0 -> v0+pool -> v1 -> v2"}
+    assert "quiet core" not in v["ci_what"]  # every round run was used
+    # the 5 rounds used were the quiet ones of 9 run: the claim's interval says so
+    kept = es.claims(bitmap_rows(), PAIR, {**perf(), "kept": {"lobster_replay": [5, 9]}},
+                     ENGINES)["s003_version_steps"]
+    assert kept["ci_what"].endswith(" (the 5 of 9 rounds run with every replay on a quiet core)")
+    assert kept["runs"] == 5
     # the verdicts stay decided by regime (the bitmap's baseline) and mechanism, not by noise
     assert judge(get("s003_bitmap_narrow"), n).verdict == "not comparable"
     assert judge(get("s003_bitmap_sparse"), m["s003_bitmap_sparse"]).verdict == "not comparable"
