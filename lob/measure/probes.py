@@ -46,6 +46,7 @@ SHARED_BELOW = 0.85  # a probe's width below this share of the stream's widest: 
 PROBE_STEPS = 250_000  # ~1.7 ms a probe at 3 GHz: widths 3.2-3.4 quiet, 2.1-2.2 shared here
 WIDTH_RECORD = 32  # streams whose widest probe a machine's record keeps (the newest)
 WIDTH_RECORD_MIN = 4  # streams on record before the machine's quiet width is used
+WIDTH_MACHINES = 16  # machines a record file keeps (a shared cache seen by changing hosts)
 _SEED = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -149,7 +150,9 @@ def machine_width(record: Sequence[float] = (), *, path=None) -> float | None:
     ref = float(np.percentile(mine, 75)) if len(mine) >= WIDTH_RECORD_MIN else None
     widths = [float(w) for w in record if np.isfinite(w) and w > 0]
     if widths:
+        data.pop(key, None)  # this machine's list last: the file keeps the newest machines
         data[key] = (mine + [max(widths)])[-WIDTH_RECORD:]
+        data = dict(list(data.items())[-WIDTH_MACHINES:])
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -297,10 +297,16 @@ def test_machine_width_remembers_each_streams_widest_and_reads_their_upper_quart
     for _ in range(probes.WIDTH_RECORD):
         probes.machine_width([2.2, float("nan"), -1.0], path=rec)
     assert probes.machine_width(path=rec) == pytest.approx(2.2)
-    # another machine's record is its own
+    # another machine's record is its own; the file keeps the newest WIDTH_MACHINES machines
     monkeypatch.setattr(probes, "_machine", lambda: "elsewhere")
     assert probes.machine_width([3.0], path=rec) is None
     assert len(json.loads(rec.read_text())) == 2
+    for i in range(probes.WIDTH_MACHINES + 3):
+        monkeypatch.setattr(probes, "_machine", lambda i=i: f"host{i}")
+        probes.machine_width([3.0], path=rec)
+    kept = list(json.loads(rec.read_text()))
+    assert len(kept) == probes.WIDTH_MACHINES and kept[-1] == f"host{probes.WIDTH_MACHINES + 2}"
+    monkeypatch.setattr(probes, "_machine", lambda: "elsewhere")
     # a damaged or unwritable record is ignored, never an error
     rec.write_text("{not json")
     assert probes.machine_width([3.0], path=rec) is None
