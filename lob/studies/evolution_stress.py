@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lob.measure.profile import AA, measuring_clock
+from lob.measure.profile import AA, QUIET_MIN, measuring_clock
 from lob.studies import conclude as K
 from lob.studies.study import interleaved_throughput
 
@@ -969,7 +969,8 @@ def floor_table(lin: dict) -> K.Conclusion:
                      "core_ghz": float(np.median(ghz)),
                      f"{base} cycles/op": float(np.median(b * ghz)),
                      "shared": int(shared.sum()), "rounds": len(b),
-                     "quiet_ns": float(np.median(b[~shared])) if (~shared).any() else None})
+                     "quiet_ns": (float(np.median(b[~shared])) if (~shared).sum() >= QUIET_MIN
+                                  else None)})
     t = K.Conclusion("the stream's floor", rows, key="workload",
                      kinds={"share": "ratio", "share_lo": "ratio", "share_hi": "ratio",
                             "shared": "count", "rounds": "count"},
@@ -985,7 +986,7 @@ def floor_table(lin: dict) -> K.Conclusion:
                           f"hardware thread (the issue width probed before or after it below "
                           f"{SHARED_BELOW} of the stream's widest or of this machine's quiet "
                           f"width on record, whichever is wider), quiet_ns: its median over "
-                          f"the others")
+                          f"the others, given from {QUIET_MIN} of them")
     for r in t.rows:
         w = r["workload"]
         t.say(f"On {w}, reading the commands and writing the outcomes takes "
@@ -999,7 +1000,7 @@ def floor_table(lin: dict) -> K.Conclusion:
               + ("" if not r["shared"] else
                  f" {t.cell(w, 'shared')} of its {t.cell(w, 'rounds')} replays ran on a core "
                  f"shared with another hardware thread, where a kernel slows by up to half"
-                 + ("" if r["quiet_ns"] is None else
+                 + (" (too few others for a median of them)" if r["quiet_ns"] is None else
                     f"; its median over the others is {t.cell(w, 'quiet_ns')} ns/op") + "."))
     return t
 

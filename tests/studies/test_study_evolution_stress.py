@@ -690,13 +690,25 @@ def test_floor_table_splits_the_newest_steps_time_into_stream_and_book():
     assert r["v4@numba cycles/op"] == pytest.approx(60.0) and r["core_ghz"] == 3.0
     c = t._row("cpp_comprehensive")
     assert c["share"] == pytest.approx(5 / 40)
-    # v4's replay of round 2 (drift 1.1) on a shared core: the other four's median
+    # v4's replay of round 2 (drift 1.1) on a shared core: four others, too few for a median
     assert (c["shared"], c["rounds"]) == (1, 5) and r["shared"] == 0
-    assert c["quiet_ns"] == pytest.approx(np.median([40 * x for x in (1.0, 0.9, 1.05, 0.95)]))
+    assert c["quiet_ns"] is None
     assert t.sentences[1].endswith(
         "at the 3.00 GHz the core ran at. 1 of its 5 replays ran on a core shared with another "
-        "hardware thread, where a kernel slows by up to half; its median over the others is "
-        "39 ns/op.")
+        "hardware thread, where a kernel slows by up to half (too few others for a median of "
+        "them).")
+    # a sixth round, quiet: the five others' median
+    f = lin["floor"]["cpp_comprehensive"]
+    for k, v in (("floor_ns", 5.0), ("base_ns", 40.0), ("core_ghz", 3.0),
+                 ("base_shared", False)):
+        f[k] = [*f[k], v]
+    t6 = checked(es.floor_table(lin))
+    c6 = t6._row("cpp_comprehensive")
+    assert c6["quiet_ns"] == pytest.approx(np.median([40 * x for x in (1.0, 0.9, 1.05, 0.95,
+                                                                       1.0)]))
+    assert t6.sentences[1].endswith("1 of its 6 replays ran on a core shared with another "
+                                    "hardware thread, where a kernel slows by up to half; its "
+                                    "median over the others is 40 ns/op.")
     assert t.sentences[0] == (
         "On lobster_replay, reading the commands and writing the outcomes takes 4.00 ns/op "
         "(3.60-4.40), 0.20 (0.20-0.20) of v4@numba's kernel time: no engine replaying this "
