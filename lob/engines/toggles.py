@@ -43,7 +43,7 @@ VERSIONS: dict[str, dict] = {
                step="the second compiled kernel: 32-byte order records with int32 links, "
                     "32-byte level records without an order count, the book's scalars in "
                     "registers across a kernel call, per-owner sums only when the STP mode "
-                    "reads them (numba only)"),
+                    "reads them, the command and outcome streams prefetched (numba only)"),
 }
 
 # the order bisection walks: each version is one toggle away from the previous one

@@ -276,6 +276,40 @@ def test_kernel_clock_overhead_is_measured():
     assert 0 <= o["min"] <= o["median"] < 10_000
 
 
+def test_prefetch_hints_change_nothing_and_accept_any_index():
+    """v4's stream prefetch: a hint only (no fault past the array's end, nothing written),
+    compiled to the read and the write prefetch on x86, and a 2-D array refused."""
+    import platform
+
+    from numba import njit
+    from numba.core.errors import TypingError
+
+    from lob.engines.compiled.prefetch import prefetch, prefetch_write
+    from lob.semantics import OUTCOME_DTYPE
+
+    @njit(_nrt=False)
+    def hint(a, b, i):
+        prefetch(a, np.uint64(i))
+        prefetch_write(b, i)
+
+    cmds = random_stream(3, 100, BookConfig(1, 40))
+    out = np.zeros(100, dtype=OUTCOME_DTYPE)
+    before = cmds.copy()
+    for i in (0, 99, 100, 64 + 99, 2**40):  # the kernel prefetches up to 64 past the end
+        hint(cmds, out, i)
+    assert (cmds == before).all() and not out.view(np.uint8).any()
+    if platform.machine() in ("x86_64", "AMD64"):
+        asm = hint.inspect_asm(hint.signatures[0])
+        assert "prefetcht0" in asm and "prefetchw" in asm
+
+    @njit(_nrt=False)
+    def flat(a):
+        prefetch(a, 0)
+
+    with pytest.raises(TypingError):
+        flat(np.zeros((2, 2)))
+
+
 CHECKED = ("v0+pool@numba", "v3@numba", "v4@numba")  # both kernels, both ends of the first
 _SUBPROCESS = textwrap.dedent("""
     import json, sys
