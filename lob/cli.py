@@ -14,15 +14,15 @@ import sys
 def engines_table() -> list[str]:
     """One line per registered engine: name, backend, toggles, parent, widest band it
     accepts (``any`` when its memory does not grow with the band), source, description."""
+    from lob.engines import toggles as tg
     from lob.engines.registry import engine_names, engine_spec, get_engine
     from lob.semantics import BookConfig
 
-    lines = [f"{'name':<16} {'backend':<7} {'toggles':<28} {'parent':<14} {'band':<14} "
+    lines = [f"{'name':<16} {'backend':<7} {'toggles':<34} {'parent':<14} {'band':<14} "
              "description"]
     for name in engine_names():
         s = engine_spec(name)
-        tog = ",".join(s.toggles.get(k, "-") for k in ("levels", "best", "fok")) \
-            if s.toggles else "-"
+        tog = ",".join(s.toggles.get(k, "-") for k in tg.NAMES) if s.toggles else "-"
         src = "" if s.source == "lob" else f" [from {s.source}]"
         caps = None
         try:  # declared capabilities (foreign engines), else a one-tick book's attribute
@@ -36,7 +36,7 @@ def engines_table() -> list[str]:
             band = "not built" if "not built" in str(e) else f"? ({type(e).__name__})"
         if caps is not None and not caps.complete:
             src += f" [{caps.summary()}]"
-        lines.append(f"{name:<16} {s.backend:<7} {tog:<28} {s.parent or '-':<14} {band:<14} "
+        lines.append(f"{name:<16} {s.backend:<7} {tog:<34} {s.parent or '-':<14} {band:<14} "
                      f"{s.description}{src}")
     from lob.engines.foreign.adapters import unbuilt
 

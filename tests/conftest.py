@@ -65,7 +65,7 @@ def pytest_configure(config):
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         import numpy as np
 
-        for name in ("v2@numba", "v4@numba"):  # the two kernels (v0+pool..v3, and v4)
+        for name in ("v2@numba", "v4@numba", "v5@numba"):  # v0+pool..v3's kernel, v4's two
             eng = lob.get_engine(name, BookConfig(1, 10))
             eng.replay_timed(np.zeros(1, dtype=lob.semantics.COMMAND_DTYPE))
             eng.check()

@@ -91,9 +91,10 @@ class LadderEngine(PyEngine):
     name = "ladder"
 
     def __init__(self, config: BookConfig | None = None, *, levels: str = "deque",
-                 best: str = "scan", fok: str = "full", capacity: int = 64):
+                 best: str = "scan", fok: str = "full", stream: str = "plain",
+                 capacity: int = 64):
         super().__init__(config)
-        self.toggles = tg.check("python", levels=levels, best=best, fok=fok)
+        self.toggles = tg.check("python", levels=levels, best=best, fok=fok, stream=stream)
         self.name = f"ladder[{levels},{best},{fok}]"
         per_price = band_bytes_per_price(levels, best, fok)
         self.max_band_width = max_width(per_price)

@@ -1,7 +1,7 @@
 """The one toggle vocabulary: toggle names, the values each backend implements, the lineage.
 
-A lineage version is a named set of toggles (``levels``, ``best``, ``fok``); each step from
-its parent changes exactly one toggle. The pure-Python ladder implements every value; the
+A lineage version is a named set of toggles (``levels``, ``best``, ``fok``, ``stream``); each
+step from its parent changes exactly one toggle. The pure-Python ladder implements every value; the
 numba backend implements only the node pool for ``levels`` (a per-level deque has no
 compiled form cheaper than the pool), so it registers only the versions whose toggles it
 really runs (:func:`backend_versions`), and refuses the others (:func:`check`).
@@ -9,45 +9,50 @@ really runs (:func:`backend_versions`), and refuses the others (:func:`check`).
 The C++ seed's v1 bundled two changes (node pool and bitmap best price), so lob adds the
 two single-step intermediates ``v0+pool`` and ``v0+bitmap``; ``v3`` is the seed's own next
 target (per-level quantity sums for the FOK check); ``v4`` (``levels="packed"``, numba only) is
-the second compiled kernel, :mod:`lob.engines.compiled.kernel_v4` (lobster's v4 layout).
+the second compiled kernel, :mod:`lob.engines.compiled.kernel_v4` (lobster's v4 layout);
+``v5`` (``stream="prefetch"``, numba only) is that kernel with the command and outcome
+streams prefetched in software (a compile-time switch of the same kernel).
 """
 
 from __future__ import annotations
 
-NAMES = ("levels", "best", "fok")
+NAMES = ("levels", "best", "fok", "stream")
 
 # backend -> toggle -> the values it implements (the first is the backend's default)
 VALUES: dict[str, dict[str, tuple[str, ...]]] = {
     "python": {"levels": ("deque", "pool"), "best": ("scan", "bitmap", "sorted"),
-               "fok": ("full", "early_exit", "level_sums")},
+               "fok": ("full", "early_exit", "level_sums"), "stream": ("plain",)},
     "numba": {"levels": ("pool", "packed"), "best": ("scan", "bitmap"),
-              "fok": ("full", "early_exit", "level_sums")},
+              "fok": ("full", "early_exit", "level_sums"), "stream": ("plain", "prefetch")},
 }
 
 # name -> toggles, parent and the one-line description of the step from the parent
 VERSIONS: dict[str, dict] = {
-    "v0": dict(levels="deque", best="scan", fok="full", parent=None,
+    "v0": dict(levels="deque", best="scan", fok="full", stream="plain", parent=None,
                step="baseline: per-level queues, linear best-price scan per match step, "
                     "FOK scans every crossing order (C++ seed v0)"),
-    "v0+pool": dict(levels="pool", best="scan", fok="full", parent="v0",
+    "v0+pool": dict(levels="pool", best="scan", fok="full", stream="plain", parent="v0",
                     step="levels in a preallocated index-linked node pool with a free list"),
-    "v0+bitmap": dict(levels="deque", best="bitmap", fok="full", parent="v0",
+    "v0+bitmap": dict(levels="deque", best="bitmap", fok="full", stream="plain", parent="v0",
                       step="best price from a non-empty-level bitmap instead of a scan"),
-    "v1": dict(levels="pool", best="bitmap", fok="full", parent="v0+pool",
+    "v1": dict(levels="pool", best="bitmap", fok="full", stream="plain", parent="v0+pool",
                step="pool + bitmap together (C++ seed v1)"),
-    "v2": dict(levels="pool", best="bitmap", fok="early_exit", parent="v1",
+    "v2": dict(levels="pool", best="bitmap", fok="early_exit", stream="plain", parent="v1",
                step="FOK check stops once enough quantity is found (C++ seed v2)"),
-    "v3": dict(levels="pool", best="bitmap", fok="level_sums", parent="v2",
+    "v3": dict(levels="pool", best="bitmap", fok="level_sums", stream="plain", parent="v2",
                step="FOK check from per-level quantity sums minus own-owner quantity"),
-    "v4": dict(levels="packed", best="bitmap", fok="level_sums", parent="v3",
+    "v4": dict(levels="packed", best="bitmap", fok="level_sums", stream="plain", parent="v3",
                step="the second compiled kernel: 32-byte order records with int32 links, "
-                    "32-byte level records without an order count, the book's scalars in "
+                    "16-byte level records without an order count, the book's scalars in "
                     "registers across a kernel call, per-owner sums only when the STP mode "
-                    "reads them, the command and outcome streams prefetched (numba only)"),
+                    "reads them (numba only)"),
+    "v5": dict(levels="packed", best="bitmap", fok="level_sums", stream="prefetch", parent="v4",
+               step="the command and outcome streams prefetched in software, 64 records ahead "
+                    "of the command in hand (numba only)"),
 }
 
 # the order bisection walks: each version is one toggle away from the previous one
-CHAIN = ["v0", "v0+pool", "v1", "v2", "v3", "v4"]
+CHAIN = ["v0", "v0+pool", "v1", "v2", "v3", "v4", "v5"]
 
 # registered-name suffix of each backend's versions
 SUFFIX = {"python": "", "numba": "@numba"}

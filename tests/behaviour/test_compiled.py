@@ -111,7 +111,8 @@ def _engine(name, cfg, **kw):
 
 
 def test_numba_registers_only_the_versions_it_implements():
-    assert NUMBA_VERSIONS == ["v0+pool@numba", "v1@numba", "v2@numba", "v3@numba", "v4@numba"]
+    assert NUMBA_VERSIONS == ["v0+pool@numba", "v1@numba", "v2@numba", "v3@numba", "v4@numba",
+                             "v5@numba"]
     for name in NUMBA_VERSIONS:
         info = engine_spec(name)
         assert info.backend == "numba"
@@ -120,6 +121,12 @@ def test_numba_registers_only_the_versions_it_implements():
     assert {"v0@numba", "v0+bitmap@numba"}.isdisjoint(engine_names())
     with pytest.raises(ValueError, match=r"levels = pool \| packed, not 'deque'"):
         _engine("v0@numba", BookConfig(1, 10))
+    # the stream prefetch is a switch of the packed kernel only
+    with pytest.raises(ValueError, match="stream='prefetch' is .*PackedEngine"):
+        _engine("v3@numba", BookConfig(1, 10), stream="prefetch")
+    with pytest.raises(ValueError, match=r"stream = plain \| prefetch, not 'ahead'"):
+        _engine("v5@numba", BookConfig(1, 10), stream="ahead")
+    assert engine_spec("v5@numba").parent == "v4@numba"
 
 
 @pytest.mark.parametrize("stp", list(StpMode), ids=lambda m: m.name)

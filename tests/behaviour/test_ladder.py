@@ -19,7 +19,7 @@ from lob.engines._best import FINDERS, BitmapBest
 from lob.engines.base import EXEC_FIELDS
 from lob.engines.ladder import LadderEngine
 from lob.engines.reference import ReferenceEngine
-from lob.engines.toggles import VERSIONS, all_combinations, backend_versions
+from lob.engines.toggles import NAMES, VERSIONS, all_combinations, backend_versions
 from lob.semantics import COMMAND_DTYPE, BookConfig, OrderType, Scope, StpMode
 
 COMBOS = all_combinations("python")
@@ -150,7 +150,7 @@ def test_wide_band_matches_reference(toggles, stp):
 @pytest.mark.parametrize("name", list(backend_versions("python")))  # v4 is numba only
 def test_lineage_versions_registered_with_their_toggles(name):
     info = engine_spec(name)
-    want = {k: VERSIONS[name][k] for k in ("levels", "best", "fok")}
+    want = {k: VERSIONS[name][k] for k in NAMES}
     assert info.toggles == want and info.description == VERSIONS[name]["step"]
     eng = lob.get_engine(name, BookConfig(1, 99, StpMode.CANCEL_MAKER))
     assert eng.toggles == want and eng.name == name

@@ -21,7 +21,7 @@ SCALE = 0.01  # 10k commands of lobster_replay, 20k of cpp_comprehensive
 def test_lineage_profile_has_every_step_its_mechanism_and_its_parent_ratio():
     t = pf.lineage_profile(scale=SCALE, rounds=5)
     chain = tg.chain("numba")
-    assert chain[-1] == "v4@numba"
+    assert chain[-1] == "v5@numba"
     for w in pf.DEFAULT_WORKLOADS:
         rows = t[t.workload == w]
         assert list(rows.step) == chain
@@ -42,13 +42,13 @@ def test_lineage_profile_has_every_step_its_mechanism_and_its_parent_ratio():
 
 def test_side_by_side_measures_every_known_engine_against_one_base():
     t = pf.side_by_side(workloads=("lobster_replay",), scale=SCALE, rounds=5)
-    assert t.attrs["base"] == "v4@numba"
+    assert t.attrs["base"] == "v5@numba"
     names = set(t.engine)
     assert set(tg.chain("numba")) <= names
     assert "reference" not in names and "v2" not in names  # no pure-Python engines
     measured = t[t.kernel_ns.notna()]
     assert measured.same_checksum.all()  # every ratio is between engines that did the same work
-    base = measured[measured.engine == "v4@numba"].iloc[0]
+    base = measured[measured.engine == "v5@numba"].iloc[0]
     assert base.vs_base == 1.0
     slow = measured[measured.engine == "v0+pool@numba"].iloc[0]
     assert slow.vs_base > 2 and slow.change == "slower"

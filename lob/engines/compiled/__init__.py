@@ -6,7 +6,8 @@ first compiled engine is built. Design notes:
 
 * ``v4@numba`` (``levels="packed"``) runs its own kernel, :mod:`.kernel_v4` (packed 32-byte
   order records, the book's scalars in registers, a pool of pre-mapped replay buffers; see
-  :mod:`.engine_v4`); the other versions share the first kernel;
+  :mod:`.engine_v4`), and ``v5@numba`` (``stream="prefetch"``) that kernel's specialisation
+  that prefetches the command and outcome streams; the other versions share the first kernel;
 * one kernel (:mod:`.kernel`) serves every version v0+pool..v3: the toggles are constants in
   the state array, and the branches on them are loop-invariant (perfectly predicted), so they are
   not specialised at compile time - a specialisation per version would multiply the
@@ -27,7 +28,7 @@ first compiled engine is built. Design notes:
   rows; ``packed``: 32-byte records, v4), and only that: a per-level deque has no compiled
   form cheaper than the pool. So only the versions with ``levels="pool"`` or ``"packed"``
   are registered (``v0+pool@numba``, the backend's root, then ``v1``, ``v2``, ``v3``,
-  ``v4``), and ``CompiledEngine(levels="deque")`` raises ValueError
+  ``v4``, ``v5``), and ``CompiledEngine(levels="deque")`` raises ValueError
   (:mod:`lob.engines.toggles`);
 * ``best``: ``scan`` re-scans the ladder from the band edge at every match step;
   ``bitmap`` keeps a two-level bitmap (words + summary word level) and a cached best;

@@ -126,13 +126,17 @@ class CompiledEngine(Interactive):
     clock = "engine"
 
     def __init__(self, config: BookConfig | None = None, *, levels: str = "pool",
-                 best: str = "bitmap", fok: str = "early_exit", capacity: int = 1024,
-                 grow: bool = True, fill_capacity: int = 1024, ids: str = "bitset"):
+                 best: str = "bitmap", fok: str = "early_exit", stream: str = "plain",
+                 capacity: int = 1024, grow: bool = True, fill_capacity: int = 1024,
+                 ids: str = "bitset"):
         if config is None:
             config = BookConfig()
         if not isinstance(config, BookConfig):
             raise TypeError(f"config must be a lob.BookConfig, got {type(config).__name__}")
-        self.toggles = tg.check("numba", levels=levels, best=best, fok=fok)
+        self.toggles = tg.check("numba", levels=levels, best=best, fok=fok, stream=stream)
+        if stream != "plain":
+            raise ValueError(f"CompiledEngine runs stream='plain'; stream={stream!r} is "
+                             "lob.engines.compiled.engine_v4.PackedEngine")
         if levels != "pool":
             raise ValueError(f"CompiledEngine runs levels='pool'; levels={levels!r} is "
                              "lob.engines.compiled.engine_v4.PackedEngine")

@@ -46,7 +46,9 @@ _PRESIZE = 1 << 16  # nodes and fill rows reserved from a stream's length (2 MB 
 class PackedEngine(Interactive):
     """The compiled book with packed 32-byte order records (``levels="packed"``). ``best`` is
     ``"bitmap"`` (the two-level non-empty-level bitmap with a cached best, as v1..v3);
-    ``fok`` is ``full`` | ``early_exit`` | ``level_sums``. ``capacity``, ``grow`` and
+    ``fok`` is ``full`` | ``early_exit`` | ``level_sums``; ``stream`` is ``plain`` (v4) or
+    ``prefetch`` (v5: the commands and outcome records prefetched ahead of the one in
+    hand). ``capacity``, ``grow`` and
     ``fill_capacity`` mean what they mean for ``CompiledEngine``; the id index is always
     the live-id bitset in front of the id -> node array."""
 
@@ -54,13 +56,13 @@ class PackedEngine(Interactive):
     clock = "engine"
 
     def __init__(self, config: BookConfig | None = None, *, levels: str = "packed",
-                 best: str = "bitmap", fok: str = "level_sums", capacity: int = 1024,
-                 grow: bool = True, fill_capacity: int = 1024):
+                 best: str = "bitmap", fok: str = "level_sums", stream: str = "plain",
+                 capacity: int = 1024, grow: bool = True, fill_capacity: int = 1024):
         if config is None:
             config = BookConfig()
         if not isinstance(config, BookConfig):
             raise TypeError(f"config must be a lob.BookConfig, got {type(config).__name__}")
-        self.toggles = tg.check("numba", levels=levels, best=best, fok=fok)
+        self.toggles = tg.check("numba", levels=levels, best=best, fok=fok, stream=stream)
         if levels != "packed" or best != "bitmap":
             raise ValueError(f"PackedEngine runs levels='packed' with best='bitmap', got "
                              f"levels={levels!r}, best={best!r}")
@@ -69,6 +71,10 @@ class PackedEngine(Interactive):
         if capacity < 1 or fill_capacity < 1:
             raise ValueError(f"capacity and fill_capacity must be >= 1, got {capacity}, "
                              f"{fill_capacity}")
+        # stream="prefetch" (v5): the kernel's specialisation that prefetches the command and
+        # outcome streams; None compiles one with no prefetch at all (v4), as durs=None does
+        # for the clock
+        self._ahead = k4.STREAM_AHEAD if stream == "prefetch" else None
         self.config = config
         self.max_band_width = _band.check(best, fok, config)  # before allocating per price
         w = config.width
@@ -152,7 +158,7 @@ class PackedEngine(Interactive):
         while True:
             t0 = time.perf_counter_ns()
             i, code = k4.run(cmds, i, out, self._F, self._ND, self._L, self._IDX, self._LV,
-                             self._B, self._OS, self._S, timed, durs)
+                             self._B, self._OS, self._S, timed, durs, self._ahead)
             elapsed += time.perf_counter_ns() - t0
             if code == k4.DONE:
                 return elapsed

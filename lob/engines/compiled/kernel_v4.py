@@ -1,5 +1,6 @@
 """The v4 kernel: the compiled book with packed 32-byte order records and the book's scalars
-in registers (``levels="packed"``; the kernel of ``v4@numba``).
+in registers (``levels="packed"``; the kernel of ``v4@numba``, and of ``v5@numba``, which adds
+the stream prefetch of the last point below as a compile-time switch).
 
 Same semantics, outcome rows and fills as :mod:`lob.engines.compiled.kernel` (a line-for-line
 port of ``reference``); what differs is the layout and the shape of the code:
@@ -57,12 +58,13 @@ port of ``reference``); what differs is the layout and the shape of the code:
   not branches on its side (random in both streams, so mispredicted on about every other
   submit): cpp_comprehensive 0.96x (faster in 68 of 81 interleaved rounds), lobster_replay
   0.99x (56/81);
-* every pass of the inner loop prefetches the command :data:`STREAM_AHEAD` (64) records
+* v5 (``stream="prefetch"``, the ``ahead`` argument of :func:`run`): every pass of the
+  inner loop prefetches the command :data:`STREAM_AHEAD` (64) records
   ahead (``prefetcht0``) and the outcome record as far ahead for writing (``prefetchw``,
   :mod:`lob.engines.compiled.prefetch`): the two streams are 74 bytes a command, and a
   loop that only reads the commands and writes the outcomes (the stream floor) takes ~5 ns
   a command here, a third of the kernel. On an Intel Xeon VM (2026-12-02, 15 interleaved
-  rounds, thread CPU time): 0.88x on lobster_replay (faster in 15/15), 0.94x on
+  rounds, thread CPU time), v5 / v4: 0.88x on lobster_replay (faster in 15/15), 0.94x on
   cpp_comprehensive (13/15); the command prefetch alone 0.94x / 0.97x; 32, 48 and 128
   ahead no better than 64, 256 worse; with the prefetch, an outcome ring of 4096 records
   in place of the output array (a diagnostic) is no faster, so the outcome stream is then
@@ -512,7 +514,7 @@ def save(S, next_id, free, nfill, best0, best1, nlive, qin, qtraded, qremoved):
 
 
 @njit(cache=True, _nrt=False)
-def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
+def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
     """Replay ``cmds[start:]`` into ``out``; returns (next command, DONE or what to grow).
 
     With ``timed``, commands whose ``timed`` flag is set are bracketed by in-kernel clock
@@ -520,6 +522,10 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
     a specialisation with no clock code at all: numba prunes the ``durs is not None``
     branches before typing, so the untimed loop carries no clock flag, start time or
     duration count (0.93x on lobster_replay, faster in 19 of 21 interleaved rounds).
+    ``ahead``: None (v4) or :data:`STREAM_AHEAD` (v5, ``stream="prefetch"``), pruned the same
+    way: v5's loop prefetches the command and the outcome record :data:`STREAM_AHEAD` ahead,
+    v4's has no prefetch instruction (the distance read at run time instead, with a branch
+    on it, cost 2-3%).
     """
     w = S[WIDTH]
     lo = S[LO]
@@ -549,8 +555,9 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs):
         # loop, so that LLVM weighs its values as the innermost ones and keeps them in
         # registers; anything else leaves it for the full body below.
         while i < n:
-            prefetch(cmds, u(i + STREAM_AHEAD))  # the two streams, ahead of the hardware's
-            prefetch_write(out, u(i + STREAM_AHEAD))
+            if ahead is not None:  # v5; pruned at compile time in v4's specialisation
+                prefetch(cmds, u(i + STREAM_AHEAD))  # a constant distance: no register
+                prefetch_write(out, u(i + STREAM_AHEAD))
             c = cmds[u(i)]
             if durs is not None:  # pruned at compile time in the untimed specialisation
                 clock = timed and c.timed
