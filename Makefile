@@ -23,12 +23,14 @@ setup: $(STAMP)
 run: $(STAMP)  ## the main job: the default experiment batch, writing artifacts/
 	$(BIN)/python -m compileall -q lob  # lob's own bytecode, for the same reason as above
 	-$(BIN)/lob engines build orderly_chaos  # no compiler / no index: one line, runs without it
+	$(BIN)/lob engines warm  # numba's kernels, once, side by side
 	$(BIN)/lob main
 
 test: $(STAMP)  ## the test suite (quick sizes + the seed-sized checks that matter) and nbval
 	$(BIN)/ruff check lob tests
 	$(BIN)/python -m compileall -q lob  # lob's own bytecode (see $(STAMP) above)
 	-$(BIN)/lob engines build orderly_chaos  # no compiler / no index: one line, tests skip it
+	$(BIN)/lob engines warm  # numba's kernels, once, side by side: no nbval worker compiles one
 	# each notebook runs once: nbval executes it (defaults = the quick preset) into a temporary
 	# artifacts folder, and the tests read its outputs from there (tests/notebooks)
 	nb=$$(mktemp -d) && \

@@ -54,10 +54,22 @@ def _cmd_engines(args) -> int:
         from lob.engines.foreign.adapters import main
 
         return main(list(args.names) + (["--force"] if args.force else []))
-    print("\n".join(engines_table()))
-    from lob.engines.toggles import VALUES
+    if args.action == "warm":  # numba's kernels compiled (or loaded) before a batch or the tests
+        from lob.engines.compiled import warm
 
-    print("toggles are levels,best,fok; each backend registers only the versions it implements:")
+        try:
+            took = warm()
+        except RuntimeError as e:
+            print(f"lob engines warm: {e}", file=sys.stderr)
+            return 1
+        print("numba kernels ready (one process per kernel, side by side): "
+              + "; ".join(f"{', '.join(g)} {t:.0f} s" for g, t in took.items()))
+        return 0
+    print("\n".join(engines_table()))
+    from lob.engines.toggles import NAMES, VALUES
+
+    print(f"toggles are {','.join(NAMES)}; each backend registers only the versions it "
+          "implements:")
     for backend, have in VALUES.items():
         print(f"  {backend}: " + "; ".join(f"{k}={'|'.join(v)}" for k, v in have.items()))
     return 0
@@ -80,8 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     s = sub.add_parser("engines", help="list registered engines and lineage versions; "
-                       "`lob engines build [NAME ...]` builds third-party engine adapters")
-    s.add_argument("action", nargs="?", choices=["build"], help="build adapters (fetch + compile)")
+                       "`lob engines build [NAME ...]` builds third-party engine adapters; "
+                       "`lob engines warm` compiles (or loads) numba's kernels in parallel")
+    s.add_argument("action", nargs="?", choices=["build", "warm"],
+                   help="build adapters (fetch + compile), or warm numba's kernels")
     s.add_argument("names", nargs="*", help="adapters to build (default: all)")
     s.add_argument("--force", action="store_true", help="rebuild even if built")
     s.set_defaults(func=_cmd_engines)

@@ -63,12 +63,9 @@ def pytest_configure(config):
     """Under xdist, load or build numba's on-disk cache once, in the controller, before the
     workers start: otherwise every worker compiles the same ~80 s kernel at the same time."""
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
-        import numpy as np
+        from lob.engines.compiled import warm
 
-        for name in ("v2@numba", "v4@numba", "v5@numba"):  # v0+pool..v3's kernel, v4's two
-            eng = lob.get_engine(name, BookConfig(1, 10))
-            eng.replay_timed(np.zeros(1, dtype=lob.semantics.COMMAND_DTYPE))
-            eng.check()
+        warm()  # the two kernels side by side, one process each (`lob engines warm`)
 
 
 BUY, SELL = int(Side.BUY), int(Side.SELL)

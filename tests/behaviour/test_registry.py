@@ -160,3 +160,23 @@ def test_presets_and_notebook_defaults_name_registered_engines():
                         seen.add(e)
                         assert e in names, f"{exp_name}: {key} names {e!r}, not registered"
     assert {"v0", "v3", "v2@numba", "v0+pool@numba"} <= seen
+
+
+def test_lob_engines_lists_every_toggle_and_warms_the_kernels(capsys):
+    """`lob engines` names the four toggles; `lob engines warm` loads (or compiles) the two
+    kernels, one process each, and an engine that cannot be built fails it with its name."""
+    from lob.cli import main
+    from lob.engines.compiled import WARM_GROUPS, warm
+
+    assert main(["engines"]) == 0
+    out = capsys.readouterr().out
+    assert "toggles are levels,best,fok,stream" in out
+    assert "packed,bitmap,level_sums,prefetch" in out  # v5@numba's row
+    # no engine in two groups (two processes would race to one function's cache index)
+    warmed = [n for g in WARM_GROUPS for n in g]
+    assert len(warmed) == len(set(warmed))
+    assert {"v2@numba", "v4@numba", "v5@numba"} <= set(warmed)
+    assert main(["engines", "warm"]) == 0  # the cache is warm here (conftest): a load
+    assert "numba kernels ready" in capsys.readouterr().out
+    with pytest.raises(RuntimeError, match="nosuch@numba: exit 1: ValueError: unknown engine"):
+        warm((("nosuch@numba",),))

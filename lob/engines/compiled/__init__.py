@@ -73,6 +73,51 @@ def _spec(name: str, parent: str | None) -> EngineSpec:
 ENGINES = [_spec(name, parent) for name, parent in tg.backend_versions("numba").items()]
 
 
+# one process per kernel module: numba's cache index of a function is read, changed and
+# written back with no lock, so two processes must never compile one function at once
+WARM_GROUPS = (("v2@numba",), ("v4@numba", "v5@numba"))
+
+
+def warm(groups=WARM_GROUPS) -> dict[tuple[str, ...], float]:
+    """Compile (or load from numba's on-disk cache) every specialisation the engines of each
+    group run (untimed and timed replay, invariant check), one process per group, side by
+    side; returns the seconds each group took. A cold cache costs ~1-2 minutes of one core
+    per kernel; run before work that starts many processes at once (nbval's workers, the
+    test workers, a batch), so that none of them compiles, or races another to the cache."""
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.perf_counter()
+    procs = [(tuple(g), subprocess.Popen(
+        [sys.executable, "-c", "import sys; from lob.engines.compiled import _warm_here; "
+                               "_warm_here(sys.argv[1:])", *g],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)) for g in groups]
+    took, failed = {}, []
+    for g, p in procs:
+        _, err = p.communicate()
+        took[g] = time.perf_counter() - t0
+        if p.returncode:
+            failed.append(f"{', '.join(g)}: exit {p.returncode}: "
+                          + (err.strip().splitlines() or ["no output"])[-1])
+    if failed:
+        raise RuntimeError("; ".join(failed))
+    return took
+
+
+def _warm_here(names) -> None:
+    import numpy as np
+
+    from lob.engines.registry import get_engine
+    from lob.semantics import COMMAND_DTYPE, BookConfig
+
+    for name in names:
+        eng = get_engine(name, BookConfig(1, 10))
+        eng.replay(np.zeros(1, dtype=COMMAND_DTYPE))
+        eng.replay_timed(np.zeros(1, dtype=COMMAND_DTYPE))
+        eng.check()
+
+
 def kernel_clock_overhead(samples: int = 100_000) -> dict[str, float]:
     """Cost of the in-kernel clock (back-to-back reads inside compiled code), in ns."""
     from lob.engines.compiled.clock import kernel_clock_overhead as _overhead
@@ -80,4 +125,4 @@ def kernel_clock_overhead(samples: int = 100_000) -> dict[str, float]:
     return _overhead(samples)
 
 
-__all__ = ["ENGINES", "kernel_clock_overhead"]
+__all__ = ["ENGINES", "WARM_GROUPS", "kernel_clock_overhead", "warm"]
