@@ -317,7 +317,8 @@ def test_prefetch_hints_change_nothing_and_accept_any_index():
         flat(np.zeros((2, 2)))
 
 
-CHECKED = ("v0+pool@numba", "v3@numba", "v4@numba")  # both kernels, both ends of the first
+# both kernels; v4 and v5 are two builds of one
+CHECKED = ("v0+pool@numba", "v3@numba", "v4@numba", "v5@numba")
 _SUBPROCESS = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, {repo!r})

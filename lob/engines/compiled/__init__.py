@@ -108,11 +108,14 @@ def warm(groups=WARM_GROUPS) -> dict[tuple[str, ...], float]:
 def _warm_here(names) -> None:
     import numpy as np
 
-    from lob.engines.registry import get_engine
     from lob.semantics import COMMAND_DTYPE, BookConfig
 
+    suffix = tg.SUFFIX["numba"]
     for name in names:
-        eng = get_engine(name, BookConfig(1, 10))
+        if name not in tg.backend_versions("numba"):
+            raise ValueError(f"unknown engine {name!r}: the compiled engines are "
+                             f"{', '.join(tg.backend_versions('numba'))}")
+        eng = _factory(name.removesuffix(suffix))(BookConfig(1, 10))
         eng.replay(np.zeros(1, dtype=COMMAND_DTYPE))
         eng.replay_timed(np.zeros(1, dtype=COMMAND_DTYPE))
         eng.check()
