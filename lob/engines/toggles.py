@@ -85,8 +85,8 @@ def version_toggles(name: str) -> dict:
 
 
 def implements(backend: str, toggles: dict) -> bool:
-    have = VALUES[backend]
-    return all(toggles[k] in have[k] for k in NAMES)
+    have = VALUES[backend]  # a toggle left out has the backend's first value (stream: plain)
+    return all(toggles.get(k, have[k][0]) in have[k] for k in NAMES)
 
 
 def backend_versions(backend: str) -> dict[str, str | None]:
