@@ -40,7 +40,8 @@ _FOK = {"full": bk.FOK_FULL, "early_exit": bk.FOK_EARLY_EXIT, "level_sums": bk.F
 _IDS = {"array": bk.IDS_ARRAY, "bitset": bk.IDS_BITSET}
 
 
-_COMPILED_SOURCES = ("book.py", "check.py", "clock.py", "codes.py", "kernel.py")  # the @njit code
+_COMPILED_SOURCES = ("book.py", "check.py", "clock.py", "codes.py", "kernel.py",
+                     "prefetch.py")  # the @njit code and the intrinsics it inlines
 
 
 def _drop_stale_cache(cache_dir: Path | None = None) -> bool:
