@@ -186,6 +186,26 @@ def shared_replays(probes: list[dict], below: float = SHARED_BELOW) -> dict[str,
     return {k: np.asarray(v, dtype=bool) for k, v in out.items()}
 
 
+def width_follows(probes: list[dict], engine: str, kernel: Sequence[float]) -> dict | None:
+    """Whether ``engine``'s kernel time follows the core's issue width on this stream: the
+    correlation (Pearson's r) between its per-round ``kernel`` ns/op and the narrower probe
+    around each of its replays (as :func:`shared_replays` pairs them). Strongly negative
+    where a neighbour on the core's other hardware thread slows the kernel (r = -0.99 on the
+    AMD host of the notes), so the shared-core marks are evidence there; near 0 where the
+    probe moves and the kernel does not (0.16 and -0.18 on an Intel host), so the marks
+    leave out replays for nothing. ``{"r", "n"}``, or None from fewer than 5 replays or with
+    no spread in either."""
+    narrow = [min(p["width"][p["order"].index(engine)], p["width"][p["order"].index(engine) + 1])
+              for p in probes if engine in p["order"]]
+    k = np.asarray(kernel, dtype=float)
+    w = np.asarray(narrow, dtype=float)
+    if len(w) != len(k):
+        raise ValueError(f"{len(k)} kernel times for {len(w)} replays of {engine!r} probed")
+    if len(k) < 5 or np.ptp(k) == 0 or np.ptp(w) == 0:
+        return None
+    return {"r": float(np.corrcoef(k, w)[0, 1]), "n": len(k)}
+
+
 def quiet_rounds(probes: list[dict], below: float = SHARED_BELOW) -> np.ndarray:
     """Per round of ``probes`` (as :func:`shared_replays` reads them), whether every replay
     in it ran on a quiet core."""

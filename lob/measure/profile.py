@@ -414,10 +414,13 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
     (``ns``: the stream's floor in ns/op, ``of_base``: its per-round share of the base's
     kernel time), each as [median, low, high] (:mod:`lob.measure.probes`), ``per_round``
     (each engine's kernel and replay ns/op, round by round, for a later reader's own
-    statistics), ``probes`` (:func:`measure`'s, round by round) and ``shared`` (per engine,
+    statistics), ``width_follows`` (:func:`lob.measure.probes.width_follows` of the base:
+    whether its kernel follows the width probe on this host at all), ``probes``
+    (:func:`measure`'s, round by round) and ``shared`` (per engine,
     whether each of its replays ran on a shared core).
     """
     from lob.engines.registry import engine_spec
+    from lob.measure import probes as pr
     from lob.measure.conditions import run_conditions, steal_fraction
     from lob.workloads import check_scale
 
@@ -488,6 +491,8 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
             "core_ghz": _summary(ghz, confidence), "width": _summary(width, confidence),
             "shared_replays": {k: int(v.sum()) for k, v in shared.items()},
             "machine_width": next((p.get("machine_width") for p in probes), None),
+            "width_follows": (pr.width_follows(probes, base, s[base]["kernel"])
+                              if "kernel" in s[base] else None),
             "floor": {"ns": _summary(floor, confidence),
                       "of_base": (_summary(floor / np.asarray(s[base]["kernel"]), confidence)
                                   if "kernel" in s[base] else None)},
@@ -546,7 +551,13 @@ def versus_base_text(rep: dict) -> str:
                      f", issue width {w['width'][0]:.2f}" + _interval(w["width"][1],
                                                                      w["width"][2], ".2f"))
                   + ("" if w.get("machine_width") is None else
-                     f" (this machine's quiet width on record: {w['machine_width']:.2f})")]
+                     f" (this machine's quiet width on record: {w['machine_width']:.2f})")
+                  + ("" if not w.get("width_follows") else
+                     f"; {rep['base']}'s kernel against the narrower probe around it: r = "
+                     f"{w['width_follows']['r']:.2f} over {w['width_follows']['n']} replays "
+                     "(near -1 where a neighbour on the core slows the kernel, as the marks "
+                     "assume; near 0, the quiet-core columns leave out replays that were no "
+                     "slower)")]
         head = ("engine", "kernel ns/op", "quiet core (replays)", "cycles/op", "replay ns/op",
                 "replay/kernel", "vs base", "faster rounds", "vs base, both quiet (rounds)",
                 "checksum")

@@ -211,6 +211,10 @@ def test_versus_base_text_shows_a_refusal_and_a_different_checksum():
     assert "1.500 [1.400..1.600] slower" in b and "0/7" in b and b.endswith("DIFFERENT")
     c = next(ln for ln in lines if ln.startswith("c "))
     assert c.split(None, 1)[1] == "refused: band too wide"
+    assert "narrower probe" not in pf.versus_base_text(rep)  # a record without it
+    w["width_follows"] = {"r": 0.16, "n": 42}
+    assert ("a's kernel against the narrower probe around it: r = 0.16 over 42 replays (near -1 "
+            "where a neighbour") in pf.versus_base_text(rep)
 
 
 def test_lob_profile_writes_its_record_and_refuses_bad_input_in_one_line(tmp_path, capsys):
@@ -260,6 +264,22 @@ def test_core_probe_width_is_the_chains_rate_over_the_clock():
     assert 0.5 < real["width"] < 8  # a chain the compiler had folded or serialised would not
     with pytest.raises(ValueError, match="steps must be"):
         probes.core_probe(0)
+
+
+def test_width_follows_pairs_each_replay_with_the_narrower_probe_around_it():
+    from lob.measure import probes
+
+    widths = [3.3, 3.2, 2.2, 2.4, 3.4, 2.9]
+    rounds = [{"order": ["b", "a"], "width": [3.4, 3.4, w, 3.4]} for w in widths]  # a is 2nd
+    slow = [30 - 5 * w for w in widths]  # slower on a narrower core
+    got = probes.width_follows(rounds, "a", slow)
+    assert got["n"] == 6 and got["r"] < -0.99
+    assert probes.width_follows(rounds, "a", [10.0] * 6) is None  # no spread in the kernel
+    assert probes.width_follows(rounds[:4], "a", slow[:4]) is None  # fewer than 5 replays
+    steady = [10.0, 10.2, 9.9, 10.1, 10.0, 9.8]
+    assert abs(probes.width_follows(rounds, "a", steady)["r"]) < 0.9
+    with pytest.raises(ValueError, match="5 kernel times for 6 replays"):
+        probes.width_follows(rounds, "a", slow[:5])
 
 
 def test_shared_replays_marks_a_replay_by_the_probes_around_it():
