@@ -174,16 +174,20 @@ def shared_replays(probes: list[dict], below: float = SHARED_BELOW) -> dict[str,
     widths = [w for p in probes for w in p["width"]]
     if not widths:
         return {}
-    ref = max([p.get("machine_width") or 0.0 for p in probes] + widths)
-    cut = below * ref
-    out: dict[str, list[bool]] = {}
+    cut = below * max([p.get("machine_width") or 0.0 for p in probes] + widths)
+    return {k: np.asarray(v) < cut for k, v in _narrower(probes).items()}
+
+
+def _narrower(probes: list[dict]) -> dict[str, list[float]]:
+    """Per engine, the narrower of the two width probes around each of its replays."""
+    out: dict[str, list[float]] = {}
     for p in probes:
         if len(p["width"]) != len(p["order"]) + 1:
             raise ValueError("a round needs one width probe before each replay and one after "
                              "the last")
         for j, name in enumerate(p["order"]):
-            out.setdefault(name, []).append(min(p["width"][j], p["width"][j + 1]) < cut)
-    return {k: np.asarray(v, dtype=bool) for k, v in out.items()}
+            out.setdefault(name, []).append(min(p["width"][j], p["width"][j + 1]))
+    return out
 
 
 def width_follows(probes: list[dict], engine: str, kernel: Sequence[float]) -> dict | None:
@@ -195,10 +199,8 @@ def width_follows(probes: list[dict], engine: str, kernel: Sequence[float]) -> d
     probe moves and the kernel does not (0.16 and -0.18 on an Intel host), so the marks
     leave out replays for nothing. ``{"r", "n"}``, or None from fewer than 5 replays or with
     no spread in either."""
-    narrow = [min(p["width"][p["order"].index(engine)], p["width"][p["order"].index(engine) + 1])
-              for p in probes if engine in p["order"]]
     k = np.asarray(kernel, dtype=float)
-    w = np.asarray(narrow, dtype=float)
+    w = np.asarray(_narrower(probes).get(engine, []), dtype=float)
     if len(w) != len(k):
         raise ValueError(f"{len(k)} kernel times for {len(w)} replays of {engine!r} probed")
     if len(k) < 5 or np.ptp(k) == 0 or np.ptp(w) == 0:

@@ -270,7 +270,7 @@ def test_width_follows_pairs_each_replay_with_the_narrower_probe_around_it():
     from lob.measure import probes
 
     widths = [3.3, 3.2, 2.2, 2.4, 3.4, 2.9]
-    rounds = [{"order": ["b", "a"], "width": [3.4, 3.4, w, 3.4]} for w in widths]  # a is 2nd
+    rounds = [{"order": ["b", "a"], "width": [3.4, w, 3.4]} for w in widths]  # a is 2nd
     slow = [30 - 5 * w for w in widths]  # slower on a narrower core
     got = probes.width_follows(rounds, "a", slow)
     assert got["n"] == 6 and got["r"] < -0.99
