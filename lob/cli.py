@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # subcommands of the other areas register themselves here
     for mod in ("lob.workloads.cli", "lob.workloads.fetch", "lob.measure.cli",
-                "lob.measure.callgrind", "lob.experiments.cli",
+                "lob.measure.callgrind", "lob.measure.hotspots", "lob.experiments.cli",
                 "lob.measure.compare", "lob.studies.gitbisect"):
         importlib.import_module(mod).add_parsers(sub)
     return p

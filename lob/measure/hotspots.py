@@ -1,0 +1,343 @@
+"""Where a compiled kernel's time goes, line by line of its Python source: ``lob hotspots``.
+
+perf samples a child process on its ``cpu-clock`` software event (a timer interrupt: no
+hardware counter needed, so it works on a VM whose ``perf stat`` says ``<not supported>``)
+while fresh engines replay the stream again and again. Each sample's instruction address is
+mapped into the machine code numba compiled for the replay and, through the line table that
+``NUMBA_DEBUGINFO=1`` adds to it, to the source line that instruction came from (a helper
+inlined into the kernel, such as ``drop`` or ``rest``, keeps its own lines). A line's share
+of the kernel's samples is its share of the kernel's time.
+
+How to read it:
+
+* a timer sample names the instruction the core was about to retire, so the cost of a load
+  that missed shows on the line that waits for it, and the cost of a mispredicted branch on
+  the first lines of the path it resumes on (both are the time of reaching and running that
+  line, which is the question);
+* the sampled kernel is the debug-info build, compiled afresh in the child (into a cache of
+  its own, so the user's cache is untouched): the same optimisation level, but its machine
+  code can differ in small ways from the cached build's, so its ns/op is given beside the
+  lines (the child's own timing under sampling, not a benchmark);
+* only numba's compiled code of ``lob.engines`` is mapped; Python, the workload's build and
+  numba's compiler are counted in ``samples`` only.
+
+:func:`hotspots` needs ``perf`` (Debian: linux-perf) and ``objdump`` (binutils);
+:func:`available` says why not when either is missing or sampling is not permitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import bisect
+import collections
+import functools
+import json
+import linecache
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["available", "enclosing", "hotspots", "line_table", "map_samples", "parse_objdump"]
+
+# samples a second asked of perf: each costs the guest a timer interrupt (on this project's VMs
+# 10 kHz slowed the kernel by ~25%, so the default is lower and the replays more)
+FREQUENCY = 4_000
+_RECORD = ("perf", "record", "-q", "-e", "cpu-clock")
+
+
+def available() -> str | None:
+    """None when :func:`hotspots` can run here, else why not (one line)."""
+    for tool, pkg in (("perf", "linux-perf"), ("objdump", "binutils")):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (Debian: apt-get install {pkg})"
+    with tempfile.TemporaryDirectory(prefix="lob-hotspots-") as tmp:
+        proc = subprocess.run([*_RECORD, "-o", str(Path(tmp) / "probe.data"), "true"],
+                              capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or ["no message"])[0]
+        return f"perf cannot sample here (cpu-clock): {why}"
+    return None
+
+
+# --- the machine code and its line table --------------------------------------------------------
+
+_SYMBOL = re.compile(r"^([0-9a-f]+) <(.+)>:$")
+_LOCATION = re.compile(r"^(/\S+\.py):(\d+)(?: \(discriminator \d+\))?$")
+_INSN = re.compile(r"^\s+([0-9a-f]+):\s+(.*)$")
+
+
+def parse_objdump(text: str) -> dict[str, list[tuple[int, str, int, str]]]:
+    """``objdump -d -l --no-show-raw-insn`` output -> per function symbol, its instructions
+    in address order as ``(offset in the object, source file, source line, instruction)``
+    (file ``""`` and line 0 where the line table says nothing)."""
+    funcs: dict[str, list] = {}
+    cur = None
+    where = ("", 0)
+    for line in text.splitlines():
+        m = _SYMBOL.match(line)
+        if m:
+            cur = funcs.setdefault(m.group(2), [])
+            where = ("", 0)
+            continue
+        m = _LOCATION.match(line.strip())
+        if m:
+            where = (m.group(1), int(m.group(2)))
+            continue
+        m = _INSN.match(line)
+        if m and cur is not None:
+            cur.append((int(m.group(1), 16), where[0], where[1], m.group(2).strip()))
+    return funcs
+
+
+def map_samples(ips, functions: list[dict], code: dict[str, list]) -> collections.Counter:
+    """Count samples per ``(file, line, function)``: ``ips`` are sampled instruction
+    addresses; ``functions`` the compiled functions as ``{"name", "address", "size",
+    "offset"}`` (run-time address, size in bytes, offset of the symbol in its object); ``code``
+    their instructions (:func:`parse_objdump`). A sample maps to the instruction at or
+    before its address; one outside every function is not counted."""
+    by_start = {}  # one function an address: a symbol two libraries both hold resolves once
+    for f in functions:
+        by_start.setdefault(f["address"], f)
+    spans = [(a, a + f["size"], f) for a, f in sorted(by_start.items())]
+    starts = [s[0] for s in spans]
+    offsets = {name: [i[0] for i in insns] for name, insns in code.items()}
+    got: collections.Counter = collections.Counter()
+    for ip in ips:
+        k = bisect.bisect_right(starts, ip) - 1
+        if k < 0 or ip >= spans[k][1]:
+            continue
+        f = spans[k][2]
+        insns = code.get(f["name"])
+        if not insns:
+            continue
+        j = bisect.bisect_right(offsets[f["name"]], f["offset"] + ip - f["address"]) - 1
+        if j < 0:
+            continue
+        _, path, line, _ = insns[j]
+        got[(path, line, f["name"])] += 1
+    return got
+
+
+def _short(symbol: str) -> str:
+    """A numba symbol's Python name: ``_ZN3lob...kernel_v43runB...`` -> ``kernel_v4.run``."""
+    parts, s = [], symbol.removeprefix("_ZN")
+    while s and s[0].isdigit():
+        m = re.match(r"(\d+)", s)
+        n = int(m.group(1))
+        parts.append(s[len(m.group(1)):len(m.group(1)) + n])
+        s = s[len(m.group(1)) + n:]
+    if not parts:
+        return symbol
+    name = re.sub(r"B\d+v\d+.*$", "", parts[-1])  # numba's specialisation suffix
+    return ".".join(parts[-2:-1] + [name])
+
+
+@functools.cache
+def _definitions(path: str) -> tuple[tuple[int, int, str], ...]:
+    """``(first line, last line, name)`` of every function defined in a source file,
+    innermost last among those that nest."""
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    return tuple(sorted((n.lineno, n.end_lineno or n.lineno, n.name) for n in ast.walk(tree)
+                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))))
+
+
+def enclosing(path: str, line: int) -> str | None:
+    """The name of the innermost function whose source holds ``line``, or None (a line of
+    the module itself: numba tags the instructions that materialise a module-level constant,
+    such as an outcome code, with the line that defines or imports it)."""
+    name = None
+    for first, last, n in _definitions(path):
+        if first <= line <= last:
+            name = n
+    return name
+
+
+def line_table(counts: collections.Counter, total: int, top: int = 25) -> list[dict]:
+    """The ``top`` source lines by samples: ``{"share", "samples", "where", "function",
+    "code"}`` (share of ``total``, the kernel's samples; ``where`` as ``file.py:line``;
+    ``function`` the Python function the line is in: an inlined helper is named as itself,
+    and a module-level line (a constant) as ``(module constant)``). Counts of the same line
+    from several compiled functions are added."""
+    by_line: collections.Counter = collections.Counter()
+    for (path, line, _), n in counts.items():
+        by_line[(path, line)] += n
+    rows = []
+    for (path, line), n in by_line.most_common(top):
+        code = linecache.getline(path, line).strip() if path else ""
+        fn = enclosing(path, line) if path else None
+        rows.append({"share": n / total if total else 0.0, "samples": n,
+                     "where": f"{Path(path).name}:{line}" if path else "(no line)",
+                     "function": fn or ("(module constant)" if path else "(unknown)"),
+                     "code": code})
+    return rows
+
+
+# --- the child: compile with debug info, report the code, replay under perf ---------------------
+
+def _compiled_functions(out_dir: Path) -> list[dict]:
+    """Every function numba compiled for ``lob.engines`` in this process: name, run-time
+    address, size and symbol offset, its object file written to ``out_dir``."""
+    from numba.core.registry import CPUDispatcher
+
+    seen, funcs = set(), []
+    for mod_name, mod in list(sys.modules.items()):
+        if not mod_name.startswith("lob.engines") or mod is None:
+            continue
+        for obj in list(vars(mod).values()):
+            if not isinstance(obj, CPUDispatcher):
+                continue
+            for cres in obj.overloads.values():
+                lib = cres.library
+                if id(lib) in seen:
+                    continue
+                seen.add(id(lib))
+                try:
+                    blob = lib._get_compiled_object()  # numba's object code of the library
+                except Exception:  # noqa: BLE001 - a library loaded from a cache has none
+                    continue
+                path = out_dir / f"lib{len(seen)}.o"
+                path.write_bytes(blob)
+                table = subprocess.run(["objdump", "-t", str(path)], capture_output=True,
+                                       text=True, check=True).stdout
+                for row in table.splitlines():
+                    p = row.split()
+                    if len(p) >= 6 and "F" in p[2:4] and p[-2] != "0000000000000000":
+                        try:
+                            addr = lib.get_pointer_to_function(p[-1])
+                        except Exception:  # noqa: BLE001 - not resolvable: not mapped
+                            continue
+                        if addr:
+                            funcs.append({"name": p[-1], "address": int(addr),
+                                          "size": int(p[-2], 16), "offset": int(p[0], 16),
+                                          "object": str(path)})
+    return funcs
+
+
+def _child(engine: str, workload: str, scale: float, reps: int, out: str) -> None:
+    from lob.engines.registry import get_engine
+    from lob.workloads import build as build_workload
+
+    wl = build_workload(workload, scale=scale)
+    get_engine(engine, wl.config).replay(wl.commands)  # compiles, with debug info
+    funcs = _compiled_functions(Path(out).parent)
+    ns, checksum = [], None
+    for _ in range(reps):
+        r = get_engine(engine, wl.config).replay(wl.commands)
+        ns.append(r.elapsed_ns / len(wl.commands))
+        checksum = int(r.checksum)
+    Path(out).write_text(json.dumps({"functions": funcs, "ns_per_op": ns,
+                                     "commands": len(wl.commands), "checksum": checksum}))
+
+
+# --- the parent --------------------------------------------------------------------------------
+
+def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.0,
+             reps: int = 40, top: int = 25, frequency: int = FREQUENCY,
+             timeout: float = 1800.0) -> dict:
+    """Sample ``engine``'s compiled kernel over ``reps`` replays of ``workload`` and map the
+    samples to source lines (the module's notes say how to read them).
+
+    Returns ``{"engine", "workload", "commands", "reps", "samples" (all of the child's),
+    "kernel_samples" (those in numba's code of lob.engines), "ns_per_op" (median of the
+    sampled replays, the debug-info build), "checksum", "functions" ({short name: share}),
+    "lines" (:func:`line_table`)}``. RuntimeError when perf cannot run here or the child
+    fails; ValueError for an engine that is not numba's (a pure-Python or foreign engine) or
+    ``reps`` < 1, or an unknown engine or workload, before anything runs."""
+    from lob.engines.registry import engine_spec
+    from lob.workloads import build as build_workload
+
+    if reps < 1:
+        raise ValueError(f"reps must be at least 1, got {reps}")
+    backend = engine_spec(engine).backend  # ValueError for a name no engine has
+    if backend != "numba":
+        raise ValueError(f"{engine} is a {backend} engine: hotspots maps numba's compiled "
+                         f"kernels (the v*@numba engines)")
+    build_workload(workload, scale=min(scale, 0.001))  # a workload that exists, or its error
+    why = available()
+    if why is not None:
+        raise RuntimeError(f"hotspots cannot run here: {why}")
+    with tempfile.TemporaryDirectory(prefix="lob-hotspots-") as tmp:
+        data, meta = Path(tmp) / "perf.data", Path(tmp) / "meta.json"
+        env = dict(os.environ, NUMBA_DEBUGINFO="1", NUMBA_CACHE_DIR=str(Path(tmp) / "cache"))
+        cmd = [*_RECORD, "-F", str(frequency), "-o", str(data), "--", sys.executable, "-m",
+               "lob.measure.hotspots", "--child", engine, workload, repr(scale), str(reps),
+               str(meta)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        if proc.returncode != 0 or not meta.exists():
+            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+            raise RuntimeError(f"sampling {engine} on {workload} failed "
+                               f"(exit {proc.returncode}):\n{tail}")
+        got = json.loads(meta.read_text())
+        if not got["functions"]:
+            raise ValueError(f"{engine} ran no numba code of lob.engines: nothing to map "
+                             f"(hotspots samples the compiled engines, v*@numba)")
+        script = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip"],
+                                capture_output=True, text=True, timeout=timeout, check=True)
+        ips = [int(x, 16) for x in script.stdout.split()]
+        code: dict[str, list] = {}
+        for obj in sorted({f["object"] for f in got["functions"]}):
+            dis = subprocess.run(["objdump", "-d", "-l", "--no-show-raw-insn", obj],
+                                 capture_output=True, text=True, check=True).stdout
+            for name, insns in parse_objdump(dis).items():
+                code.setdefault(name, insns)
+    counts = map_samples(ips, got["functions"], code)
+    total = sum(counts.values())
+    per_fn: collections.Counter = collections.Counter()
+    for (_, _, fn), n in counts.items():
+        per_fn[_short(fn)] += n
+    ns = sorted(got["ns_per_op"])
+    return {"engine": engine, "workload": workload, "commands": got["commands"], "reps": reps,
+            "samples": len(ips), "kernel_samples": total, "ns_per_op": ns[len(ns) // 2],
+            "checksum": got["checksum"],
+            "functions": {k: n / total for k, n in per_fn.most_common()} if total else {},
+            "lines": line_table(counts, total, top)}
+
+
+def _cmd(args) -> int:
+    why = available()
+    if why is not None:
+        print(f"lob hotspots: {why}", file=sys.stderr)
+        return 2
+    try:
+        h = hotspots(args.engine, args.workload, scale=args.scale, reps=args.reps,
+                     top=args.top)
+    except (RuntimeError, ValueError, KeyError) as e:
+        print(f"lob hotspots: error: {e}", file=sys.stderr)
+        return 1
+    print(f"{h['engine']} on {h['workload']} ({h['commands']:,} commands), {h['reps']} "
+          f"replays sampled by perf's cpu-clock: {h['kernel_samples']:,} of {h['samples']:,} "
+          f"samples in the compiled kernel; the debug-info build ran "
+          f"{h['ns_per_op']:.1f} ns/op under sampling")
+    print("functions: " + ", ".join(f"{k} {v:.1%}" for k, v in h["functions"].items()))
+    print(f"{'share':>6}  {'line':<18} {'function':<22} source")
+    for r in h["lines"]:
+        print(f"{r['share']:6.1%}  {r['where']:<18} {r['function']:<22} {r['code']}")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """Register ``lob hotspots`` on the ``lob`` CLI's subparsers."""
+    s = sub.add_parser("hotspots", help="where a compiled engine's kernel spends its time, "
+                       "source line by source line (perf's cpu-clock samples)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    s.add_argument("engine", help="a compiled engine (see `lob engines`), e.g. v5@numba")
+    s.add_argument("--workload", default="lobster_replay", help="workload name")
+    s.add_argument("--scale", type=float, default=1.0, help="workload scale")
+    s.add_argument("--reps", type=int, default=40, help="replays sampled")
+    s.add_argument("--top", type=int, default=25, help="lines shown")
+    s.set_defaults(func=_cmd)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 7 and sys.argv[1] == "--child":
+        _child(sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+    else:
+        sys.exit("usage: python -m lob.measure.hotspots --child ENGINE WORKLOAD SCALE REPS OUT")

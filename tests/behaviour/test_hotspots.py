@@ -1,0 +1,129 @@
+"""lob.measure.hotspots: objdump's line table, samples mapped to source lines, the refusals,
+and (where perf can sample) a real profile of a compiled kernel."""
+
+import collections
+
+import pytest
+
+from lob import cli
+from lob.measure import hotspots as hs
+
+OBJDUMP = """
+/tmp/lib1.o:     file format elf64-x86-64
+
+
+Disassembly of section .ltext:
+
+0000000000000000 <_ZN3lob7engines8compiled9kernel_v43runB2v9B40xyzE5Array>:
+_ZN3lob7engines8compiled9kernel_v43runB2v9B40xyzE5Array():
+/src/k.py:10
+       0:\tpush   %rbp
+       1:\tmov    %rsp,%rbp
+/src/k.py:12 (discriminator 1)
+       4:\tadd    $0x1,%rax
+       8:\tret
+0000000000000010 <helper>:
+      10:\tnop
+/src/k.py:20
+      11:\tret
+"""
+
+
+def test_parse_objdump_reads_each_functions_instructions_and_lines():
+    code = hs.parse_objdump(OBJDUMP)
+    run = "_ZN3lob7engines8compiled9kernel_v43runB2v9B40xyzE5Array"
+    assert list(code) == [run, "helper"]
+    assert code[run] == [(0, "/src/k.py", 10, "push   %rbp"), (1, "/src/k.py", 10,
+                         "mov    %rsp,%rbp"), (4, "/src/k.py", 12, "add    $0x1,%rax"),
+                         (8, "/src/k.py", 12, "ret")]
+    # a new symbol starts with no line until the table gives one
+    assert code["helper"] == [(0x10, "", 0, "nop"), (0x11, "/src/k.py", 20, "ret")]
+
+
+def test_samples_map_to_the_instruction_at_or_before_their_address():
+    code = hs.parse_objdump(OBJDUMP)
+    run = next(iter(code))
+    functions = [{"name": run, "address": 0x7000, "size": 0x10, "offset": 0},
+                 {"name": "helper", "address": 0x9000, "size": 2, "offset": 0x10},
+                 {"name": "helper", "address": 0x9000, "size": 2, "offset": 0x10}]  # twice
+    ips = [0x7000, 0x7003,  # line 10 (0x7003 lies inside the mov at offset 1)
+           0x7004, 0x7008, 0x700f,  # line 12
+           0x9001,  # helper's ret: line 20
+           0x9000,  # helper's nop: no line
+           0x6fff, 0x7010, 0x9002]  # outside every function: not counted
+    got = hs.map_samples(ips, functions, code)
+    assert got == collections.Counter({("/src/k.py", 10, run): 2, ("/src/k.py", 12, run): 3,
+                                       ("/src/k.py", 20, "helper"): 1, ("", 0, "helper"): 1})
+    assert hs.map_samples([], functions, code) == collections.Counter()
+
+
+def test_line_table_names_the_python_function_of_each_line(tmp_path):
+    src = tmp_path / "kern.py"
+    src.write_text("CODE = 7\n"                      # 1: a module constant
+                   "def outer(x):\n"                 # 2
+                   "    y = x + CODE\n"              # 3
+                   "    def inner(z):\n"             # 4
+                   "        return z * 2\n"          # 5
+                   "    return inner(y)\n")          # 6
+    p = str(src)
+    counts = collections.Counter({(p, 3, "sym_a"): 5, (p, 5, "sym_a"): 3, (p, 5, "sym_b"): 4,
+                                  (p, 1, "sym_a"): 2, ("", 0, "sym_a"): 1})
+    rows = hs.line_table(counts, total=15, top=10)
+    # the same line from two compiled functions is one row; ordered by samples
+    assert [(r["where"], r["samples"], r["function"]) for r in rows] == [
+        ("kern.py:5", 7, "inner"), ("kern.py:3", 5, "outer"), ("kern.py:1", 2,
+                                                                "(module constant)"),
+        ("(no line)", 1, "(unknown)")]
+    assert rows[0]["code"] == "return z * 2" and rows[0]["share"] == pytest.approx(7 / 15)
+    assert [r["where"] for r in hs.line_table(counts, total=15, top=2)] == ["kern.py:5",
+                                                                          "kern.py:3"]
+    assert hs.enclosing(p, 6) == "outer" and hs.enclosing(p, 1) is None
+
+
+def test_numba_symbols_read_as_python_names():
+    assert hs._short("_ZN3lob7engines8compiled9kernel_v43runB2v9B40c8tJTIeFIjxE5Array") == \
+        "kernel_v4.run"
+    assert hs._short("cfunc._ZN3lob3runE") == "cfunc._ZN3lob3runE"  # not numba's: as it is
+
+
+def test_without_perf_every_entry_point_says_why(monkeypatch, capsys):
+    monkeypatch.setattr(hs.shutil, "which", lambda name: None)
+    assert "perf is not installed" in hs.available()
+    with pytest.raises(RuntimeError, match="perf is not installed"):
+        hs.hotspots("v5@numba", "lobster_replay", scale=0.01)
+    assert cli.main(["hotspots", "v5@numba", "--scale", "0.01"]) == 2
+    assert "perf is not installed" in capsys.readouterr().err
+
+
+def test_bad_arguments_are_refused_before_anything_runs(monkeypatch):
+    ran = []
+    monkeypatch.setattr(hs, "available", lambda: ran.append(1))
+    with pytest.raises(ValueError, match="python engine"):
+        hs.hotspots("v2", "lobster_replay", scale=0.01)
+    with pytest.raises(ValueError, match="reps must be at least 1"):
+        hs.hotspots("v5@numba", "lobster_replay", reps=0)
+    with pytest.raises(ValueError, match="unknown engine"):
+        hs.hotspots("no-such-engine", "lobster_replay")
+    with pytest.raises(ValueError, match="unknown workload"):
+        hs.hotspots("v5@numba", "no-such-workload")
+    assert ran == []
+
+
+@pytest.mark.extended  # ~30 s: a compile with debug info, then replays under perf
+@pytest.mark.skipif(hs.available() is not None, reason=f"hotspots: {hs.available()}")
+def test_a_compiled_kernel_is_sampled_line_by_line():
+    from lob.engines.registry import get_engine
+    from lob.workloads import build
+
+    h = hs.hotspots("v5@numba", "lobster_replay", scale=0.05, reps=30, top=40)
+    wl = build("lobster_replay", scale=0.05)
+    # the debug-info build replays to the same checksum as the cached one
+    assert h["checksum"] == get_engine("v5@numba", wl.config).replay(wl.commands).checksum
+    assert 0 < h["kernel_samples"] < h["samples"]
+    assert "kernel_v4.run" in h["functions"]
+    shares = [r["share"] for r in h["lines"]]
+    assert shares == sorted(shares, reverse=True) and 0 < sum(shares) <= 1.0 + 1e-9
+    # the lines are the kernel's source, inlined helpers named as themselves
+    assert all(r["where"].startswith("kernel_v4.py:") or r["where"] == "(no line)"
+               for r in h["lines"])
+    assert {"run", "rest", "drop"} <= {r["function"] for r in h["lines"]}
