@@ -171,7 +171,8 @@ def line_table(counts: collections.Counter, total: int, top: int = 25) -> list[d
         by_line[(path, line)] += n
     rows = []
     for (path, line), n in by_line.most_common(top):
-        code = linecache.getline(path, line).strip() if path else ""
+        # the line as written, less a continuation backslash (it would escape a table's bar)
+        code = linecache.getline(path, line).strip().removesuffix("\\").rstrip() if path else ""
         fn = enclosing(path, line) if path else None
         rows.append({"share": n / total if total else 0.0, "samples": n,
                      "where": f"{Path(path).name}:{line}" if path else "(no line)",
@@ -221,17 +222,18 @@ def _compiled_functions(out_dir: Path) -> list[dict]:
     return funcs
 
 
-def _child(engine: str, workload: str, scale: float, reps: int, out: str) -> None:
+def _child(engine: str, workload: str, scale: float, seconds: float, out: str) -> None:
     from lob.engines.registry import get_engine
     from lob.workloads import build as build_workload
 
     wl = build_workload(workload, scale=scale)
     get_engine(engine, wl.config).replay(wl.commands)  # compiles, with debug info
     funcs = _compiled_functions(Path(out).parent)
-    ns, checksum = [], None
-    for _ in range(reps):
+    ns, checksum, spent = [], None, 0
+    while not ns or spent < seconds * 1e9:  # fresh engines until the kernel ran `seconds`
         r = get_engine(engine, wl.config).replay(wl.commands)
         ns.append(r.elapsed_ns / len(wl.commands))
+        spent += r.elapsed_ns
         checksum = int(r.checksum)
     Path(out).write_text(json.dumps({"functions": funcs, "ns_per_op": ns,
                                      "commands": len(wl.commands), "checksum": checksum}))
@@ -240,22 +242,25 @@ def _child(engine: str, workload: str, scale: float, reps: int, out: str) -> Non
 # --- the parent --------------------------------------------------------------------------------
 
 def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.0,
-             reps: int = 40, top: int = 25, frequency: int = FREQUENCY,
+             seconds: float = 2.0, top: int = 25, frequency: int = FREQUENCY,
              timeout: float = 1800.0) -> dict:
-    """Sample ``engine``'s compiled kernel over ``reps`` replays of ``workload`` and map the
+    """Sample ``engine``'s compiled kernel while fresh engines replay ``workload`` until the
+    kernel has run ``seconds`` (at least one replay; at :data:`FREQUENCY` samples a second of
+    CPU time, ``seconds`` sets the samples a stream gets whatever its length), and map the
     samples to source lines (the module's notes say how to read them).
 
-    Returns ``{"engine", "workload", "commands", "reps", "samples" (all of the child's),
+    Returns ``{"engine", "workload", "commands", "reps" (replays run), "samples" (all of the
+    child's),
     "kernel_samples" (those in numba's code of lob.engines), "ns_per_op" (median of the
     sampled replays, the debug-info build), "checksum", "functions" ({short name: share}),
     "lines" (:func:`line_table`)}``. RuntimeError when perf cannot run here or the child
-    fails; ValueError for an engine that is not numba's (a pure-Python or foreign engine) or
-    ``reps`` < 1, or an unknown engine or workload, before anything runs."""
+    fails; ValueError for an engine that is not numba's (a pure-Python or foreign engine),
+    ``seconds`` <= 0, or an unknown engine or workload, before anything runs."""
     from lob.engines.registry import engine_spec
     from lob.workloads import build as build_workload
 
-    if reps < 1:
-        raise ValueError(f"reps must be at least 1, got {reps}")
+    if not seconds > 0:
+        raise ValueError(f"seconds must be above 0, got {seconds}")
     backend = engine_spec(engine).backend  # ValueError for a name no engine has
     if backend != "numba":
         raise ValueError(f"{engine} is a {backend} engine: hotspots maps numba's compiled "
@@ -268,7 +273,7 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
         data, meta = Path(tmp) / "perf.data", Path(tmp) / "meta.json"
         env = dict(os.environ, NUMBA_DEBUGINFO="1", NUMBA_CACHE_DIR=str(Path(tmp) / "cache"))
         cmd = [*_RECORD, "-F", str(frequency), "-o", str(data), "--", sys.executable, "-m",
-               "lob.measure.hotspots", "--child", engine, workload, repr(scale), str(reps),
+               "lob.measure.hotspots", "--child", engine, workload, repr(scale), repr(seconds),
                str(meta)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         if proc.returncode != 0 or not meta.exists():
@@ -294,7 +299,8 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
     for (_, _, fn), n in counts.items():
         per_fn[_short(fn)] += n
     ns = sorted(got["ns_per_op"])
-    return {"engine": engine, "workload": workload, "commands": got["commands"], "reps": reps,
+    return {"engine": engine, "workload": workload, "commands": got["commands"],
+            "reps": len(ns),
             "samples": len(ips), "kernel_samples": total, "ns_per_op": ns[len(ns) // 2],
             "checksum": got["checksum"],
             "functions": {k: n / total for k, n in per_fn.most_common()} if total else {},
@@ -307,7 +313,7 @@ def _cmd(args) -> int:
         print(f"lob hotspots: {why}", file=sys.stderr)
         return 2
     try:
-        h = hotspots(args.engine, args.workload, scale=args.scale, reps=args.reps,
+        h = hotspots(args.engine, args.workload, scale=args.scale, seconds=args.seconds,
                      top=args.top)
     except (RuntimeError, ValueError, KeyError) as e:
         print(f"lob hotspots: error: {e}", file=sys.stderr)
@@ -331,13 +337,15 @@ def add_parsers(sub) -> None:
     s.add_argument("engine", help="a compiled engine (see `lob engines`), e.g. v5@numba")
     s.add_argument("--workload", default="lobster_replay", help="workload name")
     s.add_argument("--scale", type=float, default=1.0, help="workload scale")
-    s.add_argument("--reps", type=int, default=40, help="replays sampled")
+    s.add_argument("--seconds", type=float, default=2.0,
+                   help="kernel time sampled (fresh engines replay until it has run this long)")
     s.add_argument("--top", type=int, default=25, help="lines shown")
     s.set_defaults(func=_cmd)
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 7 and sys.argv[1] == "--child":
-        _child(sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+        _child(sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6])
     else:
-        sys.exit("usage: python -m lob.measure.hotspots --child ENGINE WORKLOAD SCALE REPS OUT")
+        sys.exit("usage: python -m lob.measure.hotspots --child ENGINE WORKLOAD SCALE SECONDS "
+                 "OUT")

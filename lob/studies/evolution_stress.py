@@ -50,7 +50,8 @@ __all__ = ["SORTED_NAME", "SORTED", "BASELINE", "BITMAP_WORKLOADS", "COSTLY_STEP
            "BESIDE_MAX_SCALE", "measure_beside", "beside_table", "shim_table", "shim_name",
            "MIN_ROUNDS", "AA", "CLOCK", "speedup", "aa_band", "call", "aa_engine", "bar_label",
            "LINEAGE_WORKLOADS", "side_engines", "measure_lineage", "explain_slower",
-           "steps_table", "lineage_table", "floor_table", "side_table", "slower_table"]
+           "steps_table", "lineage_table", "floor_table", "side_table", "slower_table",
+           "measure_hotspots", "hotspots_table"]
 
 # lobster's v4 -> v5 added a bitmap to a ladder that tracks its best price without rescanning;
 # lob's lineage has only a rescanning baseline (best=scan), so the bitmap pair's baseline is v2
@@ -1148,6 +1149,78 @@ def counts_table(cnt: dict) -> K.Conclusion:
     for r in cnt["rows"]:
         if r.get("note"):
             t.say(f"Not run: {r['engine']} on {r['workload']} ({r['note']}).")
+    return t
+
+
+def measure_hotspots(engines: Sequence[str], seconds: float, *,
+                     workloads: Sequence[str] = LINEAGE_WORKLOADS, top: int = 12,
+                     sample=None) -> dict:
+    """Where the newest compiled step among ``engines`` spends its kernel time, source line by
+    source line (:func:`lob.measure.hotspots.hotspots`: perf's cpu-clock samples while fresh
+    engines replay each stream at its published size for ``seconds`` of kernel time, mapped
+    through a debug-info build's line table). ``seconds`` 0 samples nothing. Returns
+    ``{"engine", "seconds", "workloads", "rows": [{"workload", "rank", "share_pct", "line",
+    "function", "code"}], "runs": {workload: {"commands", "reps", "samples",
+    "kernel_samples", "ns_per_op"}}, "skipped"}``: ``skipped`` is why nothing was sampled
+    (``seconds`` 0, no compiled step, or perf cannot sample here), else None."""
+    from lob.engines import toggles as tg
+    from lob.measure import hotspots as hs
+
+    chain = [e for e in tg.chain("numba") if e in engines]
+    got = {"engine": chain[-1] if chain else None, "seconds": seconds,
+           "workloads": list(workloads),
+           "rows": [], "runs": {}, "skipped": None}
+    if seconds <= 0:
+        got["skipped"] = "hotspots_seconds is 0"
+        return got
+    if not chain:
+        got["skipped"] = "no compiled step of the lineage among the engines"
+        return got
+    why = hs.available() if sample is None else None
+    if why is not None:
+        got["skipped"] = why
+        return got
+    sample = sample or hs.hotspots
+    for w in workloads:
+        h = sample(got["engine"], w, seconds=seconds, top=top)
+        got["runs"][w] = {k: h[k] for k in ("commands", "reps", "samples", "kernel_samples",
+                                            "ns_per_op")}
+        got["rows"] += [{"workload": w, "rank": k, "share_pct": 100 * r["share"],
+                         "line": r["where"], "function": r["function"], "code": r["code"]}
+                        for k, r in enumerate(h["lines"], 1)]
+    return got
+
+
+def hotspots_table(hot: dict) -> K.Conclusion:
+    """The newest step's most sampled source lines per stream, with the share of its kernel's
+    samples each holds; sentences name each stream's three heaviest lines."""
+    runs = hot["runs"]
+    note = ("share_pct: percent of the kernel's perf samples (cpu-clock) on the line, while "
+            f"fresh engines replayed each stream at its published size for {hot['seconds']:g} s "
+            "of kernel time; a sample lands on the "
+            "instruction that waited, so a line carries the cost of its missed loads and of a "
+            "mispredicted branch that resumes on it (what waits there, not always what could "
+            "be removed); the sampled kernel is a debug-info build")
+    if runs:
+        note += " (" + "; ".join(
+            f"{w}: {r['reps']} replays, {r['kernel_samples']:,} samples in the kernel, "
+            f"{r['ns_per_op']:.1f} ns/op under sampling" for w, r in runs.items()) + ")"
+    t = K.Conclusion(f"hotspots ({hot['engine']})" if hot["engine"] else "hotspots",
+                     hot["rows"], key=["workload", "rank"],
+                     kinds={"rank": "count", "share_pct": "ratio", "workload": "label",
+                            "line": "label", "function": "label", "code": "label"}, note=note)
+    if hot["skipped"]:
+        t.say(f"Not sampled: {hot['skipped']} (lob hotspots, perf's cpu-clock samples mapped "
+              f"to source lines).")
+        return t
+    for w in hot["workloads"]:
+        ranks = [r["rank"] for r in hot["rows"] if r["workload"] == w][:3]
+        if not ranks:
+            continue
+        parts = [f"{t.cell((w, k), 'line')} in {t.cell((w, k), 'function')} "
+                 f"({t.cell((w, k), 'share_pct')}% of its samples)" for k in ranks]
+        t.say(f"On {w}, {hot['engine']}'s kernel spends the most sampled time on "
+              + ", then ".join(parts) + ".")
     return t
 
 

@@ -64,7 +64,8 @@ def test_line_table_names_the_python_function_of_each_line(tmp_path):
                    "    y = x + CODE\n"              # 3
                    "    def inner(z):\n"             # 4
                    "        return z * 2\n"          # 5
-                   "    return inner(y)\n")          # 6
+                   "    return inner(y) + \\\n"    # 6: continued
+                   "        0\n")                      # 7
     p = str(src)
     counts = collections.Counter({(p, 3, "sym_a"): 5, (p, 5, "sym_a"): 3, (p, 5, "sym_b"): 4,
                                   (p, 1, "sym_a"): 2, ("", 0, "sym_a"): 1})
@@ -78,6 +79,8 @@ def test_line_table_names_the_python_function_of_each_line(tmp_path):
     assert [r["where"] for r in hs.line_table(counts, total=15, top=2)] == ["kern.py:5",
                                                                           "kern.py:3"]
     assert hs.enclosing(p, 6) == "outer" and hs.enclosing(p, 1) is None
+    cont = hs.line_table(collections.Counter({(p, 6, "sym_a"): 1}), total=1)
+    assert cont[0]["code"] == "return inner(y) +"  # no continuation backslash
 
 
 def test_numba_symbols_read_as_python_names():
@@ -100,8 +103,8 @@ def test_bad_arguments_are_refused_before_anything_runs(monkeypatch):
     monkeypatch.setattr(hs, "available", lambda: ran.append(1))
     with pytest.raises(ValueError, match="python engine"):
         hs.hotspots("v2", "lobster_replay", scale=0.01)
-    with pytest.raises(ValueError, match="reps must be at least 1"):
-        hs.hotspots("v5@numba", "lobster_replay", reps=0)
+    with pytest.raises(ValueError, match="seconds must be above 0"):
+        hs.hotspots("v5@numba", "lobster_replay", seconds=0)
     with pytest.raises(ValueError, match="unknown engine"):
         hs.hotspots("no-such-engine", "lobster_replay")
     with pytest.raises(ValueError, match="unknown workload"):
@@ -115,11 +118,11 @@ def test_a_compiled_kernel_is_sampled_line_by_line():
     from lob.engines.registry import get_engine
     from lob.workloads import build
 
-    h = hs.hotspots("v5@numba", "lobster_replay", scale=0.05, reps=30, top=40)
+    h = hs.hotspots("v5@numba", "lobster_replay", scale=0.05, seconds=0.5, top=40)
     wl = build("lobster_replay", scale=0.05)
     # the debug-info build replays to the same checksum as the cached one
     assert h["checksum"] == get_engine("v5@numba", wl.config).replay(wl.commands).checksum
-    assert 0 < h["kernel_samples"] < h["samples"]
+    assert 0 < h["kernel_samples"] < h["samples"] and h["reps"] > 1
     assert "kernel_v4.run" in h["functions"]
     shares = [r["share"] for r in h["lines"]]
     assert shares == sorted(shares, reverse=True) and 0 < sum(shares) <= 1.0 + 1e-9

@@ -949,3 +949,58 @@ def test_counts_table_names_an_engine_that_refused_the_stream():
     assert "orderly_chaos" not in t.sentences[0]
     assert t.sentences[-1] == ("Not run: orderly_chaos on lobster_replay (does not support "
                                "STP mode CANCEL_MAKER).")
+
+
+def _fake_sample(shares: dict):
+    """A stand-in for lob.measure.hotspots.hotspots: fixed lines per stream, calls recorded."""
+    calls = []
+
+    def sample(engine, workload, *, seconds, top):
+        calls.append((engine, workload, seconds, top))
+        lines = [{"share": v, "samples": round(1000 * v), "where": f"kernel_v4.py:{100 + k}",
+                  "function": fn, "code": f"x = {k}"}
+                 for k, (fn, v) in enumerate(shares[workload])]
+        return {"commands": 1000, "reps": 9, "samples": 5000, "kernel_samples": 1000,
+                "ns_per_op": 14.25, "lines": lines[:top]}
+
+    return sample, calls
+
+
+def test_measure_hotspots_samples_the_newest_step_and_skips_when_off():
+    sample, calls = _fake_sample({"lobster_replay": [("run", 0.25), ("rest", 0.125)],
+                                  "cpp_comprehensive": [("drop", 0.5)]})
+    hot = es.measure_hotspots(["c_book", "v3@numba", "v5@numba", "v4@numba"], 1.5,
+                              sample=sample)
+    assert hot["skipped"] is None and hot["engine"] == "v5@numba"  # the newest step, any order
+    assert calls == [("v5@numba", "lobster_replay", 1.5, 12),
+                     ("v5@numba", "cpp_comprehensive", 1.5, 12)]
+    assert [(r["workload"], r["rank"], r["share_pct"], r["function"]) for r in hot["rows"]] == [
+        ("lobster_replay", 1, 25.0, "run"), ("lobster_replay", 2, 12.5, "rest"),
+        ("cpp_comprehensive", 1, 50.0, "drop")]
+    assert hot["runs"]["cpp_comprehensive"] == {"commands": 1000, "reps": 9, "samples": 5000,
+                                                "kernel_samples": 1000, "ns_per_op": 14.25}
+    off = es.measure_hotspots(["v5@numba"], 0, sample=sample)
+    assert off["skipped"] == "hotspots_seconds is 0" and off["rows"] == []
+    none = es.measure_hotspots(["c_book", "v2"], 5, sample=sample)
+    assert none["skipped"].startswith("no compiled step") and none["engine"] is None
+    assert len(calls) == 2  # nothing sampled when off or with no compiled step
+    t = es.hotspots_table(off)
+    assert t.text.startswith("Not sampled: hotspots_seconds is 0") and t.rows == []
+
+
+def test_hotspots_table_names_each_streams_three_heaviest_lines_from_its_cells():
+    sample, _ = _fake_sample({"lobster_replay": [("run", 0.25), ("rest", 0.125), ("drop", 0.0625),
+                                                 ("bm_set", 0.03)],
+                              "cpp_comprehensive": [("drop", 0.5)]})
+    hot = es.measure_hotspots(["v5@numba"], 2.0, sample=sample)
+    t = es.hotspots_table(hot)
+    assert t.name == "hotspots (v5@numba)"
+    assert t.sentences == [
+        "On lobster_replay, v5@numba's kernel spends the most sampled time on kernel_v4.py:100 "
+        "in run (25% of its samples), then kernel_v4.py:101 in rest (12.5% of its samples), "
+        "then kernel_v4.py:102 in drop (6.25% of its samples).",
+        "On cpp_comprehensive, v5@numba's kernel spends the most sampled time on "
+        "kernel_v4.py:100 in drop (50% of its samples)."]
+    assert "for 2 s of kernel time" in t.note
+    assert "9 replays, 1,000 samples in the kernel, 14.2 ns/op" in t.note
+    assert K.check_record(t.record()) == []  # every number quoted is shown
