@@ -1048,6 +1048,14 @@ def side_table(lin: dict) -> K.Conclusion:
     return t
 
 
+def _why_not(amount: float, name: str, injected, available) -> str | None:
+    """Why a section that runs an outside tool measures nothing: its parameter ``name`` is 0,
+    or (when no stand-in was ``injected``) the tool says it cannot run here; else None."""
+    if amount <= 0:
+        return f"{name} is 0"
+    return available() if injected is None else None
+
+
 def measure_counts(engines: Sequence[str], scale: float, *,
                    workloads: Sequence[str] = LINEAGE_WORKLOADS, counts=None) -> dict:
     """Callgrind's instructions, branches, mispredicts and cache misses per command of each
@@ -1063,13 +1071,8 @@ def measure_counts(engines: Sequence[str], scale: float, *,
     chain = [e for e in tg.chain("numba") if e in engines]
     base = chain[-1] if chain else (list(engines) or [None])[0]
     got = {"rows": [], "base": base, "scale": scale, "workloads": list(workloads),
-           "skipped": None}
-    if scale <= 0:
-        got["skipped"] = "callgrind_scale is 0"
-        return got
-    why = cg.available() if counts is None else None
-    if why is not None:
-        got["skipped"] = why
+           "skipped": _why_not(scale, "callgrind_scale", counts, cg.available)}
+    if got["skipped"]:
         return got
     counts = counts or partial(cg.counts, tomls=[c_book_toml()] if "c_book" in engines else [])
     order = [base, *[e for e in engines if e != base]]
@@ -1168,17 +1171,10 @@ def measure_hotspots(engines: Sequence[str], seconds: float, *,
 
     chain = [e for e in tg.chain("numba") if e in engines]
     got = {"engine": chain[-1] if chain else None, "seconds": seconds,
-           "workloads": list(workloads),
-           "rows": [], "runs": {}, "skipped": None}
-    if seconds <= 0:
-        got["skipped"] = "hotspots_seconds is 0"
-        return got
-    if not chain:
-        got["skipped"] = "no compiled step of the lineage among the engines"
-        return got
-    why = hs.available() if sample is None else None
-    if why is not None:
-        got["skipped"] = why
+           "workloads": list(workloads), "rows": [], "runs": {},
+           "skipped": _why_not(seconds, "hotspots_seconds", sample, hs.available) if chain
+           else "no compiled step of the lineage among the engines"}
+    if got["skipped"]:
         return got
     sample = sample or hs.hotspots
     for w in workloads:

@@ -257,7 +257,10 @@ def test_conditions_markdown_before_and_after():
 
 
 def test_run_conditions_finish_records_load_before_and_after():
+    import time
+
     rc = K.RunConditions()
+    time.sleep(0.05)  # /proc/stat counts in 10 ms ticks: with no tick between, no steal share
     out = rc.finish()
     assert out["load_avg_before"] == rc.before["load_avg"] and "load_avg_after" in out
     assert out["steal_fraction"] is None or 0 <= out["steal_fraction"] <= 1
