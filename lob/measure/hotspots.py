@@ -10,10 +10,12 @@ of the kernel's samples is its share of the kernel's time.
 
 How to read it:
 
-* a timer sample names the instruction the core was about to retire, so the cost of a load
-  that missed shows on the line that waits for it, and the cost of a mispredicted branch on
-  the first lines of the path it resumes on (both are the time of reaching and running that
-  line, which is the question);
+* a timer interrupt is taken once the instruction in hand retires, so a sample names the
+  instruction *after* the one the core waited on: a load that missed shows on the next
+  instruction (sometimes the next source line: on lobster_replay the cancel's id-index load
+  of ``node = IDX[...]`` shows on ``qrem += ND[node].qty``), and a mispredicted branch on the
+  first instructions of the path it resumes on. ``--asm`` (``instructions`` of each line)
+  shows the instructions, so the one before a hot one can be read;
 * the sampled kernel is the debug-info build, compiled afresh in the child (into a cache of
   its own, so the user's cache is untouched): the same optimisation level, but its machine
   code can differ in small ways from the cached build's, so its ns/op is given beside the
@@ -42,7 +44,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["available", "enclosing", "hotspots", "line_table", "map_samples", "parse_objdump"]
+__all__ = ["available", "enclosing", "hotspots", "instructions_of", "line_table",
+           "map_instructions", "map_samples", "parse_objdump"]
 
 # samples a second asked of perf: each costs the guest a timer interrupt (on this project's VMs
 # 10 kHz slowed the kernel by ~25%, so the default is lower and the replays more)
@@ -69,6 +72,7 @@ def available() -> str | None:
 _SYMBOL = re.compile(r"^([0-9a-f]+) <(.+)>:$")
 _LOCATION = re.compile(r"^(/\S+\.py):(\d+)(?: \(discriminator \d+\))?$")
 _INSN = re.compile(r"^\s+([0-9a-f]+):\s+(.*)$")
+_TARGET = re.compile(r"<([^<>+]+)(\+0x[0-9a-f]+)?>")
 
 
 def parse_objdump(text: str) -> dict[str, list[tuple[int, str, int, str]]]:
@@ -90,16 +94,19 @@ def parse_objdump(text: str) -> dict[str, list[tuple[int, str, int, str]]]:
             continue
         m = _INSN.match(line)
         if m and cur is not None:
-            cur.append((int(m.group(1), 16), where[0], where[1], m.group(2).strip()))
+            insn = _TARGET.sub(lambda t: f"<{_short(t.group(1))}{t.group(2) or ''}>",
+                               m.group(2).strip())  # a jump's or call's target, by its name
+            cur.append((int(m.group(1), 16), where[0], where[1], insn))
     return funcs
 
 
-def map_samples(ips, functions: list[dict], code: dict[str, list]) -> collections.Counter:
-    """Count samples per ``(file, line, function)``: ``ips`` are sampled instruction
-    addresses; ``functions`` the compiled functions as ``{"name", "address", "size",
-    "offset"}`` (run-time address, size in bytes, offset of the symbol in its object); ``code``
-    their instructions (:func:`parse_objdump`). A sample maps to the instruction at or
-    before its address; one outside every function is not counted."""
+def map_instructions(ips, functions: list[dict],
+                     code: dict[str, list]) -> collections.Counter:
+    """Count samples per ``(function, index of the instruction in code[function])``: ``ips``
+    are sampled instruction addresses; ``functions`` the compiled functions as ``{"name",
+    "address", "size", "offset"}`` (run-time address, size in bytes, offset of the symbol in
+    its object); ``code`` their instructions (:func:`parse_objdump`). A sample maps to the
+    instruction at or before its address; one outside every function is not counted."""
     by_start = {}  # one function an address: a symbol two libraries both hold resolves once
     for f in functions:
         by_start.setdefault(f["address"], f)
@@ -112,15 +119,33 @@ def map_samples(ips, functions: list[dict], code: dict[str, list]) -> collection
         if k < 0 or ip >= spans[k][1]:
             continue
         f = spans[k][2]
-        insns = code.get(f["name"])
-        if not insns:
+        if not code.get(f["name"]):
             continue
         j = bisect.bisect_right(offsets[f["name"]], f["offset"] + ip - f["address"]) - 1
-        if j < 0:
-            continue
-        _, path, line, _ = insns[j]
-        got[(path, line, f["name"])] += 1
+        if j >= 0:
+            got[(f["name"], j)] += 1
     return got
+
+
+def map_samples(ips, functions: list[dict], code: dict[str, list]) -> collections.Counter:
+    """Count samples per ``(file, line, function)`` (:func:`map_instructions`, each
+    instruction's samples given to its source line)."""
+    got: collections.Counter = collections.Counter()
+    for (fn, j), n in map_instructions(ips, functions, code).items():
+        _, path, line, _ = code[fn][j]
+        got[(path, line, fn)] += n
+    return got
+
+
+def instructions_of(per_insn: collections.Counter, code: dict[str, list], path: str,
+                    line: int, most: int = 6) -> list[dict]:
+    """The sampled instructions of one source line, most samples first (at most ``most``):
+    ``{"function", "offset", "insn", "samples"}`` (offset in the function's object)."""
+    rows = [{"function": _short(fn), "offset": code[fn][j][0], "insn": code[fn][j][3],
+             "samples": n} for (fn, j), n in per_insn.items()
+            if code[fn][j][1] == path and code[fn][j][2] == line]
+    rows.sort(key=lambda r: (-r["samples"], r["offset"]))
+    return rows[:most]
 
 
 def _short(symbol: str) -> str:
@@ -161,8 +186,9 @@ def enclosing(path: str, line: int) -> str | None:
 
 
 def line_table(counts: collections.Counter, total: int, top: int = 25) -> list[dict]:
-    """The ``top`` source lines by samples: ``{"share", "samples", "where", "function",
-    "code"}`` (share of ``total``, the kernel's samples; ``where`` as ``file.py:line``;
+    """The ``top`` source lines by samples: ``{"share", "samples", "path", "line", "where",
+    "function", "code"}`` (share of ``total``, the kernel's samples; ``where`` as
+    ``file.py:line``;
     ``function`` the Python function the line is in: an inlined helper is named as itself,
     and a module-level line (a constant) as ``(module constant)``). Counts of the same line
     from several compiled functions are added."""
@@ -174,8 +200,8 @@ def line_table(counts: collections.Counter, total: int, top: int = 25) -> list[d
         # the line as written, less a continuation backslash (it would escape a table's bar)
         code = linecache.getline(path, line).strip().removesuffix("\\").rstrip() if path else ""
         fn = enclosing(path, line) if path else None
-        rows.append({"share": n / total if total else 0.0, "samples": n,
-                     "where": f"{Path(path).name}:{line}" if path else "(no line)",
+        rows.append({"share": n / total if total else 0.0, "samples": n, "path": path,
+                     "line": line, "where": f"{Path(path).name}:{line}" if path else "(no line)",
                      "function": fn or ("(module constant)" if path else "(unknown)"),
                      "code": code})
     return rows
@@ -253,7 +279,8 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
     child's),
     "kernel_samples" (those in numba's code of lob.engines), "ns_per_op" (median of the
     sampled replays, the debug-info build), "checksum", "functions" ({short name: share}),
-    "lines" (:func:`line_table`)}``. RuntimeError when perf cannot run here or the child
+    "lines" (:func:`line_table`, each with its most sampled ``instructions``:
+    :func:`instructions_of`)}``. RuntimeError when perf cannot run here or the child
     fails; ValueError for an engine that is not numba's (a pure-Python or foreign engine),
     ``seconds`` <= 0, or an unknown engine or workload, before anything runs."""
     from lob.engines.registry import engine_spec
@@ -293,6 +320,7 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
                                  capture_output=True, text=True, check=True).stdout
             for name, insns in parse_objdump(dis).items():
                 code.setdefault(name, insns)
+    per_insn = map_instructions(ips, got["functions"], code)
     counts = map_samples(ips, got["functions"], code)
     total = sum(counts.values())
     per_fn: collections.Counter = collections.Counter()
@@ -304,7 +332,9 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
             "samples": len(ips), "kernel_samples": total, "ns_per_op": ns[len(ns) // 2],
             "checksum": got["checksum"],
             "functions": {k: n / total for k, n in per_fn.most_common()} if total else {},
-            "lines": line_table(counts, total, top)}
+            "lines": [{**r, "instructions": instructions_of(per_insn, code, r["path"],
+                                                            r["line"])}
+                      for r in line_table(counts, total, top)]}
 
 
 def _cmd(args) -> int:
@@ -326,6 +356,10 @@ def _cmd(args) -> int:
     print(f"{'share':>6}  {'line':<18} {'function':<22} source")
     for r in h["lines"]:
         print(f"{r['share']:6.1%}  {r['where']:<18} {r['function']:<22} {r['code']}")
+        if args.asm:
+            for i in r["instructions"]:
+                print(f"{'':8}{i['samples'] / h['kernel_samples']:6.1%}  {i['function']}"
+                      f"+{i['offset']:#x}  {i['insn']}")
     return 0
 
 
@@ -340,6 +374,8 @@ def add_parsers(sub) -> None:
     s.add_argument("--seconds", type=float, default=2.0,
                    help="kernel time sampled (fresh engines replay until it has run this long)")
     s.add_argument("--top", type=int, default=25, help="lines shown")
+    s.add_argument("--asm", action="store_true",
+                   help="under each line, its most sampled machine instructions")
     s.set_defaults(func=_cmd)
 
 

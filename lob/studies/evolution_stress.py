@@ -1193,10 +1193,11 @@ def hotspots_table(hot: dict) -> K.Conclusion:
     runs = hot["runs"]
     note = ("share_pct: percent of the kernel's perf samples (cpu-clock) on the line, while "
             f"fresh engines replayed each stream at its published size for {hot['seconds']:g} s "
-            "of kernel time; a sample lands on the "
-            "instruction that waited, so a line carries the cost of its missed loads and of a "
-            "mispredicted branch that resumes on it (what waits there, not always what could "
-            "be removed); the sampled kernel is a debug-info build")
+            "of kernel time; a sample names the instruction after the one the core waited "
+            "on, so a line carries the cost of the missed load just before it (sometimes on "
+            "the line above) and of a mispredicted branch that resumes on it: where time "
+            "is spent, not always what could be removed; the sampled kernel is a debug-info "
+            "build")
     if runs:
         note += " (" + "; ".join(
             f"{w}: {r['reps']} replays, {r['kernel_samples']:,} samples in the kernel, "

@@ -21,7 +21,7 @@ _ZN3lob7engines8compiled9kernel_v43runB2v9B40xyzE5Array():
        1:\tmov    %rsp,%rbp
 /src/k.py:12 (discriminator 1)
        4:\tadd    $0x1,%rax
-       8:\tret
+       8:\tjmp    4 <_ZN3lob7engines8compiled9kernel_v43runB2v9B40xyzE5Array+0x4>
 0000000000000010 <helper>:
       10:\tnop
 /src/k.py:20
@@ -35,7 +35,7 @@ def test_parse_objdump_reads_each_functions_instructions_and_lines():
     assert list(code) == [run, "helper"]
     assert code[run] == [(0, "/src/k.py", 10, "push   %rbp"), (1, "/src/k.py", 10,
                          "mov    %rsp,%rbp"), (4, "/src/k.py", 12, "add    $0x1,%rax"),
-                         (8, "/src/k.py", 12, "ret")]
+                         (8, "/src/k.py", 12, "jmp    4 <kernel_v4.run+0x4>")]
     # a new symbol starts with no line until the table gives one
     assert code["helper"] == [(0x10, "", 0, "nop"), (0x11, "/src/k.py", 20, "ret")]
 
@@ -55,6 +55,16 @@ def test_samples_map_to_the_instruction_at_or_before_their_address():
     assert got == collections.Counter({("/src/k.py", 10, run): 2, ("/src/k.py", 12, run): 3,
                                        ("/src/k.py", 20, "helper"): 1, ("", 0, "helper"): 1})
     assert hs.map_samples([], functions, code) == collections.Counter()
+    per = hs.map_instructions(ips, functions, code)
+    assert per == collections.Counter({(run, 0): 1, (run, 1): 1, (run, 2): 1, (run, 3): 2,
+                                       ("helper", 1): 1, ("helper", 0): 1})
+    # a line's sampled instructions, most samples first, named by their Python function
+    assert hs.instructions_of(per, code, "/src/k.py", 12) == [
+        {"function": "kernel_v4.run", "offset": 8, "insn": "jmp    4 <kernel_v4.run+0x4>",
+         "samples": 2},
+        {"function": "kernel_v4.run", "offset": 4, "insn": "add    $0x1,%rax", "samples": 1}]
+    assert hs.instructions_of(per, code, "/src/k.py", 12, most=1)[0]["offset"] == 8
+    assert hs.instructions_of(per, code, "/src/k.py", 99) == []
 
 
 def test_line_table_names_the_python_function_of_each_line(tmp_path):
@@ -130,3 +140,6 @@ def test_a_compiled_kernel_is_sampled_line_by_line():
     assert all(r["where"].startswith("kernel_v4.py:") or r["where"] == "(no line)"
                for r in h["lines"])
     assert {"run", "rest", "drop"} <= {r["function"] for r in h["lines"]}
+    top = h["lines"][0]  # its instructions: sampled, at most six, none more than the line
+    assert 0 < len(top["instructions"]) <= 6 and all(
+        0 < i["samples"] <= top["samples"] for i in top["instructions"])

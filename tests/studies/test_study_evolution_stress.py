@@ -1001,6 +1001,6 @@ def test_hotspots_table_names_each_streams_three_heaviest_lines_from_its_cells()
         "then kernel_v4.py:102 in drop (6.25% of its samples).",
         "On cpp_comprehensive, v5@numba's kernel spends the most sampled time on "
         "kernel_v4.py:100 in drop (50% of its samples)."]
-    assert "for 2 s of kernel time" in t.note
+    assert "for 2 s of kernel time" in t.note and "the instruction after" in t.note
     assert "9 replays, 1,000 samples in the kernel, 14.2 ns/op" in t.note
     assert K.check_record(t.record()) == []  # every number quoted is shown
