@@ -104,27 +104,36 @@ def map_instructions(ips, functions: list[dict],
                      code: dict[str, list]) -> collections.Counter:
     """Count samples per ``(function, index of the instruction in code[function])``: ``ips``
     are sampled instruction addresses; ``functions`` the compiled functions as ``{"name",
-    "address", "size", "offset"}`` (run-time address, size in bytes, offset of the symbol in
-    its object); ``code`` their instructions (:func:`parse_objdump`). A sample maps to the
-    instruction at or before its address; one outside every function is not counted."""
+    "address", "size", "offset"}`` and optionally ``"object"`` (run-time address, size in
+    bytes, offset of the symbol in its object file); ``code`` their instructions
+    (:func:`parse_objdump`), keyed by ``(object, name)`` where functions name their object
+    (two libraries can each hold a copy of one symbol, at other offsets), else by name. A
+    sample maps to the instruction at or before its address; one outside every function is
+    not counted. The function of each key is that key of ``code``."""
     by_start = {}  # one function an address: a symbol two libraries both hold resolves once
     for f in functions:
         by_start.setdefault(f["address"], f)
     spans = [(a, a + f["size"], f) for a, f in sorted(by_start.items())]
     starts = [s[0] for s in spans]
-    offsets = {name: [i[0] for i in insns] for name, insns in code.items()}
+    offsets = {key: [i[0] for i in insns] for key, insns in code.items()}
     got: collections.Counter = collections.Counter()
     for ip in ips:
         k = bisect.bisect_right(starts, ip) - 1
         if k < 0 or ip >= spans[k][1]:
             continue
         f = spans[k][2]
-        if not code.get(f["name"]):
+        key = (f["object"], f["name"]) if "object" in f else f["name"]
+        if not code.get(key):
             continue
-        j = bisect.bisect_right(offsets[f["name"]], f["offset"] + ip - f["address"]) - 1
+        j = bisect.bisect_right(offsets[key], f["offset"] + ip - f["address"]) - 1
         if j >= 0:
-            got[(f["name"], j)] += 1
+            got[(key, j)] += 1
     return got
+
+
+def _symbol(key) -> str:
+    """The symbol of a ``code`` key (a name, or ``(object, name)``)."""
+    return key[1] if isinstance(key, tuple) else key
 
 
 def map_samples(ips, functions: list[dict], code: dict[str, list]) -> collections.Counter:
@@ -141,8 +150,8 @@ def instructions_of(per_insn: collections.Counter, code: dict[str, list], path: 
                     line: int, most: int = 6) -> list[dict]:
     """The sampled instructions of one source line, most samples first (at most ``most``):
     ``{"function", "offset", "insn", "samples"}`` (offset in the function's object)."""
-    rows = [{"function": _short(fn), "offset": code[fn][j][0], "insn": code[fn][j][3],
-             "samples": n} for (fn, j), n in per_insn.items()
+    rows = [{"function": _short(_symbol(fn)), "offset": code[fn][j][0],
+             "insn": code[fn][j][3], "samples": n} for (fn, j), n in per_insn.items()
             if code[fn][j][1] == path and code[fn][j][2] == line]
     rows.sort(key=lambda r: (-r["samples"], r["offset"]))
     return rows[:most]
@@ -314,18 +323,18 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
         script = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip"],
                                 capture_output=True, text=True, timeout=timeout, check=True)
         ips = [int(x, 16) for x in script.stdout.split()]
-        code: dict[str, list] = {}
+        code: dict[tuple[str, str], list] = {}
         for obj in sorted({f["object"] for f in got["functions"]}):
             dis = subprocess.run(["objdump", "-d", "-l", "--no-show-raw-insn", obj],
                                  capture_output=True, text=True, check=True).stdout
             for name, insns in parse_objdump(dis).items():
-                code.setdefault(name, insns)
+                code[(obj, name)] = insns
     per_insn = map_instructions(ips, got["functions"], code)
     counts = map_samples(ips, got["functions"], code)
     total = sum(counts.values())
     per_fn: collections.Counter = collections.Counter()
     for (_, _, fn), n in counts.items():
-        per_fn[_short(fn)] += n
+        per_fn[_short(_symbol(fn))] += n
     ns = sorted(got["ns_per_op"])
     return {"engine": engine, "workload": workload, "commands": got["commands"],
             "reps": len(ns),

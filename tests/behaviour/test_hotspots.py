@@ -67,6 +67,25 @@ def test_samples_map_to_the_instruction_at_or_before_their_address():
     assert hs.instructions_of(per, code, "/src/k.py", 99) == []
 
 
+def test_a_symbol_two_objects_hold_maps_through_its_own_objects_code():
+    """numba links a callee into its caller's library as well as into its own: the same name
+    at another offset in another object. Each run-time copy maps through its own object."""
+    one = hs.parse_objdump(OBJDUMP)
+    other = {"helper": [(0x400, "/src/other.py", 7, "nop"), (0x401, "/src/other.py", 8, "ret")]}
+    code = {("a.o", n): v for n, v in one.items()} | {("b.o", n): v for n, v in other.items()}
+    functions = [{"name": "helper", "object": "a.o", "address": 0x9000, "size": 2,
+                  "offset": 0x10},
+                 {"name": "helper", "object": "b.o", "address": 0x5000, "size": 2,
+                  "offset": 0x400}]
+    got = hs.map_samples([0x9001, 0x5000, 0x5001, 0x5001], functions, code)
+    assert got == collections.Counter({("/src/k.py", 20, ("a.o", "helper")): 1,
+                                       ("/src/other.py", 7, ("b.o", "helper")): 1,
+                                       ("/src/other.py", 8, ("b.o", "helper")): 2})
+    per = hs.map_instructions([0x5001], functions, code)
+    assert hs.instructions_of(per, code, "/src/other.py", 8) == [
+        {"function": "helper", "offset": 0x401, "insn": "ret", "samples": 1}]
+
+
 def test_line_table_names_the_python_function_of_each_line(tmp_path):
     src = tmp_path / "kern.py"
     src.write_text("CODE = 7\n"                      # 1: a module constant
