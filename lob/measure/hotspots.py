@@ -45,7 +45,7 @@ import tempfile
 from pathlib import Path
 
 __all__ = ["available", "enclosing", "hotspots", "instructions_of", "line_table",
-           "map_instructions", "map_samples", "parse_objdump"]
+           "map_instructions", "map_samples", "parse_objdump", "per_line"]
 
 # samples a second asked of perf: each costs the guest a timer interrupt (on this project's VMs
 # 10 kHz slowed the kernel by ~25%, so the default is lower and the replays more)
@@ -139,8 +139,14 @@ def _symbol(key) -> str:
 def map_samples(ips, functions: list[dict], code: dict[str, list]) -> collections.Counter:
     """Count samples per ``(file, line, function)`` (:func:`map_instructions`, each
     instruction's samples given to its source line)."""
+    return per_line(map_instructions(ips, functions, code), code)
+
+
+def per_line(per_insn: collections.Counter, code: dict[str, list]) -> collections.Counter:
+    """Per-instruction counts (:func:`map_instructions`) summed per ``(file, line,
+    function)``."""
     got: collections.Counter = collections.Counter()
-    for (fn, j), n in map_instructions(ips, functions, code).items():
+    for (fn, j), n in per_insn.items():
         _, path, line, _ = code[fn][j]
         got[(path, line, fn)] += n
     return got
@@ -291,9 +297,10 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
     "lines" (:func:`line_table`, each with its most sampled ``instructions``:
     :func:`instructions_of`)}``. RuntimeError when perf cannot run here or the child
     fails; ValueError for an engine that is not numba's (a pure-Python or foreign engine),
-    ``seconds`` <= 0, or an unknown engine or workload, before anything runs."""
+    ``seconds`` <= 0, an unknown engine or workload, or a scale out of range, before anything
+    runs."""
     from lob.engines.registry import engine_spec
-    from lob.workloads import build as build_workload
+    from lob.workloads import check_scale
 
     if not seconds > 0:
         raise ValueError(f"seconds must be above 0, got {seconds}")
@@ -301,7 +308,7 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
     if backend != "numba":
         raise ValueError(f"{engine} is a {backend} engine: hotspots maps numba's compiled "
                          f"kernels (the v*@numba engines)")
-    build_workload(workload, scale=min(scale, 0.001))  # a workload that exists, or its error
+    check_scale(workload, scale)  # a workload that exists at a scale it can be built at
     why = available()
     if why is not None:
         raise RuntimeError(f"hotspots cannot run here: {why}")
@@ -330,7 +337,7 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
             for name, insns in parse_objdump(dis).items():
                 code[(obj, name)] = insns
     per_insn = map_instructions(ips, got["functions"], code)
-    counts = map_samples(ips, got["functions"], code)
+    counts = per_line(per_insn, code)
     total = sum(counts.values())
     per_fn: collections.Counter = collections.Counter()
     for (_, _, fn), n in counts.items():

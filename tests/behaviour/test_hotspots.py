@@ -138,6 +138,8 @@ def test_bad_arguments_are_refused_before_anything_runs(monkeypatch):
         hs.hotspots("no-such-engine", "lobster_replay")
     with pytest.raises(ValueError, match="unknown workload"):
         hs.hotspots("v5@numba", "no-such-workload")
+    with pytest.raises(ValueError, match="scale of 'lobster_replay' must be"):
+        hs.hotspots("v5@numba", "lobster_replay", scale=0)
     assert ran == []
 
 
