@@ -67,13 +67,21 @@ def _cmd_report(args) -> int:
         raise ValueError(f"--out {args.out} is a file, not an artifacts directory")
     if args.reruns is not None:  # the claims' experiments K times from scratch, tallied
         from lob.experiments.lock import ArtifactsLocked
-        from lob.experiments.reruns import markdown_section, run_reruns
+        from lob.experiments.reruns import RerunsFailed, markdown_section, run_reruns
 
         try:
             path = run_reruns(args.reruns, args.experiments or None, args.preset, args.out)
         except ArtifactsLocked as e:
             print(f"lob report: {e}", file=sys.stderr)
             return 3
+        except RerunsFailed as e:  # shown with the exit codes; the previous tally stays
+            print("\n".join(markdown_section(e.record)))
+            print(f"lob report: {e}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("\ninterrupted: the previous reruns (if any) are kept as they were",
+                  file=sys.stderr)
+            return 130
         print("\n".join(markdown_section(json.loads(path.read_text()))))
         print(path)
     elif args.experiments:

@@ -28,6 +28,7 @@ import shutil
 import socket
 import subprocess
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -253,6 +254,7 @@ def run_job(job: Job, execute: Callable[[Job], None] | None = None, force: bool 
 
     if not job.lock_token:  # not sent by a batch: hold the folder's lock for this run
         with artifacts_lock(job.artifacts) as held:
+            restore_swaps(job.artifacts)
             return run_job(replace(job, lock_token=held.token), execute, force,
                            executor=executor, timing_exclusive=timing_exclusive)
     out = Path(job.run_dir)
@@ -305,18 +307,27 @@ def run_job(job: Job, execute: Callable[[Job], None] | None = None, force: bool 
     return rec
 
 
+SCRATCH = ".scratch"  # forced reruns are built here (outside the layout the report reads)
+RERUNS_SCRATCH = "reruns"  # lob report --reruns builds in .scratch/reruns/new
+
+
 def _scratch(job: Job) -> Path:
     """Where a forced rerun is built: outside the ``<experiment>/<run_id>`` layout, so that
     the report never lists it."""
-    return Path(job.artifacts) / ".scratch" / job.experiment / job.run_id
+    return Path(job.artifacts) / SCRATCH / job.experiment / job.run_id
 
 
 def _swap(new: Path, out: Path) -> None:
     """Put the complete run ``new`` in place of the complete run ``out`` (two renames on one
-    filesystem; the old run is deleted only after the new one is in place)."""
+    filesystem; the old run is deleted only after the new one is in place). Killed between
+    the renames, ``out`` is missing and its ``.old`` sits beside ``new``:
+    :func:`restore_swaps` puts it back before anything else touches the folder."""
     old = new.with_name(new.name + ".old")
     if old.exists():
-        _clear(old)
+        if not out.exists():  # a swap killed between its renames: the recorded run is there
+            old.rename(out)
+        else:
+            _clear(old)
     out.rename(old)
     try:
         new.rename(out)
@@ -326,3 +337,44 @@ def _swap(new: Path, out: Path) -> None:
     _clear(old)
 
 
+def restore_swaps(artifacts: Path | str, say=None) -> list[Path]:
+    """Undo every swap of ``artifacts`` killed between its two renames (call it under the
+    folder's lock, before anything else): a ``.scratch/<experiment>/<run_id>.old`` whose run
+    folder is missing goes back in place; one whose run folder is there is a leftover of a
+    swap that finished (deleted). Returns the run folders restored."""
+    art = Path(artifacts)
+    say = say or (lambda msg: None)
+    restored = []
+    for old in sorted(art.glob(f"{SCRATCH}/*/*.old")):
+        out = art / old.parent.name / old.name[: -len(".old")]
+        if old.parent.name == RERUNS_SCRATCH:  # lob report --reruns' own swap
+            out = art / "reruns"
+        try:
+            if not out.exists():
+                old.rename(out)
+                restored.append(out)
+                say(f"restored {out} from {old} (a replacement killed between its renames)")
+            else:
+                _clear(old)
+        except OSError as e:
+            say(f"could not restore {out} from {old}: {e}")
+    return restored
+
+
+def write_atomic(path: Path | str, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file of this writer's own beside it,
+    renamed over ``path`` only once it is whole: a reader (or a full disk) never sees a half
+    file, and concurrent writers never share a temporary file. On an OSError the temporary
+    file is removed and the error raised; ``path`` is untouched."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

@@ -15,7 +15,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lob.experiments.job import MARKER, SUMMARY, default_artifacts
+from lob.experiments.job import MARKER, SUMMARY, default_artifacts, write_atomic
 
 RERUNS = "reruns"  # `lob report --reruns K` (lob.experiments.reruns) writes here
 TALLY = "reruns.json"
@@ -239,21 +239,34 @@ def write_index(artifacts: Path | str | None = None) -> Path:
         lines.append("_No complete runs yet._")
     lines += [f"- [{h}](#{a})" for h, a in zip(heads, _anchors(heads), strict=True)] + [""]
     lines += body
-    path = root / "index.md"
-    tmp = root / "index.md.tmp"
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(path)
-    return path
+    return write_atomic(root / "index.md", "\n".join(lines) + "\n")  # a tmp file per writer
 
 
 # --- the tally of `lob report --reruns K` (written by lob.experiments.reruns) ---------
 
 def read(artifacts: Path | str) -> dict | None:
-    """The tally of the latest ``--reruns`` in ``artifacts``, or None."""
+    """The tally of the latest ``--reruns`` in ``artifacts``, or None (none there, or one
+    that cannot be read: said in a warning on stderr, and the rest goes on without it)."""
     path = Path(artifacts) / RERUNS / TALLY
     if not path.exists():
         return None
-    return json.loads(path.read_text())
+    try:
+        record = json.loads(path.read_text())
+        if not isinstance(record, dict):
+            raise ValueError("not a JSON object")
+        missing = [k for k in ("k", "claims", "experiments", "preset", "started", "ended")
+                   if k not in record]
+        if missing:
+            raise ValueError(f"no {', '.join(missing)}")
+        if not isinstance(record["claims"], dict) or not all(
+                isinstance(c, dict) and {"verdicts", "figures", "tally", "agree"} <= set(c)
+                for c in record["claims"].values()):
+            raise ValueError("its claims are not a tally")
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError
+        print(f"lob report: ignored the reruns' tally {path}: unreadable ({e})",
+              file=sys.stderr)
+        return None
+    return record
 
 
 def markdown_section(record: dict) -> list[str]:
@@ -276,14 +289,30 @@ def markdown_section(record: dict) -> list[str]:
              f"preset `{record['preset']}`) run {k} times from scratch, each notebook in a fresh "
              f"process, git `{str(record.get('git_sha', '?'))[:12]}`, {record['started']} to "
              f"{record['ended']}{where}.", ""]
-    say = (f"{len(agree)} of {len(claims)} claims gave the same verdict in all {k} reruns"
-           + (f" ({len(unsettled)} of them the same inconclusive one)" if unsettled else ""))
-    say += (f"; {len(split)} did not: {', '.join(split)}." if split else ".")
-    lines += ["> " + say, ""]
+    codes = record.get("exit_codes") or []
+    failed = record.get("failed") or []
+    done = k - len(failed)
+    if failed:  # a failed rerun is no verdict: named with its exit code, never tallied
+        lines += ["> **" + "; ".join(f"rerun {i} failed (exit code {codes[i - 1]})"
+                                      if i - 1 < len(codes) else f"rerun {i} failed"
+                                      for i in failed)
+                  + f"**: not a verdict; the tally below counts the {done} that completed.",
+                  ""]
+    if done < 2:
+        lines += [f"> Only {done} of {k} reruns completed: no verdict can be checked "
+                  "against another.", ""]
+    else:
+        say = (f"{len(agree)} of {len(claims)} claims gave the same verdict in all {done} "
+               "reruns" + (f" that completed (of {k})" if failed else "")
+               + (f" ({len(unsettled)} of them the same inconclusive one)" if unsettled
+                  else ""))
+        say += (f"; {len(split)} did not: {', '.join(split)}." if split else ".")
+        lines += ["> " + say, ""]
     rows = [{"claim": c, "verdicts": r["tally"], "agree": "yes" if r["agree"] else "NO",
              "lob figure per rerun": " | ".join(_short(f) for f in r["figures"])}
             for c, r in claims.items()]
-    lines += [markdown(rows), ""]
+    if rows:
+        lines += [markdown(rows), ""]
     return lines
 
 

@@ -27,6 +27,7 @@ from lob.experiments.job import (
     RunRecord,
     default_artifacts,
     is_complete,
+    restore_swaps,
     run_id,
 )
 from lob.experiments.lock import artifacts_lock
@@ -243,6 +244,8 @@ def run_batch(names: Iterable[str] | None = None, preset: str = "default",
     except (FileExistsError, NotADirectoryError):
         raise ValueError(f"--out {art} is a file, not an artifacts directory") from None
     with artifacts_lock(art, lock_wait) as held:  # for the whole batch
+        # first of all: a --force swap killed between its renames is put back
+        restore_swaps(art, lambda msg: print(msg, file=sys.stderr))
         jobs = [replace(j, lock_token=held.token) for j in jobs]
         return _drive(jobs, art, preset, force, execute, executor, scheduler, workers,
                       concurrent_timing, progress, tqdm)

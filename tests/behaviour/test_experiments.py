@@ -387,3 +387,61 @@ def test_an_adapter_not_built_here_is_no_unknown_engine(tmp_path, monkeypatch):
     check_values("tail_analysis", {"engines": ["orderly_chaos", "v3"], "scale": 0.002})
     with pytest.raises(ValueError, match="unknown engine 'orderly_chaoz'"):
         check_values("tail_analysis", {"engines": ["orderly_chaoz", "v3"], "scale": 0.002})
+
+
+# --- issue 44: a --force swap killed between its two renames -------------------------------
+
+KILL_BETWEEN_RENAMES = """
+import json, os, sys
+from pathlib import Path
+from lob.experiments import run_batch
+
+real = Path.rename
+def rename(self, target):
+    out = real(self, target)
+    if str(target).endswith(".old"):  # the recorded run moved aside: die before the new one
+        os._exit(9)                   # takes its place, as `kill -9` would
+    return out
+Path.rename = rename
+
+def execute(job):
+    out = Path(job.run_dir)
+    (out / "exp_a.ipynb").write_text("{}")
+    (out / "new.txt").write_text("the rerun")
+    (out / "summary.json").write_text(json.dumps({"tables": {}, "key_table": None,
+                                                  "plots": [], "conclusion": "ok"}))
+sys.exit(run_batch(["exp_a"], "quick", None, sys.argv[1], force=True, execute=execute,
+                   progress=False))
+"""
+
+
+def test_a_swap_killed_between_its_renames_is_restored_first(defs):
+    art = defs / "art"
+    assert run_batch(["exp_a"], "quick", None, art, execute=_fake_execute, progress=False) == 0
+    (run,) = (art / "exp_a").iterdir()
+    before = (run / "summary.json").read_text()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", KILL_BETWEEN_RENAMES, str(art)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 9, proc.stderr
+    assert not run.exists()  # the state the kill leaves: the run folder is gone
+    assert list(art.glob(".scratch/exp_a/*.old"))
+    ran = []
+    # a plain run finds the recorded run back in place (restored first), so skips it
+    assert run_batch(["exp_a"], "quick", None, art, execute=ran.append, progress=False) == 0
+    assert ran == [] and (run / MARKER).exists()
+    assert (run / "summary.json").read_text() == before and not (run / "new.txt").exists()
+    assert not list(art.glob(".scratch/exp_a/*.old"))
+    # the kill again, then --force: the old run is restored, then replaced (nothing silent)
+    proc = subprocess.run([sys.executable, "-c", KILL_BETWEEN_RENAMES, str(art)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 9 and not run.exists()
+
+    def other(job):
+        _fake_execute(job)
+        (Path(job.run_dir) / "third.txt").write_text("the third run")
+
+    assert run_batch(["exp_a"], "quick", None, art, force=True, execute=other,
+                     progress=False) == 0
+    assert (run / "third.txt").exists() and (run / MARKER).exists()
+    assert not list(art.glob(".scratch/exp_a/*.old"))

@@ -150,3 +150,128 @@ def test_cli_refuses_experiments_without_reruns(defs, capsys):
     (defs / "art").mkdir()
     assert main(["report", "--out", str(defs / "art"), "--experiments", "exp_a"]) == 2
     assert "--experiments only goes with --reruns" in capsys.readouterr().err
+
+
+# --- issue 44: reruns follow the rules of `experiments run` ---------------------------------
+
+def _tally_files(art):
+    return {p.name: p.read_text() for p in (art / "reruns").iterdir() if p.is_file()}
+
+
+@pytest.fixture
+def tallied(defs):
+    art = defs / "art"
+    execute, _ = _executor([2.0, 2.0])
+    R.run_reruns(2, ["exp_a"], "quick", art, progress=False, execute=execute)
+    return art, _tally_files(art)
+
+
+def test_a_bad_preset_or_a_held_lock_touches_nothing(tallied):
+    from lob.experiments.lock import ArtifactsLocked, artifacts_lock
+
+    art, before = tallied
+    execute, calls = _executor([2.0] * 4)
+    with pytest.raises(ValueError, match="no preset 'quik'"):
+        R.run_reruns(2, ["exp_a"], "quik", art, progress=False, execute=execute)
+    with artifacts_lock(art), pytest.raises(ArtifactsLocked):
+        R.run_reruns(2, ["exp_a"], "quick", art, progress=False, execute=execute)
+    assert calls == [] and _tally_files(art) == before
+    assert list((art / "reruns").glob("*/exp_a/*/COMPLETE"))
+
+
+def test_ctrl_c_during_a_rerun_keeps_the_previous_reruns(tallied, monkeypatch, capsys):
+    from lob.cli import main
+
+    art, before = tallied
+
+    def ctrl_c(job):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        R.run_reruns(2, ["exp_a"], "quick", art, progress=False, execute=ctrl_c)
+    assert _tally_files(art) == before
+    assert len(list((art / "reruns").glob("*/exp_a/*/COMPLETE"))) == 2
+    # the command says it in one line, no traceback
+    monkeypatch.setattr(R, "run_reruns", lambda *a, **k: ctrl_c(None))
+    assert main(["report", "--out", str(art), "--reruns", "2"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "Traceback" not in err
+
+
+def test_a_failed_rerun_is_no_verdict_and_fails_the_command(tallied):
+    art, before = tallied
+    good, _ = _executor([2.0] * 4)
+
+    def killed(job):  # as a kernel killed mid-run leaves it
+        raise RuntimeError("Kernel died before replying to execute_request")
+
+    with pytest.raises(R.RerunsFailed, match=r"2 of 2 reruns failed \(exit codes \[1, 1\]\)"):
+        R.run_reruns(2, ["exp_a"], "quick", art, progress=False, execute=killed)
+    assert _tally_files(art) == before  # the previous tally is not replaced by no verdict
+    calls = []
+
+    def one_killed(job):
+        calls.append(job)
+        if len(calls) == 2:
+            raise RuntimeError("Kernel died")
+        good(job)
+
+    with pytest.raises(R.RerunsFailed) as e:
+        R.run_reruns(3, ["exp_a"], "quick", art, progress=False, execute=one_killed)
+    rec = e.value.record
+    assert rec["exit_codes"] == [0, 1, 0] and rec["failed"] == [2]
+    assert rec["claims"]["x_ratio"]["verdicts"] == ["reproduced", "reproduced"]
+    md = "\n".join(R.markdown_section(rec))
+    assert "rerun 2 failed (exit code 1)" in md and "not a verdict" in md
+    assert "2 of 2 claims gave the same verdict in all 2 reruns that completed (of 3)" in md
+    assert _tally_files(art) == before
+
+
+def test_an_unreadable_tally_is_a_warning_not_a_dead_folder(tallied, capsys):
+    art, _ = tallied
+    tally = art / "reruns" / "reruns.json"
+    for text in ("", "[]", json.dumps({"k": 2, "preset": "quick"})):
+        tally.write_text(text)  # a full disk's empty file; a tally without claims
+        assert R.read(art) is None
+        assert "ignored the reruns' tally" in capsys.readouterr().err
+        index = write_index(art).read_text()
+        assert "## Reruns of the claims" not in index
+
+
+def test_a_short_write_of_the_tally_leaves_the_previous_one(tallied, monkeypatch):
+    import errno
+
+    from lob.experiments import job as J
+
+    art, before = tallied
+    execute, _ = _executor([2.0] * 4)
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(J.os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        R.run_reruns(2, ["exp_a"], "quick", art, progress=False, execute=execute)
+    monkeypatch.undo()
+    assert _tally_files(art) == before and not list(art.rglob("*.tmp"))
+    write_index(art)
+
+
+def test_concurrent_index_writers_never_share_a_temporary_file(tallied, monkeypatch):
+    """Each writer of index.md has its own temporary file: a second writer that writes and
+    renames while the first is between its write and its rename breaks nothing."""
+    from lob.experiments import report
+
+    art, _ = tallied
+    real = Path.replace
+    nested = []
+
+    def replace(self, target):
+        if self.name.endswith(".tmp") and not nested:  # another writer gets in between
+            nested.append(None)
+            nested[0] = report.write_index(art)
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "replace", replace)
+    assert report.write_index(art).read_text() == nested[0].read_text()
+    assert not list(art.glob("*.tmp")) and not list(art.glob(".*.tmp"))
