@@ -14,6 +14,12 @@ Two instruments, never run together:
   the top allocation sites (``file:line``) over the window; it costs several times the
   replay, so it is only for attribution.
 
+A native engine library linked with lob's counter (:mod:`lob.engines.foreign.counting`)
+counts its own calls instead (:func:`count_allocations` asks ``engine.allocation_counter()``):
+every malloc / calloc / realloc / free and ``operator new`` / ``delete`` its code makes, with
+the bytes requested, which is orderbook-rs's counting ``GlobalAlloc`` definition. CPython's
+hook never sees those calls, and the native counter never sees the harness's.
+
 The window is the commands from the first to the last timed command (inclusive); the ops
 before it run uncounted. Untimed commands inside the window (refills) are counted, and the
 per-op figures divide by the number of commands in the window. The harness's own cost
@@ -32,16 +38,19 @@ import numpy as np
 from lob.engines.base import command_tuples
 from lob.semantics import OUTCOME_DTYPE, as_commands
 
+PYTHON_METHOD = "PyMem_SetAllocator counting hook (RAW+MEM+OBJ)"
+
 
 @dataclass(frozen=True)
 class AllocCounts:
     """Allocator calls over a window of ``ops`` commands."""
 
     ops: int
-    allocs: int  # malloc + calloc + realloc(NULL)
+    allocs: int  # malloc + calloc + realloc(NULL) (+ operator new, native counter)
     reallocs: int  # realloc of an existing block
     frees: int
     bytes_alloc: int  # bytes requested by allocs and reallocs
+    method: str = PYTHON_METHOD  # the counter that counted
 
     @property
     def allocs_per_op(self) -> float:
@@ -126,9 +135,27 @@ def _prepared(engine, cmds: np.ndarray):
     return b - a, lambda: engine.replay_into(win, outs)
 
 
+def native_counter(engine):
+    """The engine library's own allocation counter, or None (a Python or numba engine, or a
+    foreign library built without it)."""
+    get = getattr(engine, "allocation_counter", None)
+    return get() if callable(get) else None
+
+
 def count_allocations(engine, commands: np.ndarray) -> AllocCounts:
-    """Total allocator calls per op of a fresh engine over the timed window."""
+    """Total allocator calls per op of a fresh engine over the timed window: by the engine
+    library's own counter when it has one (:func:`native_counter`), else by CPython's hook."""
     ops, run_window = _prepared(engine, as_commands(commands))
+    native = native_counter(engine)
+    if native is not None:
+        from lob.engines.foreign.counting import METHOD
+
+        native.start()
+        try:
+            run_window()
+        finally:
+            counts = native.stop()
+        return AllocCounts(ops, *counts, method=METHOD)
     with counting(ops=ops) as c:
         run_window()
     return c.counts

@@ -451,6 +451,12 @@ class ForeignEngine(Interactive):
         if rc:
             raise AssertionError(f"{self.name}: {msg.value.decode(errors='replace')}")
 
+    def allocation_counter(self):
+        """The library's own allocation counter (:mod:`.counting`), or None when it was not
+        linked with one: :func:`lob.measure.alloc.count_allocations` then counts with
+        CPython's allocator hook, which never sees the library's mallocs."""
+        return self._lib.alloc_counter
+
     def __repr__(self) -> str:
         return f"<ForeignEngine {self.name!r} from {self._lib.path} clock={self.clock}>"
 

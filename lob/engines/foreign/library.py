@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lob.engines.foreign.counting import NativeAllocCounter
 from lob.paths import file_sha256
 from lob.semantics import COMMAND_DTYPE, FILL_DTYPE, OUTCOME_DTYPE
 
@@ -167,6 +168,7 @@ class Library:
                 setattr(self, sym[4:], f)
             else:
                 setattr(self, sym[4:], None)
+        self.alloc_counter = NativeAllocCounter.of(self._dll)  # None unless linked in
         bad = []
         for name, (which, size) in EXPECTED_SIZES.items():
             theirs = int(self.struct_size(which))
