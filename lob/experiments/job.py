@@ -59,6 +59,7 @@ class Job:
     timeout: int | None = None
     timing: bool = True  # a latency run: never beside another timing run on its host
     lock_token: str = ""  # the batch's hold on the artifacts lock (lob.experiments.lock)
+    libraries: dict = field(default_factory=dict)  # foreign libraries at plan time, by hash
 
 
 @dataclass
@@ -149,8 +150,13 @@ def execute_notebook(job: Job) -> None:
     # the kernel marks foreign engine calls, so a crash in one is named (crash.explain); the
     # marker is armed for this kernel only: left set, it would follow this process into later
     # work (a `lob bench` started from here would think a batch is watching it)
-    prev = os.environ.get(crash.ENV)
+    from lob.engines.foreign.library import PIN_ENV
+
+    prev = {k: os.environ.get(k) for k in (crash.ENV, PIN_ENV)}
     crash.arm()
+    # the kernel may load only the libraries the run was planned with (their bytes)
+    os.environ[PIN_ENV] = json.dumps({i["path"]: i["sha256"] for i in job.libraries.values()
+                                      if i.get("sha256")})
     try:
         _papermill(pm, job, out)
     except Exception as e:
@@ -159,10 +165,11 @@ def execute_notebook(job: Job) -> None:
             raise
         raise told from e
     finally:
-        if prev is None:
-            os.environ.pop(crash.ENV, None)
-        else:
-            os.environ[crash.ENV] = prev
+        for k, v in prev.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _papermill(pm, job: Job, out: Path) -> None:
@@ -199,7 +206,8 @@ def _write_summary(job: Job, rec: RunRecord, out: Path) -> None:
     summary["run"] = {k: v for k, v in asdict(rec).items()
                       if k not in ("status", "error", "extra")}
     summary["run"]["notebook"] = f"{job.experiment}.ipynb"
-    summary["run"].update(foreign_libraries_key(rec.params))  # which library ran, by hash
+    if job.libraries:  # which library ran, by hash: the one the run was planned with
+        summary["run"]["foreign_libraries"] = job.libraries
     cond = summary.setdefault("conditions", run_conditions())
     if isinstance(cond, dict):  # where it ran is a condition of the measurement
         cond.update(executor=rec.executor, worker_host=rec.host,
@@ -295,6 +303,8 @@ def run_job(job: Job, execute: Callable[[Job], None] | None = None, force: bool 
         rec.status = "failed"
         rec.error, rec.extra = describe_error(e)
     rec.wall_s = round(time.perf_counter() - t0, 3)
+    if rec.status == "complete" and (why := library_changed(job)):
+        rec.status, rec.error = "failed", why
     if rec.status == "complete":
         try:
             _finalize(job, rec, work)
@@ -309,6 +319,19 @@ def run_job(job: Job, execute: Callable[[Job], None] | None = None, force: bool 
 
 SCRATCH = ".scratch"  # forced reruns are built here (outside the layout the report reads)
 RERUNS_SCRATCH = "reruns"  # lob report --reruns builds in .scratch/reruns/new
+
+
+def library_changed(job: Job) -> str:
+    """Why the run mixes builds ("" if it does not): a foreign library it names is no longer
+    the file it was planned with (its run id and record name that one)."""
+    now = foreign_libraries_key(job.params).get("foreign_libraries", {})
+    changed = [f"{n} ({i['path']}: sha256 {str(i['sha256'])[:16]}... at the start, "
+               f"{str(now.get(n, {}).get('sha256'))[:16]}... at the end)"
+               for n, i in job.libraries.items() if now.get(n) != i]
+    if not changed:
+        return ""
+    return (f"foreign librar{'y' if len(changed) == 1 else 'ies'} changed during the run: "
+            f"{'; '.join(changed)}; its figures would mix two builds, so it is not recorded")
 
 
 def _scratch(job: Job) -> Path:

@@ -136,11 +136,13 @@ def plan(names: Iterable[str], preset: str = "default", overrides: dict | None =
         exp: Experiment = get_experiment(name)
         for params in exp.param_sets(preset, overrides):  # a grid: one job per point
             check_values(name, params)
-            rid = run_id(name, preset, {**params, **foreign_libraries_key(params)})
+            libs = foreign_libraries_key(params)
+            rid = run_id(name, preset, {**params, **libs})
             jobs.setdefault(str(art / name / rid), Job(
                 experiment=name, notebook=str(exp.notebook), preset=preset, params=params,
                 run_id=rid, run_dir=str(art / name / rid), artifacts=str(art),
-                timeout=exp.timeout, timing=exp.timing))
+                timeout=exp.timeout, timing=exp.timing,
+                libraries=libs.get("foreign_libraries", {})))
     return list(jobs.values())
 
 

@@ -122,13 +122,27 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
                                          "params": getattr(wl, "params", {}),
                                          "config": wl.config.to_dict(),
                                          "description": getattr(wl, "description", "")})
+        libs: dict[str, dict] = {}  # sha256 -> identity of each foreign library that ran
+
+        def fresh():  # a fresh engine; a foreign one's library recorded by the bytes loaded
+            eng = get_engine(engine, wl.config)
+            lib = getattr(getattr(eng, "_lib", None), "identity", None)
+            if lib is not None:
+                libs[lib["sha256"]] = lib
+                if len(libs) > 1:
+                    raise RuntimeError(
+                        f"{engine}: its library changed during the bench (sha256 "
+                        f"{', '.join(h[:16] + '...' for h in libs)}); one bench measures "
+                        f"one build: rerun it once the library stays put")
+            return eng
+
         sums = set()
         before = {"cpu_time": cpu_times()}
         with _gc_state(gc):
             if latency:
                 where = machine_key(machine())
                 for _ in range(repeat):
-                    cap = capture_latency(get_engine(engine, wl.config), cmds)
+                    cap = capture_latency(fresh(), cmds)
                     h, clamped = histogram_from(cap.durations_ns)
                     res.add_run(LatencyRun(encode(h), cap.method, clamped, where,
                                            cap.replay.checksum))
@@ -140,16 +154,16 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
             if throughput:
                 ns = []
                 for _ in range(repeat):
-                    r = get_engine(engine, wl.config).replay(cmds)
+                    r = fresh().replay(cmds)
                     ns.append(r.elapsed_ns / max(1, len(cmds)))
                     sums.add(r.checksum)
                     res.counters = r.counters
                     tick("throughput")
                 res.throughput = throughput_summary(ns, gc, len(cmds))
             if alloc:
-                counts = _alloc.count_allocations(get_engine(engine, wl.config), cmds)
+                counts = _alloc.count_allocations(fresh(), cmds)
                 tick("alloc count")
-                trace = _alloc.trace_allocations(get_engine(engine, wl.config), cmds)
+                trace = _alloc.trace_allocations(fresh(), cmds)
                 tick("tracemalloc")
                 # a native counter never sees the harness: its share is 0 by construction
                 harness = 0.0 if counts.method != _alloc.PYTHON_METHOD else \
@@ -163,6 +177,8 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
         res.conditions = run_conditions(seed=getattr(wl, "seed", None),
                                         params=getattr(wl, "params", None))
         res.conditions["gc_enabled"] = bool(gc)  # the state during the measured regions
+        if libs:  # which build ran: the hash of the bytes loaded
+            res.conditions["library"] = next(iter(libs.values()))
         res.conditions["steal_fraction"] = steal_fraction(before, res.conditions)
         if diagnostics:
             res.diagnostics = diagnose(wl)

@@ -33,11 +33,44 @@ EXAMPLE = ROOT / "examples" / "c_engine"
 HOSTILE = r"""
 #define lob_replay real_replay
 #define lob_replay_timed real_replay_timed
+#define lob_create real_create
+#define lob_destroy real_destroy
+#define lob_last_error real_last_error
 #include "lob_book.c"
 #undef lob_replay
 #undef lob_replay_timed
+#undef lob_create
+#undef lob_destroy
+#undef lob_last_error
 #include <stdlib.h>
 #include <string.h>
+
+lob_book *lob_create(const lob_config *cfg, char *err, int64_t err_cap) {
+#ifdef CREATE_OVERFLOW /* 100 bytes past the message buffer: inside its guard */
+    memset(err, 'x', (size_t)err_cap + 100);
+#endif
+#ifdef CREATE_FAR_OVERFLOW /* 8 KiB past it: beyond the guard */
+    memset(err, 'x', (size_t)err_cap + 8192);
+#endif
+    return real_create(cfg, err, err_cap);
+}
+
+void lob_destroy(lob_book *b) {
+#ifdef DESTROY_SEGV
+    *(volatile int *)(uintptr_t)16 = 1;
+#endif
+    real_destroy(b);
+}
+
+int64_t lob_last_error(const lob_book *b, char *msg, int64_t cap) {
+#ifdef LASTERR_OVERFLOW
+    (void)b;
+    memset(msg, 'y', (size_t)cap + 100);
+    return cap + 100;
+#else
+    return real_last_error(b, msg, cap);
+#endif
+}
 
 static void misbehave(lob_fill *f, int64_t cap, lob_outcome *o, int64_t *done, int64_t *nf) {
     (void)f; (void)cap; (void)o; (void)done; (void)nf;
@@ -65,6 +98,9 @@ static void misbehave(lob_fill *f, int64_t cap, lob_outcome *o, int64_t *done, i
 #ifdef EXIT3
     exit(3);
 #endif
+#ifdef LASTERR_OVERFLOW
+    *done = 0;
+#endif
 #ifdef LOOP
     volatile int forever = 1;
     while (forever) {}
@@ -80,6 +116,10 @@ int32_t lob_replay(lob_book *b, const lob_command *c, int64_t n, lob_outcome *o,
 #endif
     int32_t rc = real_replay(b, c, n, o, f, cap, done, nf);
     misbehave(f, cap, o, done, nf);
+#ifdef LASTERR_OVERFLOW
+    *nf = 0;
+    return LOB_ERR_ENGINE;
+#endif
     return rc;
 }
 
@@ -87,6 +127,10 @@ int32_t lob_replay_timed(lob_book *b, const lob_command *c, int64_t n, lob_outco
                          lob_fill *f, int64_t cap, int64_t *done, int64_t *nf, int64_t *ns) {
     int32_t rc = real_replay_timed(b, c, n, o, f, cap, done, nf, ns);
     misbehave(f, cap, o, done, nf);
+#ifdef LASTERR_OVERFLOW
+    *nf = 0;
+    return LOB_ERR_ENGINE;
+#endif
     return rc;
 }
 """
@@ -512,3 +556,187 @@ def test_a_kernel_ended_by_the_watchdog_is_explained(hostile, tmp_path, monkeypa
     assert text.startswith("ForeignEngineCrash: foreign engine 'spinner' did not return "
                            "within its timeout ($LOB_FOREIGN_TIMEOUT_S) from lob_replay at "
                            "command 0"), text
+
+
+# --- issue 44: the ABI's message buffers are guarded -------------------------------------------
+
+def test_an_overrun_message_buffer_is_refused_not_a_silent_corruption(hostile):
+    with pytest.raises(ForeignEngineError, match="'over' wrote past the end of the "
+                                                 "lob_create message buffer"):
+        open_engine(hostile("CREATE_OVERFLOW"), WL.config, "over")
+    eng = open_engine(hostile("LASTERR_OVERFLOW"), WL.config, "over")
+    with pytest.raises(ForeignEngineError, match="lob_last_error message buffer"):
+        eng.replay(WL.commands)
+
+
+@pytest.mark.parametrize("flag,call", [("CREATE_FAR_OVERFLOW", "lob_create"),
+                                       ("DESTROY_SEGV", "lob_destroy")])
+def test_lob_bench_names_a_crash_in_any_library_call(hostile, tmp_path, flag, call):
+    """A write far past a message buffer meets the fence (SIGSEGV inside lob_create); a crash
+    in lob_destroy is named too: one line and exit code 1, never 139 or 245."""
+    p = _bench(tmp_path, hostile(flag))
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1, (p.returncode, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("lob: foreign engine 'hostile' crashed the process (SIGSEGV "
+                               f"(segmentation fault)) inside {call}"), err
+
+
+def test_a_child_killed_outside_any_marked_call_is_said_in_one_line(monkeypatch, capsys):
+    from lob.engines.foreign import crash
+
+    real = subprocess.Popen  # a child that dies of SIGSEGV before any foreign call
+    monkeypatch.setattr(crash.subprocess, "Popen", lambda argv, env: real(
+        ["/bin/sh", "-c", "kill -SEGV $$"], env=env))
+    assert crash.run_child(["bench"]) == 1
+    assert "died of SIGSEGV (segmentation fault) outside any foreign engine call" in \
+        capsys.readouterr().err
+
+
+# --- issue 44: library identity is the bytes that ran --------------------------------------------
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _fresh_load(path, label):
+    from lob.engines.foreign import library as L
+
+    L._LOADED.clear()  # as a new process would: nothing loaded yet
+    return L.load(path, label)
+
+
+def test_the_hash_is_of_the_bytes_copied(hostile, tmp_path, monkeypatch):
+    """An atomic `mv` of another build between reading and copying the file: the copy is
+    filed (and recorded) under the hash of what was copied, never of what was read first."""
+    from lob.engines.foreign import library as L
+
+    a = tmp_path / "liba.so"
+    _compile(a, "-DX")
+    b = hostile("BAD_STATUS")
+    real = L.shutil.copyfile
+    monkeypatch.setattr(L.shutil, "copyfile", lambda src, dst: real(b, dst))  # the swap
+    lib = _fresh_load(a, "raced")
+    assert lib.sha256 == _sha(b) == _sha(lib.loaded_from)
+    assert lib.loaded_from.parent.name == _sha(b)[:24]
+
+
+def test_a_cached_copy_altered_in_the_cache_is_replaced_not_loaded(hostile, tmp_path):
+    a = tmp_path / "liba.so"
+    _compile(a, "-DX")
+    lib = _fresh_load(a, "cached")
+    copy = lib.loaded_from
+    copy.unlink()
+    copy.write_bytes(hostile("BAD_STATUS").read_bytes())  # another build under a's hash
+    with pytest.warns(RuntimeWarning, match="no longer holds the bytes its name says"):
+        lib = _fresh_load(a, "cached")
+    assert _sha(lib.loaded_from) == _sha(a) == lib.sha256
+    res = open_engine(a, WL.config, "cached").replay(WL.commands)
+    assert res.checksum == lob.replay("reference", WL).checksum
+
+
+def test_a_file_that_is_no_library_leaves_no_copy_behind(tmp_path):
+    from lob.engines.foreign import library as L
+
+    junk = tmp_path / "libjunk.so"
+    junk.write_bytes(b"\x00not an ELF file" * 4096)
+    with pytest.raises(ForeignEngineError, match="not a loadable shared library"):
+        _fresh_load(junk, "junk")
+    assert not [p for p in (L.cache_dir() / "loaded").rglob("*") if p.is_file()]
+
+
+def test_loaded_copies_are_pruned(hostile, tmp_path):
+    from lob.engines.foreign import library as L
+
+    root = L.cache_dir() / "loaded"
+    old = time.time() - 30 * 86400
+    for i in range(L.KEEP_LOADED + 5):
+        d = root / f"{i:024x}"
+        d.mkdir(parents=True)
+        (d / "lib.so").write_bytes(b"old")
+        os.utime(d, (old + i, old + i))
+    a = tmp_path / "liba.so"
+    _compile(a, "-DX")
+    lib = _fresh_load(a, "pruner")
+    left = sorted(p.name for p in root.iterdir())
+    assert len(left) == L.KEEP_LOADED + 1 and lib.loaded_from.parent.name in left
+    assert f"{0:024x}" not in left  # the oldest went first
+
+
+def test_lob_bench_json_records_the_library_and_refuses_a_change(hostile, tmp_path,
+                                                                 monkeypatch):
+    import importlib
+    import json
+
+    B = importlib.import_module("lob.measure.bench")
+
+    lib = tmp_path / "libbench.so"
+    _compile(lib, "-DX")
+    monkeypatch.setenv(ENV, str(_toml(tmp_path, "benched", lib)))
+    registry.refresh()
+    try:
+        res = B.bench("benched", WL, repeat=1, throughput=False, diagnostics=False,
+                      out=tmp_path / "out")
+        (saved,) = (tmp_path / "out").glob("*.json")
+        rec = json.loads(saved.read_text())
+        assert rec["conditions"]["library"] == {"path": str(lib.resolve()),
+                                                "sha256": _sha(lib)}
+        assert res.conditions["library"]["sha256"] == _sha(lib)
+        real = B.capture_latency
+
+        def rebuilt_after_first(eng, cmds):  # the library is rebuilt while the bench runs
+            out = real(eng, cmds)
+            _compile(lib, "-DNEG_QTY")
+            return out
+
+        monkeypatch.setattr(B, "capture_latency", rebuilt_after_first)
+        with pytest.raises(RuntimeError, match="its library changed during the bench"):
+            B.bench("benched", WL, repeat=2, throughput=False, diagnostics=False)
+    finally:
+        monkeypatch.delenv(ENV)
+        registry.refresh()
+
+
+def test_a_library_replaced_during_a_run_fails_the_run(hostile, tmp_path, monkeypatch):
+    import json
+
+    from lob.engines.foreign.library import PIN_ENV
+    from lob.experiments import run_batch
+    from lob.experiments.job import execute_notebook
+
+    lib = tmp_path / "librun.so"
+    _compile(lib, "-DX")
+    first = _sha(lib)
+    monkeypatch.setenv(ENV, str(_toml(tmp_path, "swapped", lib)))
+    registry.refresh()
+    try:
+        def rebuilt_mid_run(job):  # a notebook during which the library is rebuilt
+            out = Path(job.run_dir)
+            (out / "summary.json").write_text(json.dumps({"tables": {}, "conclusion": "x"}))
+            _compile(lib, "-DNEG_QTY")
+
+        art = tmp_path / "art"
+        assert run_batch(["fok_scan_bottleneck"], "quick", {"counters_engine": "swapped"},
+                         art, execute=rebuilt_mid_run, progress=False) == 1
+        (line,) = [json.loads(x) for x in (art / "manifest.jsonl").read_text().splitlines()]
+        assert line["status"] == "failed" and "changed during the run" in line["error"]
+        assert not list(art.glob("fok_scan_bottleneck/*/COMPLETE"))
+        # the kernel is told which bytes it may load; a different file is refused
+        seen = {}
+        monkeypatch.setattr("lob.experiments.job._papermill",
+                            lambda pm, job, out: seen.update(pin=os.environ[PIN_ENV]))
+        from lob.experiments.runner import plan
+
+        (job,) = plan(["fok_scan_bottleneck"], "quick", {"counters_engine": "swapped"}, art)
+        execute_notebook(job)
+        assert json.loads(seen["pin"]) == {str(lib.resolve()): _sha(lib)}
+        assert PIN_ENV not in os.environ
+        monkeypatch.setenv(PIN_ENV, json.dumps({str(lib.resolve()): first}))
+        with pytest.raises(ForeignEngineError, match="changed during the run"):
+            _fresh_load(lib, "swapped")
+    finally:
+        monkeypatch.delenv(ENV)
+        registry.refresh()

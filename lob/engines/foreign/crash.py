@@ -32,7 +32,7 @@ SIZE = 256
 _FMT = "<8sqqqq24s64s120s"
 _MAGIC = b"LOBCRASH"
 CALLS = ("lob_replay", "lob_replay_timed", "lob_snapshot", "lob_resting", "lob_check",
-         "lob_create", "lob_destroy", "lob_clock_samples")
+         "lob_create", "lob_destroy", "lob_clock_samples", "lob_last_error")
 
 _marker: mmap.mmap | None = None
 _opened_for: str | None = None
@@ -196,6 +196,10 @@ def run_child(argv: list[str]) -> int:
     if info is not None and info["pid"] == p.pid:
         how = signal_name(rc) + (" (killed: out of memory?)" if rc == -signal.SIGKILL else "")
         print(f"lob: {describe(info, how)}", file=sys.stderr)
+        return 1
+    if rc < 0:  # killed by a signal outside any marked call: said, and a valid exit code
+        print(f"lob: the measuring process died of {signal_name(rc)} outside any foreign "
+              "engine call; no result of this run was kept", file=sys.stderr)
         return 1
     return rc
 

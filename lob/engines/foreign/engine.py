@@ -30,6 +30,8 @@ from lob.engines.foreign.library import (
     GuardedArray,
     Library,
     load,
+    message_buffer,
+    message_text,
 )
 from lob.semantics import (
     COMMAND_DTYPE,
@@ -109,10 +111,11 @@ class ForeignEngine(Interactive):
         if why:
             raise Unsupported(why)
         cfg = Config(config.min_price, config.max_price, int(config.stp), 0)
-        err = ctypes.create_string_buffer(512)
-        h, _ = self._invoke(lib.create, (ctypes.byref(cfg), err, len(err)), "lob_create")
+        err = message_buffer(512)
+        h, _ = self._invoke(lib.create, (ctypes.byref(cfg), err.addr, err.cap), "lob_create")
+        msg = message_text(err, self.name, "lob_create message")  # its guard, checked
         if not h:
-            msg = err.value.decode(errors="replace").strip() or "no reason given"
+            msg = msg or "no reason given"
             raise ForeignEngineError(
                 f"foreign engine {self.name!r} refused the book config {config.to_dict()}: "
                 f"{msg} (lob_create returned NULL)")
@@ -133,7 +136,9 @@ class ForeignEngine(Interactive):
         h, self._handle = getattr(self, "_handle", None), None
         if h:
             try:
+                m = crash.enter(self.name, "lob_destroy", 0, 0)  # a crash in it is named
                 self._lib.destroy(h)
+                crash.leave(m)
             except Exception:  # interpreter shutdown
                 pass
 
@@ -446,10 +451,11 @@ class ForeignEngine(Interactive):
         """The library's own invariant check (``lob_check``), if it exports one."""
         if self._lib.check is None:
             return
-        msg = ctypes.create_string_buffer(512)
-        rc, _ = self._invoke(self._lib.check, (self._handle, msg, len(msg)), "lob_check")
+        msg = message_buffer(512)
+        rc, _ = self._invoke(self._lib.check, (self._handle, msg.addr, msg.cap), "lob_check")
+        text = message_text(msg, self.name, "lob_check message")
         if rc:
-            raise AssertionError(f"{self.name}: {msg.value.decode(errors='replace')}")
+            raise AssertionError(f"{self.name}: {text}")
 
     def allocation_counter(self):
         """The library's own allocation counter (:mod:`.counting`), or None when it was not

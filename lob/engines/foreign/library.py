@@ -74,7 +74,7 @@ REQUIRED = {
     "lob_abi_version": (ctypes.c_uint32, []),
     "lob_struct_size": (_i64, [_i32]),
     "lob_capabilities": (_i32, [_p]),
-    "lob_create": (_p, [_p, ctypes.c_char_p, _i64]),
+    "lob_create": (_p, [_p, _p, _i64]),  # message buffers: guarded (message_buffer)
     "lob_destroy": (None, [_p]),
     "lob_replay": (_i32, _REPLAY_ARGS),
     "lob_snapshot": (_i64, [_p, _i32, _i64, _p]),
@@ -82,9 +82,9 @@ REQUIRED = {
 OPTIONAL = {
     "lob_replay_timed": (_i32, [*_REPLAY_ARGS, _p]),
     "lob_clock_samples": (None, [_p, _i64]),
-    "lob_check": (_i32, [_p, ctypes.c_char_p, _i64]),
+    "lob_check": (_i32, [_p, _p, _i64]),
     "lob_resting": (_i64, [_p, _p, _i64]),
-    "lob_last_error": (_i64, [_p, ctypes.c_char_p, _i64]),
+    "lob_last_error": (_i64, [_p, _p, _i64]),
 }
 
 
@@ -107,32 +107,92 @@ def identity(path: str | os.PathLike) -> dict:
         return {"path": str(p), "sha256": None}
 
 
-def _content_copy(path: Path, digest: str) -> Path:
-    """A copy of ``path`` named by its content hash (made once, atomically). Loading the
-    copy, not ``path``, is what makes a library rebuilt in place load as the new code: the
-    dynamic loader returns the mapping it already has for a path (or inode) it has opened,
-    so ``dlopen`` of a rewritten file in the same process would run the old code."""
-    d = cache_dir() / "loaded" / digest[:24]
-    dest = d / path.name
-    if dest.is_file():
-        return dest
-    d.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".part-")
+PIN_ENV = "LOB_FOREIGN_PINNED"  # JSON {absolute path: sha256}: the libraries a run may load
+KEEP_LOADED = 32  # copies kept in $LOB_CACHE/loaded/ beyond those used in the last week
+_WEEK_S = 7 * 86400
+
+
+def pinned() -> dict[str, str]:
+    """The libraries this process may load, by path (``$LOB_FOREIGN_PINNED``, set by the
+    experiment runner for a notebook's kernel): ``{}`` when unset."""
+    import json
+
+    try:
+        pins = json.loads(os.environ.get(PIN_ENV) or "{}")
+    except ValueError:
+        return {}
+    return pins if isinstance(pins, dict) else {}
+
+
+def _content_copy(path: Path, label: str) -> tuple[Path, str]:
+    """A copy of ``path`` named by the hash of the bytes copied (``(copy, sha256)``).
+
+    The bytes are read once: copied to a temporary file, and the copy is hashed (a file
+    swapped while it is read can never be filed under another file's hash). An existing
+    copy of that hash is reused only once its own bytes hash to its name; one that does not
+    (a copy altered in the cache) is replaced, with a warning. Loading the copy, not
+    ``path``, is what makes a library rebuilt in place load as the new code: the dynamic
+    loader returns the mapping it already has for a path (or inode) it has opened, so
+    ``dlopen`` of a rewritten file in the same process would run the old code."""
+    import warnings
+
+    root = cache_dir() / "loaded"
+    root.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=root, prefix=".part-")
     os.close(fd)
     try:
         shutil.copyfile(path, tmp)
+        digest = file_sha256(tmp)
+        d = root / digest[:24]
+        dest = d / path.name
+        if dest.is_file():
+            if file_sha256(dest) == digest:
+                os.utime(d)  # in use: kept by the pruning
+                return dest, digest
+            warnings.warn(f"foreign engine {label!r}: the cached copy {dest} no longer holds "
+                          f"the bytes its name says (sha256 {digest[:16]}...); replaced by a "
+                          f"fresh copy of {path}", RuntimeWarning, stacklevel=3)
+        d.mkdir(exist_ok=True)
         os.replace(tmp, dest)
+        os.utime(d)
+        _prune(root, keep=d)
+        return dest, digest
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return dest
+
+
+def _drop_copy(dest: Path) -> None:
+    """Remove a copy that did not load (not a library): nothing is kept for it."""
+    shutil.rmtree(dest.parent, ignore_errors=True)
+
+
+def _prune(root: Path, keep: Path) -> None:
+    """Keep ``loaded/`` small: of the copies not used in the last week, all but the newest
+    :data:`KEEP_LOADED` go (a process that has one loaded keeps its mapping)."""
+    import time
+
+    try:
+        dirs = sorted((p for p in root.iterdir() if p.is_dir() and p != keep),
+                      key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    old = time.time() - _WEEK_S
+    for p in dirs[KEEP_LOADED:]:
+        try:
+            if p.stat().st_mtime < old:
+                shutil.rmtree(p, ignore_errors=True)
+        except OSError:
+            pass
 
 
 class Library:
     """A loaded, checked foreign engine library: its functions as ctypes callables.
 
-    ``path`` is the file named by the user; ``sha256`` its content hash when loaded (the
-    code that runs: the library is loaded from a copy named by that hash)."""
+    ``path`` is the file named by the user; ``sha256`` the hash of the bytes that run (the
+    library is loaded from a copy named by that hash, verified before it is loaded). Under
+    ``$LOB_FOREIGN_PINNED`` (a run's kernel) a file whose bytes differ from the pin is
+    refused: a library replaced during a run never joins it."""
 
     def __init__(self, path: str | os.PathLike, label: str | None = None):
         path = Path(path)
@@ -144,10 +204,21 @@ class Library:
                 f"(build it first, e.g. `make -C examples/c_engine` for the example engine, "
                 f"or fix `path` in its TOML)")
         try:
-            self.sha256 = file_sha256(path)
-            self.loaded_from = _content_copy(path, self.sha256)
+            self.loaded_from, self.sha256 = _content_copy(path, self.label)
+        except OSError as e:
+            raise ForeignEngineError(
+                f"foreign engine {self.label!r}: cannot copy {path} into lob's cache "
+                f"({e})") from None
+        want = pinned().get(str(path.resolve()))
+        if want is not None and want != self.sha256:
+            raise ForeignEngineError(
+                f"foreign engine {self.label!r}: {path} changed during the run (sha256 "
+                f"{want[:16]}... when the run started, {self.sha256[:16]}... now); a run "
+                f"measures one build: rerun it once the library stays put")
+        try:
             self._dll = ctypes.CDLL(str(self.loaded_from))
         except OSError as e:
+            _drop_copy(self.loaded_from)
             raise ForeignEngineError(
                 f"foreign engine {self.label!r}: {path} is not a loadable shared library "
                 f"({e})") from None
@@ -203,8 +274,9 @@ class Library:
 
     @property
     def identity(self) -> dict:
-        """Which library this is: ``{"path": ..., "sha256": ...}`` (for run ids, summaries)."""
-        return {"path": str(self.path.resolve()), "sha256": self.sha256}  # as loaded
+        """Which library this is: ``{"path": ..., "sha256": ...}`` (for run ids, summaries);
+        the hash is of the bytes loaded."""
+        return {"path": str(self.path.resolve()), "sha256": self.sha256}
 
     @property
     def timed(self) -> bool:
@@ -214,9 +286,13 @@ class Library:
         """The book's last error message (``lob_last_error``), or "" without one."""
         if self.last_error is None or not handle:
             return ""
-        buf = ctypes.create_string_buffer(1024)
-        self.last_error(handle, buf, len(buf))
-        return buf.value.decode(errors="replace").strip()
+        from lob.engines.foreign import crash
+
+        buf = message_buffer(1024)
+        m = crash.enter(self.label, "lob_last_error", 0, 0)
+        self.last_error(handle, buf.addr, buf.cap)
+        crash.leave(m)
+        return message_text(buf, self.label, "lob_last_error message")
 
 
 _LOADED: dict[tuple[str, int, int, int], Library] = {}
@@ -305,3 +381,17 @@ class GuardedArray:
         new = GuardedArray(self.dtype, cap)
         new.arr[:keep] = self.arr[:keep]
         return new
+
+
+def message_buffer(size: int) -> GuardedArray:
+    """A guarded buffer of ``size`` bytes for a message the engine writes (``lob_create``'s
+    error, ``lob_check``'s, ``lob_last_error``'s): guarded like the fill buffers."""
+    return GuardedArray(np.dtype(np.uint8), size)
+
+
+def message_text(buf: GuardedArray, label: str, what: str) -> str:
+    """The message an engine wrote into ``buf`` (up to its first NUL, or all of it), once
+    the guard after it is checked (:class:`ForeignEngineError` if it was overrun)."""
+    buf.check(label, what)
+    raw = buf.arr.tobytes()
+    return raw.split(b"\0", 1)[0].decode(errors="replace").strip()
