@@ -21,8 +21,11 @@ clock's nominal resolution), and a percentile below ``CLOCK_FLOOR_TICKS`` ticks
 (:func:`at_clock_floor`) is too coarse to enter a ratio: one tick is then 10% or more of it.
 
 A/A controls: the same code measured twice in the same interleaving gives the spread of "no
-change" on this machine today (:func:`aa_band`); a B/A difference is called only when its
-interval lies wholly outside that band (:func:`change_beyond_aa`).
+change" on this machine today (:func:`aa_band`, from the median and the MAD of the log ratios,
+so one stray round cannot set it); a B/A difference is called only when its interval lies
+wholly outside that band (:func:`change_beyond_aa`), and never again widened by it (the band
+already holds the noise once). A band wider than :data:`MAX_AA_SPREAD` says the machine
+cannot measure the figure (:func:`aa_unmeasurable`).
 
 Percentiles: a quantile ``q`` (in percent) is shown only from at least ``10 / (1 - q/100)``
 samples, so that ten samples lie beyond it (p50: 20, p99: 1,000, p99.9: 10,000).
@@ -39,7 +42,8 @@ import numpy as np
 __all__ = ["CHANGE_WORDS", "MIN_RATIO_N", "min_count", "supported", "marker",
            "median_interval", "ratio_interval", "sequential_level", "change",
            "change_of_ratios", "rotations", "clock_grid", "at_clock_floor", "CLOCK_FLOOR_TICKS",
-           "aa_band", "change_beyond_aa", "share_interval"]
+           "aa_band", "aa_unmeasurable", "MAX_AA_SPREAD", "change_beyond_aa", "share_interval",
+           "ratio_interval_what"]
 
 CHANGE_WORDS = ("faster", "slower", "within noise", "inconclusive")
 
@@ -146,6 +150,17 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], *, confidence: float 
     q = (1 - confidence) / 2
     lo, hi = np.quantile(r, [q, 1 - q])
     return ratio, float(lo), float(hi)
+
+
+def ratio_interval_what(n_a: int, n_b: int, confidence: float = 0.95, *,
+                        of: str = "runs") -> str:
+    """What :func:`ratio_interval`'s interval is, in words (every interval shown is labelled
+    with what it is); without one (fewer than :data:`MIN_RATIO_N` a side) why not."""
+    if min(n_a, n_b) < MIN_RATIO_N:
+        return (f"no interval: {n_a} and {n_b} {of}, fewer than {MIN_RATIO_N} a side for a "
+                "bootstrap of a median")
+    return (f"{confidence:.0%} percentile-bootstrap interval of the ratio of the medians of "
+            f"{n_a} and {n_b} {of} (each side resampled on its own)")
 
 
 def share_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -373,14 +388,32 @@ def at_clock_floor(value_ns: float, tick_ns: float | None,
 
 # --- A/A controls -------------------------------------------------------------------------------
 
+# Where identical code measured twice moves by more than this factor (the A/A band's high /
+# low), the machine cannot measure the figure at all: more repeats would not narrow a spread
+# that wide, so a claim reads "not measurable on this machine" and names the spread.
+MAX_AA_SPREAD = 2.0
+
+# 1.4826 x the median absolute deviation estimates the standard deviation of normal noise
+# (1 / the normal's 75th percentile) and, unlike the largest ratio, is set by the bulk of the
+# ratios: one stray round moves it by at most one order statistic.
+MAD_SCALE = 1.4826
+
+
 def aa_band(ratios: Sequence[float], coverage: float = 0.95) -> dict:
     """The band of "no change" from an A/A control: ratios of the same code measured twice in
-    the same interleaving (one per pair of runs). The band is symmetric in log,
-    ``[exp(-h), exp(h)]`` with ``h`` the ``coverage`` quantile of ``|log ratio|`` (the
-    order statistic ``ceil(coverage n)``, none interpolated): the spread identical code shows
-    on this machine in this run. Fewer than 5 ratios: no band (``None``).
+    the same interleaving (one per pair of runs).
 
-    Returns ``{"low", "high", "n", "what"}``.
+    Robust: with ``l`` the log ratios, ``s = 1.4826 MAD(l)`` (the normal-consistent median
+    absolute deviation) and ``c = median(l)`` (the offset identical code shows, e.g. from its
+    place in the rotation), the band is ``[exp(-h), exp(h)]`` with ``h = |c| + z s`` and ``z``
+    the normal quantile that holds ``coverage`` of the ratios (1.96 at 95%). One stray round
+    (a hiccup in one run) moves the median and the MAD by one order statistic at most, where
+    it would have set a band taken from the largest ratios (tests/behaviour/test_stats.py
+    simulates the false-call rate with one outlier round planted). A MAD of zero (more than
+    half the ratios exactly equal) falls back to the scaled mean absolute deviation.
+    Fewer than 5 ratios: no band (``None``).
+
+    Returns ``{"low", "high", "n", "spread" (high / low), "what"}``.
     """
     r = np.asarray(ratios, dtype=float)
     if (r <= 0).any() or not np.isfinite(r).all():
@@ -389,13 +422,36 @@ def aa_band(ratios: Sequence[float], coverage: float = 0.95) -> dict:
         raise ValueError(f"coverage must be in (0, 1), got {coverage!r}")
     n = len(r)
     if n < 5:
-        return {"low": None, "high": None, "n": n,
+        return {"low": None, "high": None, "n": n, "spread": None,
                 "what": f"no A/A band: {n} A/A ratio(s), fewer than 5"}
-    d = np.sort(np.abs(np.log(r)))
-    h = float(d[min(n, math.ceil(coverage * n)) - 1])
-    return {"low": math.exp(-h), "high": math.exp(h), "n": n,
-            "what": f"{coverage:.0%} of {n} A/A ratios lie in {math.exp(-h):.4g}-"
-                    f"{math.exp(h):.4g}"}
+    lg = np.log(r)
+    c = float(np.median(lg))
+    dev = np.abs(lg - c)
+    s = MAD_SCALE * float(np.median(dev))
+    if s == 0:
+        s = math.sqrt(math.pi / 2) * float(dev.mean())  # mean abs deviation, normal-consistent
+    z = statistics.NormalDist().inv_cdf((1 + coverage) / 2)
+    h = abs(c) + z * s
+    lo, hi = math.exp(-h), math.exp(h)
+    return {"low": lo, "high": hi, "n": n, "spread": hi / lo,
+            "what": f"A/A band {lo:.4g}-{hi:.4g}: |median| {math.exp(abs(c)):.4g}x plus "
+                    f"{z:.2f} x 1.4826 MAD of the log of {n} A/A ratios ({coverage:.0%} of "
+                    "identical-code ratios under normal noise)"}
+
+
+def aa_unmeasurable(band: dict | None) -> str | None:
+    """None when the A/A band is narrow enough to measure a change, else why not: identical
+    code measured twice moved by more than :data:`MAX_AA_SPREAD` (the band's high / low), so
+    the machine cannot measure the figure (more repeats would not settle it)."""
+    if not band or band.get("low") is None or band.get("high") is None:
+        return None
+    spread = float(band["high"]) / float(band["low"])
+    if spread <= MAX_AA_SPREAD:
+        return None
+    return (f"not measurable on this machine: identical code measured twice in the same "
+            f"interleaving spans {band['low']:.3g}-{band['high']:.3g} (a factor of "
+            f"{spread:.3g}, over {MAX_AA_SPREAD:g}) across {band.get('n')} A/A ratios; more "
+            "repeats would not narrow a spread that wide")
 
 
 def change_beyond_aa(lo: float | None, hi: float | None, band: dict) -> str:

@@ -34,6 +34,7 @@ from lob.measure.stats import (
     change_beyond_aa,
     min_count,
     ratio_interval,
+    ratio_interval_what,
     rotations,
     supported,
 )
@@ -420,6 +421,6 @@ def claims(steps: K.Conclusion, plan: dict, walk: dict | None = None) -> dict[st
         ci = (whole["ci_low"], whole["ci_high"]) if whole["ci_low"] is not None else None
         out["s000_mass_cancel_gain"] = measurement(
             whole["ratio"], diagnostics={"count": plan["n_timed"]}, ci=ci,
-            ci_what="" if ci else f"no interval: {whole['runs']} runs a side",
+            ci_what=ratio_interval_what(whole["runs"], whole["runs"], of="kept runs"),
             detail=f"p50 {names[-1]} / {names[0]}", **common)
     return out

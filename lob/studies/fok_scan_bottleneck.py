@@ -28,6 +28,7 @@ from lob.measure.stats import (
     change_beyond_aa,
     median_interval,
     ratio_interval,
+    ratio_interval_what,
     rotations,
     sequential_level,
 )
@@ -221,8 +222,7 @@ def v1_v2_interval(comp: dict, lineage: Sequence[str]) -> dict:
     aa = aa_band(aa_ratios)
     ci = (lo, hi) if lo is not None else None
     call = change_beyond_aa(1 / hi, 1 / lo, aa) if ci else "inconclusive"
-    what = (f"95% bootstrap interval of the ratio of the medians of {n} interleaved rounds"
-            if ci else f"no interval: {n} interleaved round(s), fewer than 5")
+    what = ratio_interval_what(len(ns[v2]), n, of="interleaved rounds")
     return {"n": n, "ratio": ratio, "ci": ci, "what": what, "aa_ratios": aa_ratios, "aa": aa,
             "call": call}
 

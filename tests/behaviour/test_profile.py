@@ -422,11 +422,12 @@ def test_comparisons_leave_out_the_rounds_on_a_shared_core():
     assert v3row.quiet_replays == 6 and v3row.kernel_ns == pytest.approx(
         np.median([x for x, sh in zip(v3, sh3, strict=True) if not sh]))
     assert v3row.aa_low == pytest.approx(1.0) and v3row.aa_high == pytest.approx(1.0)
-    # the same data taken whole: the shared rounds pull the ratio and widen the band
+    # the same data taken whole: the shared rounds pull the ratio and widen the band (the
+    # robust band: one stray A/A round of eight moves it, but does not set it at its 1.6)
     t = pf.side_by_side(["v4@numba", "v3@numba"], ("w",), base="v4@numba", twin="v4@numba",
                         measured={"w": s}, quiet=False)
     whole = t[t.engine == "v3@numba"].iloc[0]
-    assert "quiet_pairs" not in t.columns and whole.aa_high > 1.5
+    assert "quiet_pairs" not in t.columns and 1.05 < whole.aa_high < 1.3
     # fewer than QUIET_MIN quiet pairs: every round, and pairs None
     s["v3@numba"]["shared"] = [True] * 4 + [False] * 4
     t = pf.side_by_side(["v4@numba", "v3@numba"], ("w",), base="v4@numba", measured={"w": s})

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from lob.measure.hiccup import Hiccups
+from lob.measure.stats import aa_band
 from lob.studies import pipeline_latency as pl
 
 
@@ -366,9 +367,11 @@ def test_pinning_table_calls_each_variant_against_its_aa_band():
     inside = _pin_table([1.0, 1.01, 0.99, 1.005, 0.995])
     (r,) = inside.rows
     assert r["pairs"] == 10 and r["A/A pairs"] == 10 and r["call"] == "within noise"
-    assert r["A/A band low"] == pytest.approx(1 / 1.02) and r["A/A band high"] == 1.02
+    band = aa_band([x for x in AA for _ in range(2)])  # each A/A ratio in two pairs
+    assert r["A/A band low"] == pytest.approx(band["low"])
+    assert r["A/A band high"] == pytest.approx(band["high"])
     assert inside.sentences[0].startswith("v0: pinned / unpinned p99 1.00 over 10 pairs "
-                                          "(interval 0.99 to 1.01), A/A band 0.98 to 1.02: "
+                                          "(interval 0.99 to 1.01), A/A band 0.97 to 1.03: "
                                           "inside the A/A band")
     assert _pin_table(0.5).rows[0]["call"] == "faster"
     assert "pinning lowers the p99 beyond noise" in _pin_table(0.5).sentences[0]
@@ -507,7 +510,8 @@ def test_claims_from_the_study_tables():
     assert set(pin["parts"]) == set(_tail().variants)
     for part in pin["parts"].values():
         assert part["runs"] == 10 and part["aa"]["n"] == 10 and part["ci"] is not None
-        assert part["aa"]["high"] == pytest.approx(1.02)
+        assert part["aa"]["high"] == pytest.approx(aa_band([x for x in AA for _ in (1, 2)])[
+            "high"])
         assert part["clock"]["tick_ns"] == 10.0
     assert pin["aa"]["n"] == 30 and pin["runs"] == 30
     assert pl.claims({"capacity": []}) == {}

@@ -42,11 +42,13 @@ Every verdict's reason ends with the engine the seed measured and what lob's eng
 lacks of its design (``seed_engine`` / ``lob_engine_lacks``), when claims.yaml says.
 
 A measurement with an A/A control (``aa``: the same engine measured twice in the same
-interleaving) is judged against it twice: a claim about a change (pivot 1) whose interval
-reaches into the A/A band is ``inconclusive``, and the interval judged against the pivot and
-the tolerance edges is lob's interval widened by the A/A spread (run-to-run noise, such as
-the order of a pair, that pairs inside one run do not show), so a figure whose distance to an
-edge is inside what identical code moves is not decided either way.
+interleaving, :func:`lob.measure.stats.aa_band`) is judged against it once: a claim about a
+change (pivot 1) whose interval reaches into the A/A band is ``inconclusive``; lob's interval
+is then judged against the pivot and the tolerance edges as it stands (never widened by the
+band as well: that would count the noise twice). An A/A band wider than
+:data:`lob.measure.stats.MAX_AA_SPREAD` gives ``not measurable on this machine``, naming the
+spread: identical code moves more than the figure could tell, and more repeats would not
+settle it.
 
 A ratio claim with a noise interval is judged on the whole interval, never on the point
 alone: inside the tolerance band ``reproduced``, entirely outside it ``direction only`` (or
@@ -64,6 +66,7 @@ from dataclasses import dataclass, field, replace
 
 from lob.measure.stats import (
     CLOCK_FLOOR_TICKS,
+    aa_unmeasurable,
     at_clock_floor,
     change_beyond_aa,
     min_count,
@@ -75,7 +78,8 @@ from lob.studies.conclude import fmt
 MIN_RUNS = 5  # a figure judged against a seed's comes from at least this many independent runs
 VERDICTS = ("reproduced", "direction only", "inconclusive", "inconclusive: single point",
             "not reproduced", "not comparable", "not comparable: different mechanism",
-            "not comparable: at the clock floor", "not measured")
+            "not comparable: at the clock floor", "not measurable on this machine",
+            "not measured")
 
 
 def measurement(value, *, diagnostics: dict | None = None, explain: dict | None = None,
@@ -262,6 +266,10 @@ def judge(claim: Claim, m: dict | None, *, link: str = "", machine: str = "") ->
     if parts:
         verdict, reason, lob_fig = _judge_parts(claim, parts)
         return Verdict(claim, verdict, lob_fig, regime, reason + engines, link, machine, ex)
+    why = aa_unmeasurable(m.get("aa"))
+    if why and claim.kind in ("ratio", "direction"):
+        return Verdict(claim, "not measurable on this machine", lob_fig, regime,
+                       why + engines, link, machine, ex)
     few = m.get("runs") is not None and m["runs"] < MIN_RUNS
     if claim.kind in ("ratio", "direction") and (_ci(m) is None or few) and _number(v):
         seed = fmt(claim.value) if claim.kind == "ratio" else claim.direction
@@ -384,14 +392,6 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
                                 f"reaches into the A/A control's band {_fine(aa['low'])}-"
                                 f"{_fine(aa['high'])} (the same engine measured twice in the "
                                 "same interleaving): not told apart from noise")
-    widened = ""
-    if ci and aa.get("low") is not None:
-        # run-to-run noise that pairs inside one run do not show (order, drift): the interval
-        # judged is the figure's widened by the A/A control's spread, so a figure whose
-        # distance to an edge is inside what identical code moves is not decided either way
-        widened = (f" (its interval {_fine(ci[0])}-{_fine(ci[1])} widened by the A/A "
-                   f"control's spread {_fine(aa['low'])}-{_fine(aa['high'])})")
-        ci = (ci[0] * min(1.0, aa["low"]), ci[1] * max(1.0, aa["high"]))
     if pivot is not None and ci and ci[0] <= pivot <= ci[1]:
         # both directions inside the noise: inconclusive (a rerun could land on either side)
         # unless the interval also rules out the seed's whole tolerance band
@@ -402,8 +402,8 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
             if ci[1] < lo_e or ci[0] > hi_e:
                 return "not reproduced", (why + f", and it excludes the seed's band "
                                           f"{_fine(lo_e)}-{_fine(hi_e)}: the seed's effect "
-                                          "is ruled out" + widened)
-        return "inconclusive", why + widened
+                                          "is ruled out")
+        return "inconclusive", why
     if c.kind == "direction":
         want = 1 if c.direction == "up" else -1
         ok = _side(v, pivot) == want
@@ -413,8 +413,7 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
     # ratio: judged on the whole interval (a point alone is a single point)
     if ci is None:
         return "inconclusive: single point", f"lob {fmt(v)}: no noise interval"
-    verdict, why = _compare_interval(c, v, ci, m)
-    return verdict, why + widened
+    return _compare_interval(c, v, ci, m)
 
 
 def _compare_interval(c: Claim, v: float, ci: tuple[float, float], m: dict) -> tuple[str, str]:
