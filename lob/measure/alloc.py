@@ -39,6 +39,8 @@ from lob.engines.base import command_tuples
 from lob.semantics import OUTCOME_DTYPE, as_commands
 
 PYTHON_METHOD = "PyMem_SetAllocator counting hook (RAW+MEM+OBJ)"
+NATIVE_METHOD = ("the engine library's own malloc / calloc / realloc / free and operator new / "
+                 "delete calls (its lob_alloc_read counter)")
 
 
 @dataclass(frozen=True)
@@ -148,14 +150,12 @@ def count_allocations(engine, commands: np.ndarray) -> AllocCounts:
     ops, run_window = _prepared(engine, as_commands(commands))
     native = native_counter(engine)
     if native is not None:
-        from lob.engines.foreign.counting import METHOD
-
         native.start()
         try:
             run_window()
         finally:
             counts = native.stop()
-        return AllocCounts(ops, *counts, method=METHOD)
+        return AllocCounts(ops, *counts, method=NATIVE_METHOD)
     with counting(ops=ops) as c:
         run_window()
     return c.counts

@@ -1,13 +1,16 @@
 """Allocation profile (seed 000): the study behind ``notebooks/alloc_profile.ipynb``.
 
 orderbook-rs counts every heap allocation with a counting wrapper around Rust's global
-allocator. lob counts with a hook on CPython's three allocator domains (RAW + MEM + OBJ):
-every Python object and buffer the interpreter allocates while the engine runs, except what
-free lists serve and what compiled numba code allocates through its own runtime. The two
-counters do not count the same thing, so the seed's figures sit in their own table
-(:func:`seed_table`) and its claims are judged ``not comparable`` on that diagnostic; what
-lob's numbers say is how its versions compare with each other (:func:`allocations_table`)
-and where the bytes go (:func:`sites_table`).
+allocator. lob has two counters. A Python or numba engine is counted with a hook on CPython's
+three allocator domains (RAW + MEM + OBJ): every Python object and buffer the interpreter
+allocates while the engine runs, except what free lists serve and what compiled numba code
+allocates through its own runtime; that is not the seed's count, so a claim judged on such an
+engine is ``not comparable`` on the ``alloc_counter`` diagnostic. A native engine of
+``lob.engines.native`` counts its own code's malloc / free / new / delete calls
+(:mod:`lob.engines.foreign.counting`): the seed's definition (:data:`NATIVE_COUNTER`), so the
+claims are judged on one (``claim_engine``: orderbook-rs's mechanisms in C++). The seed's
+figures sit in their own table (:func:`seed_table`); :func:`allocations_table` compares the
+engines (each row names its counter) and :func:`sites_table` says where the Python bytes go.
 
 :func:`measure_allocations` takes the notebook's parameters and returns plain records, so the
 tables, the plot and the claims are unit-tested on synthetic data
@@ -21,12 +24,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from lob.measure.alloc import NATIVE_METHOD
 from lob.studies import conclude as K
 
-__all__ = ["COUNTER", "CLAIM_COLUMN", "POOL_STEP", "check_parameters", "measure_allocations",
-           "allocations_table", "seed_table", "plot_allocations", "sites_table", "claims"]
+__all__ = ["COUNTER", "NATIVE_COUNTER", "CLAIM_COLUMN", "POOL_STEP", "check_parameters",
+           "measure_allocations", "allocations_table", "seed_table", "plot_allocations",
+           "sites_table", "claims"]
 
 COUNTER = "CPython allocator hook (PyMem RAW+MEM+OBJ)"  # the claims' alloc_counter diagnostic
+NATIVE_COUNTER = "every heap allocation"  # a native engine's own counter: the seed's definition
 CLAIM_COLUMN = {"allocs / op": "allocs_per_op", "bytes allocated / op": "bytes_per_op"}
 POOL_STEP = ("v0", "v0+pool")  # the lineage's node-pool step, named when both are profiled
 SEED_ALLOC_CLAIMS = ("s000_allocs_mixed", "s000_alloc_budget")  # the seed table's two streams
@@ -57,8 +63,9 @@ def measure_allocations(engines: Sequence[str], workloads: Sequence[str], scale:
     (``lob.bench(..., alloc=True)``, its JSON saved into ``out``), and one latency
     histogram per workload of the last engine for the record (``<engine>__<workload>.hgrm``).
 
-    Returns ``{"rows": [{"workload", "engine", "ops", "allocs_per_op", "bytes_per_op",
-    "frees_per_op", "harness_allocs_per_op"}], "sites": [{"workload", "engine", "rank",
+    Returns ``{"rows": [{"workload", "engine", "counter" ("native": the engine library's own
+    counter; "CPython hook"), "ops", "allocs_per_op", "bytes_per_op", "frees_per_op",
+    "harness_allocs_per_op"}], "sites": [{"workload", "engine", "rank",
     "site", "kib", "blocks"}]}``. ``bench``, ``workload`` and ``capture`` are injectable."""
     if bench is None:
         from lob.measure import bench
@@ -77,7 +84,9 @@ def measure_allocations(engines: Sequence[str], workloads: Sequence[str], scale:
             if out is not None:
                 res.save(out)
             c = res.alloc["counts"]
-            rows.append({"workload": w, "engine": e, "ops": c["ops"],
+            native = res.alloc.get("method") == NATIVE_METHOD
+            rows.append({"workload": w, "engine": e,
+                         "counter": "native" if native else "CPython hook", "ops": c["ops"],
                          "allocs_per_op": c["allocs_per_op"], "bytes_per_op": c["bytes_per_op"],
                          "frees_per_op": c["frees_per_op"],
                          "harness_allocs_per_op": res.alloc["harness_allocs_per_op"]})
@@ -101,13 +110,16 @@ def allocations_table(rows: Sequence[dict]) -> K.Conclusion:
     for r in rows:
         base = first.setdefault(r["workload"], r["allocs_per_op"])
         recs.append({**r, "vs_first": r["allocs_per_op"] / base if base else None})
-    t = K.Conclusion(f"allocations ({COUNTER})", recs, key=["workload", "engine"],
-                     kinds={"ops": "count", "allocs_per_op": "ratio", "bytes_per_op": "ratio",
-                            "frees_per_op": "ratio", "harness_allocs_per_op": "ratio",
-                            "vs_first": "ratio"},
+    t = K.Conclusion("allocations", recs, key=["workload", "engine"],
+                     kinds={"counter": "label", "ops": "count", "allocs_per_op": "ratio",
+                            "bytes_per_op": "ratio", "frees_per_op": "ratio",
+                            "harness_allocs_per_op": "ratio", "vs_first": "ratio"},
                      note="allocs/op counts every allocator call that returned memory (malloc, "
-                          "calloc, realloc) over the measured window; the harness column is "
-                          "the loop alone, on a no-op engine (reported, not subtracted).")
+                          "calloc, realloc; operator new for a native engine) over the "
+                          f"measured window. counter: `CPython hook` ({COUNTER}; the harness "
+                          "column is the loop alone, on a no-op engine, reported, not "
+                          "subtracted) or `native` (the engine library's own calls, the "
+                          "seed's definition; it never sees the harness).")
     w0 = t.rows[0]["workload"]
     mine = [r for r in t.rows if r["workload"] == w0]
     lo = min(mine, key=lambda r: r["allocs_per_op"])
@@ -197,6 +209,9 @@ def claims(rows: Sequence[dict], claim_engine: str) -> dict[str, dict]:
         col = CLAIM_COLUMN[c.metric]
         r = [r for r in rows if r["workload"] == c.workload and r["engine"] == claim_engine]
         if r:
-            out[c.id] = measurement(r[0][col], diagnostics={"alloc_counter": COUNTER},
-                                    detail=f"{claim_engine}, {col.replace('_per_op', '/op')}")
+            native = r[0].get("counter") == "native"
+            out[c.id] = measurement(
+                r[0][col], diagnostics={"alloc_counter": NATIVE_COUNTER if native else COUNTER},
+                detail=f"{claim_engine}, {col.replace('_per_op', '/op')}"
+                       + (" (the engine library's own counter)" if native else ""))
     return out

@@ -60,6 +60,7 @@ def test_measure_allocations_with_a_stand_in_bench(tmp_path):
                                   capture=capture)
     assert [(r["workload"], r["engine"], r["allocs_per_op"]) for r in data["rows"]] == [
         ("w1", "a", 2.0), ("w1", "b", 3.0), ("w2", "a", 2.0), ("w2", "b", 3.0)]
+    assert {r["counter"] for r in data["rows"]} == {"CPython hook"}  # no method: Python's
     assert data["rows"][0]["harness_allocs_per_op"] == 1.0 and data["rows"][1]["ops"] == 10
     assert len(data["sites"]) == 8  # top 2 per (workload, engine)
     assert data["sites"][0] == {"workload": "w1", "engine": "a", "rank": 0,
@@ -72,7 +73,7 @@ def test_measure_allocations_with_a_stand_in_bench(tmp_path):
 
 def test_allocations_table_names_least_most_and_the_pool_step():
     t = ap.allocations_table(LINEAGE)
-    assert t.name == f"allocations ({ap.COUNTER})" and t.check() == []
+    assert t.name == "allocations" and t.check() == []
     assert [r["vs_first"] for r in t.rows] == [1.0, 0.8, 1.9, 1.0, 1.0, 4.0]
     assert t.sentences == [
         "On mix, v0+pool allocates least (4.00 allocs/op, 330 B/op) and v3 most (9.50).",
@@ -145,3 +146,17 @@ def test_claims_follow_claims_yaml_and_skip_unprofiled_workloads():
         "not comparable"  # the counters differ: never compared
     assert set(ap.claims(rows[:2], "v3")) == {"s000_allocs_mixed", "s000_bytes_mixed"}
     assert ap.claims(rows, "v1") == {}
+
+
+def test_claims_on_a_native_counter_are_judged():
+    """A native engine counts with the seed's definition: its claims pass the regime check
+    and get a verdict (below the budget ceiling: reproduced; outside the band: not)."""
+    mixed, budget = C.get("s000_allocs_mixed").workload, C.get("s000_alloc_budget").workload
+    rows = [{**row(mixed, "n", 0.5, 40.0), "counter": "native"},
+            {**row(budget, "n", 0.8), "counter": "native"}]
+    m = ap.claims(rows, "n")
+    assert m["s000_allocs_mixed"]["diagnostics"] == {"alloc_counter": ap.NATIVE_COUNTER}
+    assert m["s000_allocs_mixed"]["detail"] == "n, allocs/op (the engine library's own counter)"
+    assert C.judge(C.get("s000_alloc_budget"), m["s000_alloc_budget"]).verdict == "reproduced"
+    assert C.judge(C.get("s000_allocs_mixed"), m["s000_allocs_mixed"]).verdict == \
+        "not reproduced"

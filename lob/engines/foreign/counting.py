@@ -17,8 +17,6 @@ import ctypes
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("alloc_count.c")
-METHOD = ("the engine library's own malloc / calloc / realloc / free and operator new / "
-          "delete calls (linked with -Wl,--wrap into alloc_count.c)")
 
 # every C and C++ (Itanium ABI, 64-bit size_t) allocation symbol the counter wraps
 WRAPPED = (
