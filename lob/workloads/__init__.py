@@ -8,7 +8,8 @@ Families: ``orderbook_rs`` (seed 000, :mod:`lob.workloads.orderbook_rs`), ``cpp`
 (seed 001, :mod:`lob.workloads.cpp_bench`), ``lobster`` (lob's designs after seed 003,
 :mod:`lob.workloads.lobster`). Each family module exposes ``WORKLOADS``: name ->
 ``dict(build, defaults, description, provenance)``; ``build(scale=, seed=, **defaults)``
-returns ``(commands, BookConfig)``.
+returns ``(commands, BookConfig)``. Family ``imported``: the files users brought with
+``lob data import`` (:mod:`lob.workloads.imported`, read from lob's cache).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ __all__ = ["Workload", "WorkloadFileError", "WorkloadFileMissing", "build", "des
 FORMAT = "lob-workload"
 SCHEMA_VERSION = 1
 _FAMILIES = (("orderbook_rs", "lob.workloads.orderbook_rs"), ("cpp", "lob.workloads.cpp_bench"),
-             ("lobster", "lob.workloads.lobster"), ("real", "lob.workloads.bitstamp"))
+             ("lobster", "lob.workloads.lobster"), ("real", "lob.workloads.bitstamp"),
+             ("imported", "lob.workloads.imported"))
 
 
 class WorkloadFileError(ValueError):
@@ -209,7 +211,7 @@ def _commands_per_probe(name: str) -> int | None:
     """Commands of ``name`` at scale 0.01 (built once, cached); None for a recorded stream
     (its size does not grow with scale) or one that cannot be built here."""
     if name not in _COUNTS:
-        if spec(name)["family"] == "real":
+        if spec(name)["family"] in ("real", "imported"):
             return None
         try:
             _COUNTS[name] = len(build(name, scale=_PROBE_SCALE))

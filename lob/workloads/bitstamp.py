@@ -47,6 +47,12 @@ Conversion rules (each is counted in :func:`conversion`'s ``counts``):
 The stream keeps the venue's order of events. Replayed on any engine that holds the band it
 gives every one of the 284 real trades (taker, maker, price, quantity) and no other fill:
 :func:`validate` checks it, :func:`conversion` says how many.
+
+The files users import (LOBSTER, ITCH, DBN: :mod:`lob.workloads.feed`) follow the same model
+(resting orders as LIMIT submits keyed by venue id, every invented rule counted and printed
+by ``describe``, the venue's trades compared fill by fill by the one
+:func:`~lob.workloads.feed.compare_fills`); they carry no taker order, so their executions
+become synthesised IOC takers where Bitstamp replays its real ones.
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ from lob.semantics import (
     StpMode,
 )
 from lob.workloads.diagnostics import BookShape
+from lob.workloads.feed import compare_fills, describe_counts
 from lob.workloads.fetch import OB_ANALYTICS, DataFetchError, ensure, read_member
 
 __all__ = ["BAND", "RULES", "Capture", "Conversion", "arrival_ms", "band_for", "conversion",
@@ -474,11 +481,7 @@ def validate(engine: str = "reference", band: tuple[int, int] = BAND, *, wl=None
     if wl is not None:  # a prefix (scale < 1): the trades of the takers it submits
         n_sub = int(np.count_nonzero(cmds["kind"] == SUBMIT))
         want = want[want["taker"] <= n_sub]
-    g = [tuple(int(x) for x in r) for r in got.tolist()]
-    w = [tuple(int(x) for x in r) for r in want.tolist()]
-    gs, ws = set(g), set(w)
-    return {"engine": engine, "fills": len(g), "trades": len(w), "matched": len(gs & ws),
-            "extra": len(gs - ws), "missing": len(ws - gs), "ok": g == w}
+    return {"engine": engine, **compare_fills(got, want)}
 
 
 def _build(*, scale: float, seed: int, min_price: int, max_price: int):
@@ -502,8 +505,7 @@ def describe_conversion(wl) -> str:
     lines = [f"  conversion (band {conv.config.min_price:,}..{conv.config.max_price:,} USD; "
              f"venue times in ms, span {c['span_ms'] / 1000:,.1f} s; counts over the whole "
              "stream):"]
-    for k, v in c.items():
-        lines.append(f"    {k}: {v:,}  ({RULES.get(k, '')})")
+    lines += describe_counts(c, RULES)
     v = validate("reference", wl=wl)
     lines.append(f"  validation against the venue (reference replay of these {len(wl):,} "
                  f"commands): {v['matched']:,} of {v['trades']:,} real trades reproduced "

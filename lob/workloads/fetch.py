@@ -216,3 +216,6 @@ def add_parsers(subparsers) -> None:
     s.set_defaults(func=_cmd_status)
     s = sub.add_parser("clear", help="delete the cached wheel")
     s.set_defaults(func=_cmd_clear)
+    from lob.workloads.import_cli import add_parsers as add_import
+
+    add_import(sub)

@@ -1,0 +1,594 @@
+"""Readers of the market-by-order files researchers hold, into :mod:`lob.workloads.feed` events.
+
+Each reader streams its file in chunks, keeps only the chosen symbol's messages (before it
+builds anything from them) and returns :class:`Parsed`: the symbol's normalised events in
+file order, plus the venue's book where the format states one. A file lob cannot read
+raises :class:`~lob.workloads.feed.FeedError` with one line naming the byte offset (binary
+formats) or the row (CSV) and the field.
+
+* **LOBSTER** (lobsterdata.com's message file, optionally with its orderbook file): CSV rows
+  ``time, type, order id, size, price, direction``; types 1 submit, 2 partial cancel,
+  3 delete, 4 visible execution, 5 hidden execution, 6 cross trade, 7 halt (price -1 halt,
+  0 quoting, 1 trading); prices in 1/10,000 USD; direction 1 buy, -1 sell (for an execution
+  the side of the resting order). One ticker per file (``--symbol`` checks the file name).
+  The orderbook file's rows (ask price, ask size, bid price, bid size per level) state the
+  book after each message: its first row, less the first message, is the pre-load, and
+  every row is compared with lob's book.
+* **ITCH 5.0** (NASDAQ TotalView-ITCH binary: each message behind a 2-byte big-endian
+  length): add ``A``, add with MPID ``F``, executed ``E``, executed with price ``C``,
+  cancel ``X``, delete ``D``, replace ``U``, trade ``P`` (non-displayed), cross trade ``Q``,
+  system event ``S``, stock directory ``R``, trading action ``H``; every other 5.0 message
+  is skipped by its length. No maintained Python ITCH 5.0 reader fits (the packages on
+  PyPI parse one message at a time into Python objects, ~100x slower than a day needs), so
+  lob has its own: a compiled walk over the length prefixes finds the messages and their
+  stock locate, and numpy structured big-endian dtypes (one per message type) decode the
+  symbol's messages in bulk.
+* **DBN MBO** (Databento's binary encoding, schema ``mbo``): the header is decoded by
+  Databento's own ``databento-dbn`` package (``Metadata.decode``: version, schema, symbol
+  mappings), the fixed 56-byte MBO records by a numpy dtype of their documented layout in
+  chunks. Actions add ``A``, cancel ``C``, modify ``M``, trade ``T``, fill ``F``, clear
+  ``R`` (``N`` none is skipped); flags honoured: ``F_SNAPSHOT`` records are an untimed
+  pre-load, ``F_MAYBE_BAD_BOOK`` is counted, ``F_TOB`` / ``F_MBP`` records (levels, not
+  orders) are skipped. One instrument (``--symbol``: a symbol the header maps, or an
+  instrument id; not needed when the file holds one instrument).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from lob.workloads.feed import EV, EVENT_DTYPE, F_BAD_BOOK, F_FILL_RESTATED, F_SNAPSHOT, FeedError
+
+__all__ = ["FORMATS", "Parsed", "parse_time", "read"]
+
+CHUNK_ROWS = 1_000_000
+CHUNK_BYTES = 64 << 20
+
+
+@dataclass
+class Parsed:
+    """A symbol's events (venue ids, venue prices), with the venue's book where stated."""
+
+    events: np.ndarray
+    symbol: str
+    messages: int  # messages (rows, records) read from the file, every symbol
+    preload: tuple | None = None  # (side, price, qty) arrays: the book before the events
+    book: np.ndarray | None = None  # per event: 4 x depth (ask px, ask qty, bid px, bid qty)
+    book_rows: np.ndarray | None = None  # the event index of each book row
+    book_depth: int = 0
+    notes: dict = field(default_factory=dict)
+
+
+def parse_time(text: str | None) -> float | None:
+    """``HH:MM[:SS[.fff]]`` (time of day) or seconds after midnight -> seconds."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}(?:\.\d*)?))?", text.strip())
+    if m:
+        return int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3] or 0)
+    try:
+        v = float(text)
+    except ValueError:
+        raise FeedError(f"time {text!r}: expected HH:MM[:SS[.fff]] or seconds after midnight")\
+            from None
+    if not 0 <= v < 86_400 * 366:
+        raise FeedError(f"time {text!r}: out of range")
+    return v
+
+
+def _window(ev: np.ndarray, ts_day_ns: np.ndarray, t_from, t_to) -> np.ndarray:
+    """Events before ``t_from`` become untimed (they build the book); the stream ends at the
+    first event at or after ``t_to``. Returns the index of events to keep."""
+    n = len(ev)
+    if t_to is not None:
+        past = np.flatnonzero(ts_day_ns >= int(t_to * 1e9))
+        n = int(past[0]) if len(past) else n
+    if t_from is not None:
+        ev["timed"][:n] &= (ts_day_ns[:n] >= int(t_from * 1e9)).astype(np.uint8)
+    return np.arange(n)
+
+
+# --- LOBSTER -------------------------------------------------------------------------------
+
+_LOBSTER_COLS = ["time", "type", "oid", "size", "price", "direction"]
+_LOBSTER_EV = np.array([-1, EV.ADD, EV.REDUCE, EV.DELETE, EV.EXEC, EV.HIDDEN, EV.CROSS,
+                        EV.HALT], np.int64)
+_EMPTY_ASK, _EMPTY_BID = 9_999_999_999, -9_999_999_999
+
+
+def _csv_fault(path: Path, start: int, ncol: int, names: list[str]) -> FeedError:
+    """The first row (from ``start``, 1-based in the file) whose fields are not what they
+    should be, as one line."""
+    import csv
+
+    with open(path, newline="") as f:
+        for k, row in enumerate(csv.reader(f), start=1):
+            if k < start:
+                continue
+            if len(row) != ncol:
+                return FeedError(f"{path.name}: row {k}: {len(row)} fields, expected {ncol} "
+                                 "(truncated or not a LOBSTER file?)")
+            for j, v in enumerate(row):
+                try:
+                    float(v)
+                except ValueError:
+                    return FeedError(f"{path.name}: row {k}, field {names[j]}: {v!r} is not "
+                                     "a number")
+    return FeedError(f"{path.name}: unreadable from row {start}")
+
+
+def _csv_chunks(path: Path, ncol: int, names: list[str]):
+    import pandas as pd
+
+    row = 1
+    try:
+        reader = pd.read_csv(path, header=None, chunksize=CHUNK_ROWS, dtype=np.float64,
+                             engine="c")
+        for df in reader:
+            a = df.to_numpy(np.float64)
+            if a.shape[1] != ncol:
+                raise _csv_fault(path, row, ncol, names)
+            if np.isnan(a).any():
+                bad = int(np.flatnonzero(np.isnan(a).any(axis=1))[0])
+                j = int(np.flatnonzero(np.isnan(a[bad]))[0])
+                raise FeedError(f"{path.name}: row {row + bad}, field {names[j]}: missing "
+                                "(truncated file?)")
+            yield row, a
+            row += len(a)
+    except FeedError:
+        raise
+    except pd.errors.EmptyDataError:
+        raise FeedError(f"{path.name}: empty file") from None
+    except (ValueError, pd.errors.ParserError):
+        raise _csv_fault(path, row, ncol, names) from None
+
+
+def read_lobster(path: str | os.PathLike, *, book: str | os.PathLike | None = None,
+                 symbol: str | None = None, t_from=None, t_to=None, progress=None) -> Parsed:
+    path = Path(path)
+    ticker = path.name.split("_")[0]
+    if symbol is not None and "_" in path.name and ticker != symbol:
+        raise FeedError(f"{path.name}: a LOBSTER file of {ticker}, not {symbol} (one ticker "
+                        "per file)")
+    parts, n_read = [], 0
+    for row, a in _csv_chunks(path, 6, _LOBSTER_COLS):
+        typ = a[:, 1].astype(np.int64)
+        bad = np.flatnonzero((typ < 1) | (typ > 7) | (a[:, 1] != typ))
+        if len(bad):
+            raise FeedError(f"{path.name}: row {row + int(bad[0])}, field type: "
+                            f"{a[bad[0], 1]:g} is not a LOBSTER event type 1..7")
+        d = a[:, 5]
+        bad = np.flatnonzero((d != 1) & (d != -1))
+        if len(bad):
+            raise FeedError(f"{path.name}: row {row + int(bad[0])}, field direction: "
+                            f"{d[bad[0]]:g} (expected 1 or -1)")
+        sz = a[:, 3]
+        bad = np.flatnonzero(((sz <= 0) & (typ < 7)) | (sz != np.floor(sz)))
+        if len(bad):
+            raise FeedError(f"{path.name}: row {row + int(bad[0])}, field size: "
+                            f"{sz[bad[0]]:g} (expected a positive whole number)")
+        e = np.zeros(len(a), EVENT_DTYPE)
+        e["kind"] = _LOBSTER_EV[typ]
+        e["side"] = (d < 0).astype(np.uint8)
+        e["timed"] = 1
+        e["oid"] = a[:, 2].astype(np.int64)
+        e["oid2"] = -1
+        e["price"] = np.rint(a[:, 4]).astype(np.int64)
+        e["qty"] = sz.astype(np.int64)
+        e["aux"] = np.where(typ == 7, e["price"], -1)
+        e["ts"] = np.rint(a[:, 0] * 1e9).astype(np.int64)
+        parts.append(e)
+        n_read += len(a)
+        if progress:
+            progress(n_read)
+    ev = np.concatenate(parts) if parts else np.zeros(0, EVENT_DTYPE)
+    keep = _window(ev, ev["ts"], t_from, t_to)
+    ev = ev[keep]
+    out = Parsed(ev, symbol or ticker, n_read)
+    if book is not None:
+        _lobster_book(Path(book), out, n_read)
+    return out
+
+
+BOOK_BUDGET = 32_000_000  # book values kept for the level-by-level check (int64 each)
+
+
+def _lobster_book(path: Path, out: Parsed, n_msgs: int) -> None:
+    """Read LOBSTER's orderbook file beside the message file: the pre-load from its first
+    row, and its rows (every ``stride``-th when the whole file would not fit the budget)."""
+    ncol = None
+    rows, idx = [], []
+    n = len(out.events)
+    seen = 0
+    stride = 1
+    first = None
+    names = None
+    for row, a in _csv_chunks_any(path):
+        if ncol is None:
+            ncol = a.shape[1]
+            if ncol % 4:
+                raise FeedError(f"{path.name}: {ncol} columns, expected 4 per level")
+            names = [f"{w} {lv + 1}" for lv in range(ncol // 4)
+                     for w in ("ask price", "ask size", "bid price", "bid size")]
+            stride = max(1, -(-n * ncol // BOOK_BUDGET))
+            first = a[0].copy()
+        elif a.shape[1] != ncol:
+            raise FeedError(f"{path.name}: row {row}: {a.shape[1]} fields, expected {ncol}")
+        k = np.arange(seen, seen + len(a))
+        sel = (k < n) & ((k % stride == 0) | (k == n - 1))
+        rows.append(a[sel].astype(np.int64))
+        idx.append(k[sel])
+        seen += len(a)
+    if ncol is None:
+        raise FeedError(f"{path.name}: empty orderbook file")
+    if seen != n_msgs:
+        raise FeedError(f"{path.name}: {seen:,} rows, the message file has {n_msgs:,} "
+                        f"(row {min(seen, n_msgs) + 1} is missing: truncated file?)")
+    assert names is not None
+    b = np.concatenate(rows)
+    for j in (0, 2):  # LOBSTER's empty levels: price 9999999999 / -9999999999, size 0
+        px = b[:, j::4]
+        px[(px == _EMPTY_ASK) | (px == _EMPTY_BID) | (px < 0)] = 0
+    depth = ncol // 4
+    # the pre-load: the first row, less the first message's own change
+    f = first.astype(np.int64)
+    lv = {}
+    for d in range(depth):
+        for side, j in ((1, 4 * d), (0, 4 * d + 2)):
+            p, q = int(f[j]), int(f[j + 1])
+            if p not in (_EMPTY_ASK, _EMPTY_BID) and p > 0 and q > 0:
+                lv[(side, p)] = q
+    if n:
+        e0 = out.events[0]
+        key = (int(e0["side"]), int(e0["price"]))
+        dq = {EV.ADD: -1, EV.REDUCE: 1, EV.DELETE: 1, EV.EXEC: 1}.get(int(e0["kind"]), 0)
+        if dq:
+            lv[key] = lv.get(key, 0) + dq * int(e0["qty"])
+            if lv[key] <= 0:
+                del lv[key]
+    pre = sorted(lv.items())
+    out.preload = (np.array([s for (s, _), _ in pre], np.int64),
+                   np.array([p for (_, p), _ in pre], np.int64),
+                   np.array([q for _, q in pre], np.int64))
+    out.book, out.book_rows, out.book_depth = b, np.concatenate(idx), depth
+    out.notes["book_stride"] = stride
+
+
+def _csv_chunks_any(path: Path):
+    import pandas as pd
+
+    row = 1
+    try:
+        for df in pd.read_csv(path, header=None, chunksize=CHUNK_ROWS, dtype=np.float64):
+            a = df.to_numpy(np.float64)
+            if np.isnan(a).any():
+                bad = int(np.flatnonzero(np.isnan(a).any(axis=1))[0])
+                raise FeedError(f"{path.name}: row {row + bad}, field "
+                                f"{int(np.flatnonzero(np.isnan(a[bad]))[0]) + 1}: missing "
+                                "(truncated file?)")
+            yield row, a
+            row += len(a)
+    except FeedError:
+        raise
+    except pd.errors.EmptyDataError:
+        raise FeedError(f"{path.name}: empty file") from None
+    except (ValueError, pd.errors.ParserError) as e:
+        raise FeedError(f"{path.name}: from row {row}: not numeric CSV ({e})".splitlines()[0])\
+            from None
+
+
+# --- ITCH 5.0 ------------------------------------------------------------------------------
+
+ITCH_LENGTHS = {b"S": 12, b"R": 39, b"H": 25, b"Y": 20, b"L": 26, b"V": 35, b"W": 12,
+                b"K": 28, b"J": 35, b"h": 21, b"A": 36, b"F": 40, b"E": 31, b"C": 36,
+                b"X": 23, b"D": 19, b"U": 35, b"P": 44, b"Q": 40, b"B": 19, b"I": 50,
+                b"N": 20, b"O": 48}
+_LEN = np.zeros(256, np.int64)
+for _t, _n in ITCH_LENGTHS.items():
+    _LEN[_t[0]] = _n
+_HEAD = [("type", "S1"), ("locate", ">u2"), ("tracking", ">u2"), ("ts_hi", ">u2"),
+         ("ts_lo", ">u4")]
+ITCH_DTYPES = {
+    b"R": np.dtype(_HEAD + [("stock", "S8"), ("rest", "V20")]),
+    b"H": np.dtype(_HEAD + [("stock", "S8"), ("state", "S1"), ("rest", "V5")]),
+    b"A": np.dtype(_HEAD + [("ref", ">u8"), ("side", "S1"), ("shares", ">u4"), ("stock", "S8"),
+                            ("price", ">u4")]),
+    b"F": np.dtype(_HEAD + [("ref", ">u8"), ("side", "S1"), ("shares", ">u4"), ("stock", "S8"),
+                            ("price", ">u4"), ("mpid", "S4")]),
+    b"E": np.dtype(_HEAD + [("ref", ">u8"), ("shares", ">u4"), ("match", ">u8")]),
+    b"C": np.dtype(_HEAD + [("ref", ">u8"), ("shares", ">u4"), ("match", ">u8"),
+                            ("printable", "S1"), ("price", ">u4")]),
+    b"X": np.dtype(_HEAD + [("ref", ">u8"), ("shares", ">u4")]),
+    b"D": np.dtype(_HEAD + [("ref", ">u8")]),
+    b"U": np.dtype(_HEAD + [("ref", ">u8"), ("new_ref", ">u8"), ("shares", ">u4"),
+                            ("price", ">u4")]),
+    b"P": np.dtype(_HEAD + [("ref", ">u8"), ("side", "S1"), ("shares", ">u4"), ("stock", "S8"),
+                            ("price", ">u4"), ("match", ">u8")]),
+    b"Q": np.dtype(_HEAD + [("shares", ">u8"), ("stock", "S8"), ("price", ">u4"),
+                            ("match", ">u8"), ("cross", "S1")]),
+}
+for _t, _d in ITCH_DTYPES.items():
+    assert _d.itemsize == ITCH_LENGTHS[_t], _t
+
+
+@numba.njit(cache=True)
+def _itch_walk(buf, lens, offs, types, locs):
+    """Walk the length-prefixed messages of ``buf``: (messages, bytes used, first bad
+    message's offset or -1). A message cut by the chunk's end is left for the next."""
+    n = buf.shape[0]
+    pos = 0
+    k = 0
+    while pos + 2 <= n:
+        ln = (np.int64(buf[pos]) << 8) | np.int64(buf[pos + 1])
+        if pos + 2 + ln > n:
+            break
+        if ln < 3:
+            return k, pos, pos
+        t = buf[pos + 2]
+        if lens[t] != ln:
+            return k, pos, pos
+        offs[k] = pos + 2
+        types[k] = t
+        locs[k] = (np.int64(buf[pos + 3]) << 8) | np.int64(buf[pos + 4])
+        k += 1
+        pos += 2 + ln
+    return k, pos, -1
+
+
+def _decode(buf: np.ndarray, offs: np.ndarray, t: bytes) -> np.ndarray:
+    d = ITCH_DTYPES[t]
+    raw = buf[offs[:, None] + np.arange(d.itemsize)]
+    return np.ascontiguousarray(raw).view(d).ravel()
+
+
+def _ts(m: np.ndarray) -> np.ndarray:
+    return (m["ts_hi"].astype(np.int64) << 32) | m["ts_lo"].astype(np.int64)
+
+
+def read_itch(path: str | os.PathLike, *, symbol: str | None = None, t_from=None, t_to=None,
+              progress=None, **_) -> Parsed:
+    path = Path(path)
+    if not symbol:
+        raise FeedError("ITCH files hold every stock: --symbol is required")
+    want = symbol.encode().ljust(8)[:8]
+    locate = -1
+    parts = []
+    base = 0  # file offset of buf[0]
+    carry = np.zeros(0, np.uint8)
+    n_msgs = 0
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(CHUNK_BYTES)
+            buf = np.concatenate([carry, np.frombuffer(block, np.uint8)]) if len(carry) \
+                else np.frombuffer(block, np.uint8)
+            if not len(buf):
+                break
+            cap = len(buf) // 3 + 1
+            offs = np.empty(cap, np.int64)
+            types = np.empty(cap, np.uint8)
+            locs = np.empty(cap, np.int64)
+            k, used, bad = _itch_walk(buf, _LEN, offs, types, locs)
+            if bad >= 0:
+                ln = int(buf[bad]) << 8 | int(buf[bad + 1])
+                t = bytes(buf[bad + 2:bad + 3])
+                if len(buf) - bad >= 3 and t in ITCH_LENGTHS:
+                    why = f"length {ln}, a '{t.decode()}' message is {ITCH_LENGTHS[t]} bytes"
+                else:
+                    why = f"message type {t!r} is not ITCH 5.0"
+                raise FeedError(f"{path.name}: byte offset {base + bad}, field length/type: "
+                                f"{why}")
+            offs, types, locs = offs[:k], types[:k], locs[:k]
+            n_msgs += k
+            if locate < 0:  # the stock directory names the symbol's locate code
+                r = offs[types == ord("R")]
+                if len(r):
+                    d = _decode(buf, r, b"R")
+                    hit = np.flatnonzero(d["stock"] == want)
+                    if len(hit):
+                        locate = int(d["locate"][hit[0]])
+            if locate >= 0:
+                sel = (locs == locate) | (types == ord("S"))
+                parts.append(_itch_events(buf, offs[sel], types[sel]))
+            if not block:
+                if used != len(buf):
+                    left = len(buf) - used
+                    need = (int(buf[used]) << 8 | int(buf[used + 1])) + 2 if left >= 2 else "?"
+                    raise FeedError(f"{path.name}: byte offset {base + used}, field length: "
+                                    f"the file ends inside a message ({left} of {need} bytes: "
+                                    "truncated file)")
+                break
+            carry = buf[used:].copy()
+            base += used
+            if progress:
+                progress(n_msgs, base, size)
+    if locate < 0:
+        raise FeedError(f"{path.name}: no stock directory message (R) for {symbol!r}")
+    ev = np.concatenate(parts) if parts else np.zeros(0, EVENT_DTYPE)
+    keep = _window(ev, ev["ts"], t_from, t_to)
+    return Parsed(ev[keep], symbol, n_msgs)
+
+
+_ITCH_KIND = {b"A": EV.ADD, b"F": EV.ADD, b"E": EV.EXEC, b"C": EV.EXEC, b"X": EV.REDUCE,
+              b"D": EV.DELETE, b"U": EV.REPLACE, b"P": EV.HIDDEN, b"Q": EV.CROSS,
+              b"H": EV.HALT}
+
+
+def _itch_events(buf: np.ndarray, offs: np.ndarray, types: np.ndarray) -> np.ndarray:
+    e = np.zeros(len(offs), EVENT_DTYPE)
+    e["kind"] = EV.OTHER
+    e["timed"] = 1
+    e["oid"] = -1
+    e["oid2"] = -1
+    e["aux"] = -1
+    for t, kind in _ITCH_KIND.items():
+        at = np.flatnonzero(types == t[0])
+        if not len(at):
+            continue
+        m = _decode(buf, offs[at], t)
+        e["kind"][at] = kind
+        e["ts"][at] = _ts(m)
+        names = m.dtype.names
+        if "ref" in names:
+            e["oid"][at] = m["ref"].astype(np.int64)
+        if "new_ref" in names:
+            e["oid2"][at] = m["new_ref"].astype(np.int64)
+        if "shares" in names:
+            e["qty"][at] = m["shares"].astype(np.int64)
+        if "price" in names:
+            e["price"][at] = m["price"].astype(np.int64)
+        if "side" in names:
+            e["side"][at] = (m["side"] == b"S").astype(np.uint8)
+        if t == b"C":
+            e["aux"][at] = m["price"].astype(np.int64)
+            e["price"][at] = 0
+        if t == b"H":
+            e["aux"][at] = (m["state"] != b"T").astype(np.int64)
+    rest = np.flatnonzero(e["kind"] == EV.OTHER)
+    if len(rest):
+        hd = np.dtype(_HEAD)
+        m = np.ascontiguousarray(buf[offs[rest][:, None] + np.arange(hd.itemsize)]).view(hd)
+        e["ts"][rest] = _ts(m.ravel())
+    return e
+
+
+# --- DBN MBO -------------------------------------------------------------------------------
+
+MBO_DTYPE = np.dtype([("length", "u1"), ("rtype", "u1"), ("publisher_id", "<u2"),
+                      ("instrument_id", "<u4"), ("ts_event", "<u8"), ("order_id", "<u8"),
+                      ("price", "<i8"), ("size", "<u4"), ("flags", "u1"),
+                      ("channel_id", "u1"), ("action", "S1"), ("side", "S1"),
+                      ("ts_recv", "<u8"), ("ts_in_delta", "<i4"), ("sequence", "<u4")])
+assert MBO_DTYPE.itemsize == 56
+RTYPE_MBO = 0xA0
+DBN_F_SNAPSHOT, DBN_F_MBP, DBN_F_TOB, DBN_F_BAD_BOOK = 1 << 5, 1 << 4, 1 << 6, 1 << 2
+UNDEF_PRICE = 2**63 - 1
+_DBN_KIND = {b"A": EV.ADD, b"C": EV.REDUCE, b"M": EV.MODIFY, b"T": EV.PRINT, b"F": EV.EXEC,
+             b"R": EV.CLEAR, b"N": EV.OTHER}
+_FIELDS = {k: i for i, k in enumerate(MBO_DTYPE.names)}
+
+
+def read_dbn(path: str | os.PathLike, *, symbol: str | None = None, t_from=None, t_to=None,
+             progress=None, **_) -> Parsed:
+    import databento_dbn as dbn
+
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if head[:4] == b"\x28\xb5\x2f\xfd":
+            raise FeedError(f"{path.name}: byte offset 0: zstd-compressed DBN; decompress it "
+                            "first (zstd -d)")
+        if len(head) < 8 or head[:3] != b"DBN":
+            raise FeedError(f"{path.name}: byte offset 0, field magic: not a DBN file")
+        mlen = int.from_bytes(head[4:8], "little")
+        meta_b = head + f.read(mlen)
+        if len(meta_b) < 8 + mlen:
+            raise FeedError(f"{path.name}: byte offset {len(meta_b)}, field metadata: the file "
+                            f"ends inside its {8 + mlen}-byte header (truncated file)")
+        try:
+            meta = dbn.Metadata.decode(meta_b)
+        except Exception as e:
+            raise FeedError(f"{path.name}: byte offset 0, field metadata: {e}".splitlines()[0])\
+                from None
+        if str(meta.schema).lower().split(".")[-1] != "mbo" and meta.schema is not None:
+            raise FeedError(f"{path.name}: byte offset 8, field schema: {meta.schema}, lob "
+                            "reads the mbo schema")
+        iid = _instrument(meta, symbol, path)
+        parts, base, n_rec = [], 8 + mlen, 0
+        rec = MBO_DTYPE.itemsize
+        while True:
+            block = f.read(rec * CHUNK_ROWS)
+            if not block:
+                break
+            whole = len(block) // rec * rec
+            r = np.frombuffer(block[:whole], MBO_DTYPE)
+            bad = np.flatnonzero((r["length"] != rec // 4) | (r["rtype"] != RTYPE_MBO))
+            if len(bad):
+                j = int(bad[0])
+                fld = "length" if r["length"][j] != rec // 4 else "rtype"
+                raise FeedError(f"{path.name}: byte offset {base + j * rec}, field {fld}: "
+                                f"{int(r[fld][j])} (an MBO record has length 14, rtype 0xa0)")
+            if whole != len(block):
+                raise FeedError(f"{path.name}: byte offset {base + whole}, field length: the "
+                                f"file ends inside a record ({len(block) - whole} of {rec} "
+                                "bytes: truncated file)")
+            if iid is None:
+                ids = np.unique(r["instrument_id"])
+                if len(ids) > 1 or (parts and ids[0] != parts[0][1]):
+                    raise FeedError(f"{path.name}: several instruments: --symbol is required")
+            want = iid if iid is not None else int(r["instrument_id"][0])
+            parts.append((_dbn_events(r[r["instrument_id"] == want], path, base), want))
+            n_rec += len(r)
+            base += whole
+            if progress:
+                progress(n_rec, base, size)
+    ev = np.concatenate([p for p, _ in parts]) if parts else np.zeros(0, EVENT_DTYPE)
+    day = ev["ts"] % (86_400 * 10**9)
+    keep = _window(ev, day, t_from, t_to)
+    name = symbol or (str(parts[0][1]) if parts else "?")
+    return Parsed(ev[keep], name, n_rec)
+
+
+def _instrument(meta, symbol, path) -> int | None:
+    if symbol is None:
+        return None
+    for m in getattr(meta, "mappings", None) or []:
+        raw = getattr(m, "raw_symbol", None) if not isinstance(m, dict) else m.get("raw_symbol")
+        if raw == symbol:
+            ivs = m.intervals if not isinstance(m, dict) else m.get("intervals", [])
+            for iv in ivs:
+                s = iv.symbol if not isinstance(iv, dict) else iv.get("symbol")
+                if str(s).isdigit():
+                    return int(s)
+    if symbol.isdigit():
+        return int(symbol)
+    raise FeedError(f"{path.name}: symbol {symbol!r} is not in the header's mappings (give "
+                    "its instrument id)")
+
+
+def _dbn_events(r: np.ndarray, path: Path, base: int) -> np.ndarray:
+    e = np.zeros(len(r), EVENT_DTYPE)
+    kind = np.full(len(r), 255, np.int64)
+    for a, k in _DBN_KIND.items():
+        kind[r["action"] == a] = k
+    bad = np.flatnonzero(kind == 255)
+    if len(bad):
+        raise FeedError(f"{path.name}: an MBO record, field action: {r['action'][bad[0]]!r} is "
+                        "not one of A C M T F R N")
+    fl = r["flags"]
+    level = (fl & (DBN_F_TOB | DBN_F_MBP)) != 0
+    kind[level] = EV.OTHER
+    e["kind"] = kind
+    e["side"] = (r["side"] == b"A").astype(np.uint8)
+    e["timed"] = ((fl & DBN_F_SNAPSHOT) == 0).astype(np.uint8)
+    e["flags"] = (np.where(fl & DBN_F_SNAPSHOT, F_SNAPSHOT, 0)
+                  | np.where(fl & DBN_F_BAD_BOOK, F_BAD_BOOK, 0)
+                  | np.where(r["action"] == b"F", F_FILL_RESTATED, 0)).astype(np.uint8)
+    e["oid"] = r["order_id"].astype(np.int64)
+    e["oid2"] = -1
+    px = r["price"]
+    e["price"] = np.where(px == UNDEF_PRICE, 0, px)
+    e["qty"] = r["size"].astype(np.int64)
+    e["aux"] = -1
+    e["ts"] = r["ts_event"].astype(np.int64)
+    return e
+
+
+FORMATS = {"lobster": read_lobster, "itch": read_itch, "dbn": read_dbn}
+
+
+def read(fmt: str, path, **kw) -> Parsed:
+    """Read ``path`` in format ``fmt`` (one of :data:`FORMATS`)."""
+    if fmt not in FORMATS:
+        raise FeedError(f"unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
+    p = Path(path)
+    if not p.is_file():
+        raise FeedError(f"{p}: no such file")
+    return FORMATS[fmt](p, **kw)

@@ -1,0 +1,176 @@
+"""Your own data (lob.workloads.imported): LOBSTER, ITCH 5.0 and DBN MBO files the tests write
+(feedfiles.py) import as named workloads; every execution in them is reproduced fill by fill
+(taker, maker, price, quantity) by every engine; LOBSTER's orderbook file is matched level by
+level, from a book that began before the file; bad and truncated files are refused with one
+line naming the byte offset or row and the field, and leave nothing in the cache."""
+
+from __future__ import annotations
+
+import json
+
+import feedfiles as ff
+import numpy as np
+import pytest
+from conftest import ENGINES
+
+import lob
+from lob.cli import main
+from lob.workloads import _SPECS, workload_names
+from lob.workloads.feed import FeedError
+from lob.workloads.imported import expected_fills, import_file, imported_dir, validate
+
+CASES = ("lobster", "lobster_nobook", "itch", "dbn")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LOB_CACHE", str(tmp_path_factory.mktemp("cache")))
+    yield tmp_path_factory.mktemp("files")
+    mp.undo()
+    _SPECS.clear()  # the registry forgets this cache's workloads
+
+
+@pytest.fixture(scope="module")
+def imported(cache) -> dict:
+    m, b = ff.write_lobster(cache)
+    out = {"lobster": import_file("lobster", m, book=str(b), name="t_lobster"),
+           "lobster_nobook": import_file("lobster", m, name="t_lobster_nobook"),
+           "itch": import_file("itch", ff.write_itch(cache / "day.itch"), symbol="LOBT",
+                               name="t_itch"),
+           "dbn": import_file("dbn", ff.write_dbn(cache / "day.dbn"), symbol="42",
+                              name="t_dbn")}
+    return out
+
+
+def counts(wl) -> dict:
+    return json.loads(wl.provenance)["counts"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_execution_is_one_expected_fill(imported, case):
+    wl = imported[case]
+    c = counts(wl)
+    assert c["executions"] == ff.STORY_FILLS == len(expected_fills(wl.name))
+    assert c["executions_out_of_priority"] == 0 and c["events_on_unknown_orders"] == 0
+    assert wl.name in workload_names()
+    again = lob.workload(wl.name)
+    assert np.array_equal(again.commands, wl.commands) and again.family == "imported"
+    assert len(lob.workload(wl.name, scale=0.5)) < len(wl)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_engines_reproduce_the_venue_fills(imported, engine):
+    for case in CASES:
+        v = validate(imported[case].name, engine)
+        assert v["ok"] and v["matched"] == ff.STORY_FILLS and v["extra"] == 0, (case, v)
+
+
+def test_the_awkward_cases_are_counted(imported):
+    c = {k: counts(w) for k, w in imported.items()}
+    assert c["lobster"]["hidden_executions"] == c["itch"]["hidden_executions"] == 1
+    assert c["lobster"]["halts"] == c["itch"]["halts"] == 2
+    assert c["itch"]["replaces"] == 1 and c["itch"]["cross_trades"] == 1
+    assert c["dbn"]["modifies"] == 1 and c["dbn"]["cancels_after_fill_absorbed"] == 4
+    assert c["dbn"]["snapshot_records"] == 2 and c["dbn"]["timestamps_decreasing"] == 1
+    assert c["lobster"]["partial_cancels"] == c["itch"]["partial_cancels"] == 1
+    # the replace moved the order: a CANCEL then a new LIMIT (ITCH); a MODIFY (DBN)
+    kinds = imported["itch"].commands["kind"].tolist()
+    assert kinds.count(1) == 2  # the replace's cancel and the delete
+    # the DBN snapshot records are untimed
+    assert imported["dbn"].commands["timed"][:2].tolist() == [False, False]
+    assert c["lobster"]["book_checks"] == c["lobster"]["events"]
+    assert c["lobster"]["book_mismatches"] == 0
+
+
+def test_lobster_book_from_before_the_file(cache):
+    msgs, books = ff.lobster_rows()
+    cut = 5  # the file starts after the first adds and an execution: orders of unknown ids
+    m, b = ff.write_lobster(cache, "LOBP", rows=(msgs[cut:], books[cut:]))
+    wl = import_file("lobster", m, book=str(b), name="t_preload")
+    c = counts(wl)
+    assert c["preload_orders"] == 3 and c["book_mismatches"] == 0
+    assert c["executions_of_preload_orders"] == 2 and c["events_on_unknown_orders"] == 0
+    assert not wl.commands["timed"][:3].any()
+    for engine in ("reference", "v5@numba"):
+        assert validate("t_preload", engine)["ok"]
+
+
+def test_lobster_book_that_differs_is_counted(cache):
+    msgs, books = ff.lobster_rows()
+    books = [list(r) for r in books]
+    books[3][1] += 1  # the venue says 71 at the first ask after event 3
+    m, b = ff.write_lobster(cache, "LOBD", rows=(msgs, books))
+    conv = json.loads(import_file("lobster", m, book=str(b), name="t_differs").provenance)
+    assert conv["counts"]["book_mismatches"] == 1 and conv["first_book_mismatch_event"] == 3
+
+
+def test_symbol_filter_and_window(cache):
+    path = ff.write_itch(cache / "two.itch")
+    a = counts(import_file("itch", path, symbol="LOBT", name="t_f1"))
+    b = counts(import_file("itch", ff.write_itch(cache / "one.itch", other=False),
+                           symbol="LOBT", name="t_f2"))
+    assert a == b  # the other stock's orders change nothing
+    o = counts(import_file("itch", path, symbol="OTHR", name="t_f3"))
+    assert o["adds"] == len(ff.STORY) and o["executions"] == 0
+    w = import_file("itch", path, symbol="LOBT", name="t_f4", t_from="09:30:00.000004",
+                    t_to="09:30:00.000009")
+    assert counts(w)["executions"] == 2  # events 0..8: the window ends before the 3rd fill
+    assert w.commands["timed"].sum() < len(w)  # the first four events build the book untimed
+    with pytest.raises(FeedError, match="no stock directory"):
+        import_file("itch", path, symbol="NONE", name="t_f5")
+    with pytest.raises(FeedError, match="not LOBT"):
+        m, _ = ff.write_lobster(cache, "ZZZZ", book=False)
+        import_file("lobster", m, symbol="LOBT", name="t_f6")
+
+
+def _cli_error(capsys, *argv) -> str:
+    assert main(["data", "import", *map(str, argv)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def _left(name: str) -> list[str]:
+    return [p.name for p in imported_dir().glob(f"{name}*")]
+
+
+def test_bad_files_refused_in_one_line(cache, capsys):
+    m, b = ff.write_lobster(cache, "LOBB")
+    text = m.read_text()
+    m.write_text(text[:-9])  # a truncated last row
+    err = _cli_error(capsys, "lobster", m, "--name", "bad1")
+    assert f"row {len(text.splitlines())}" in err and ("field" in err or "fields" in err)
+    m.write_text(text.replace(",4,", ",9,", 1))  # an unknown event type
+    assert "row 5, field type" in _cli_error(capsys, "lobster", m, "--name", "bad1")
+    m.write_text(text)
+    b.write_text("".join(b.read_text().splitlines(keepends=True)[:-1]))
+    assert "truncated" in _cli_error(capsys, "lobster", m, "--book", b, "--name", "bad1")
+    raw = ff.write_itch(cache / "t.itch").read_bytes()
+    (cache / "t.itch").write_bytes(raw[:-7])
+    err = _cli_error(capsys, "itch", cache / "t.itch", "--symbol", "LOBT", "--name", "bad2")
+    assert f"byte offset {len(raw) - 42}" in err and "truncated" in err
+    bad = bytearray(raw)
+    bad[2 + 12 + 2] = ord("z")  # the second message's type
+    (cache / "t.itch").write_bytes(bytes(bad))
+    err = _cli_error(capsys, "itch", cache / "t.itch", "--symbol", "LOBT", "--name", "bad2")
+    assert "byte offset 14, field length/type" in err
+    raw = ff.write_dbn(cache / "t.dbn").read_bytes()
+    (cache / "t.dbn").write_bytes(raw[:-20])
+    err = _cli_error(capsys, "dbn", cache / "t.dbn", "--name", "bad3", "--symbol", "42")
+    assert f"byte offset {len(raw) - 56}, field length" in err and "truncated" in err
+    (cache / "t.dbn").write_bytes(raw[:100])
+    assert "header" in _cli_error(capsys, "dbn", cache / "t.dbn", "--name", "bad3")
+    assert not _left("bad") and "bad1" not in workload_names()
+
+
+def test_cli_import_then_describe(cache, capsys):
+    path = ff.write_itch(cache / "cli.itch")
+    assert main(["data", "import", "itch", str(path), "--symbol", "LOBT", "--name",
+                 "t_cli"]) == 0
+    out = capsys.readouterr().out
+    assert "imported t_cli" in out and "4 executions" in out
+    assert main(["workloads", "describe", "t_cli", "--no-diagnostics"]) == 0
+    out = capsys.readouterr().out
+    assert "4 of 4 executions reproduced fill by fill" in out and "sha256" in out
+    assert main(["data", "remove", "t_cli"]) == 0 and "t_cli" not in workload_names()
