@@ -38,6 +38,7 @@ import numba
 import numpy as np
 
 from lob.semantics import COMMAND_DTYPE, FILL_DTYPE, MAX_QTY, BookConfig, Kind, OrderType
+from lob.workloads.orderbook_rs import _put
 
 __all__ = ["EVENT_DTYPE", "RULES", "Conversion", "FeedError", "compare_fills", "convert",
            "EV"]
@@ -152,6 +153,10 @@ def compare_fills(got: np.ndarray, want: np.ndarray) -> dict:
 assert list(RULES)[C_MISMATCH] == "book_mismatches" and list(RULES)[C_EXEC_OOP] == \
     "executions_out_of_priority"
 MAX_QTY_ = MAX_QTY
+_NO_BOOK = np.full(256, -1, np.int64)  # event kinds that change no book -> their count
+for _k, _c in ((EV.HIDDEN, C_HIDDEN), (EV.CROSS, C_CROSS), (EV.PRINT, C_PRINTS),
+               (EV.HALT, C_HALTS), (EV.OTHER, C_OTHER)):
+    _NO_BOOK[_k] = _c
 F_FILL_RESTATED = 4  # internal flag: a cancel restating this fill follows (DBN F records)
 
 
@@ -233,15 +238,7 @@ def _check(i, ob, depth, chk, lvl_n, lvl_q, best_b, best_a, width, cnt):
 
 @numba.njit(cache=True)
 def _emit(out, out_vid, nc, kind, otype, side, owner, price, qty, oid, timed, vid):
-    r = out[nc]
-    r["kind"] = kind
-    r["otype"] = otype
-    r["side"] = side
-    r["owner"] = owner
-    r["price"] = price
-    r["qty"] = qty
-    r["id"] = oid
-    r["timed"] = timed
+    _put(out, nc, kind, otype, side, timed, owner, price, qty, oid)
     out_vid[nc] = vid
     return nc + 1
 
@@ -300,16 +297,8 @@ def _kernel(ev, n_ids, lo, width, tick, pre_side, pre_px, pre_qty, ob, ob_depth,
             cnt[C_BADBOOK] += 1
         o = e["oid"]
         # (1) what the event does to lob's book, as commands
-        if kind == EV.HIDDEN:
-            cnt[C_HIDDEN] += 1
-        elif kind == EV.CROSS:
-            cnt[C_CROSS] += 1
-        elif kind == EV.PRINT:
-            cnt[C_PRINTS] += 1
-        elif kind == EV.HALT:
-            cnt[C_HALTS] += 1
-        elif kind == EV.OTHER:
-            cnt[C_OTHER] += 1
+        if _NO_BOOK[kind] >= 0:  # hidden / cross / print / halt / other: counted only
+            cnt[_NO_BOOK[kind]] += 1
         elif kind == EV.CLEAR:
             cnt[C_CLEARS] += 1
             nc = _emit(out, out_vid, nc, MASS, 0, 0, 0, 0, 0, 0, timed, -1)

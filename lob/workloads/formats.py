@@ -111,27 +111,30 @@ def _csv_fault(path: Path, start: int, ncol: int, names: list[str]) -> FeedError
         for k, row in enumerate(csv.reader(f), start=1):
             if k < start:
                 continue
-            if len(row) != ncol:
+            if ncol and len(row) != ncol:
                 return FeedError(f"{path.name}: row {k}: {len(row)} fields, expected {ncol} "
                                  "(truncated or not a LOBSTER file?)")
             for j, v in enumerate(row):
                 try:
                     float(v)
                 except ValueError:
-                    return FeedError(f"{path.name}: row {k}, field {names[j]}: {v!r} is not "
-                                     "a number")
+                    what = names[j] if j < len(names) else f"column {j + 1}"
+                    return FeedError(f"{path.name}: row {k}, field {what}: {v!r} is not a "
+                                     "number")
     return FeedError(f"{path.name}: unreadable from row {start}")
 
 
-def _csv_chunks(path: Path, ncol: int, names: list[str]):
+def _csv_chunks(path: Path, ncol: int | None = None, names: list[str] | None = None):
+    """(first row number, float array) per chunk of a headerless numeric CSV; ``ncol``
+    None: as many columns as the first row has."""
     import pandas as pd
 
     row = 1
     try:
-        reader = pd.read_csv(path, header=None, chunksize=CHUNK_ROWS, dtype=np.float64,
-                             engine="c")
-        for df in reader:
+        for df in pd.read_csv(path, header=None, chunksize=CHUNK_ROWS, dtype=np.float64):
             a = df.to_numpy(np.float64)
+            ncol = ncol or a.shape[1]
+            names = names or [f"column {j + 1}" for j in range(ncol)]
             if a.shape[1] != ncol:
                 raise _csv_fault(path, row, ncol, names)
             if np.isnan(a).any():
@@ -146,7 +149,7 @@ def _csv_chunks(path: Path, ncol: int, names: list[str]):
     except pd.errors.EmptyDataError:
         raise FeedError(f"{path.name}: empty file") from None
     except (ValueError, pd.errors.ParserError):
-        raise _csv_fault(path, row, ncol, names) from None
+        raise _csv_fault(path, row, ncol or 0, names or []) from None
 
 
 def read_lobster(path: str | os.PathLike, *, book: str | os.PathLike | None = None,
@@ -209,7 +212,7 @@ def _lobster_book(path: Path, out: Parsed, n_msgs: int) -> None:
     stride = 1
     first = None
     names = None
-    for row, a in _csv_chunks_any(path):
+    for row, a in _csv_chunks(path):
         if ncol is None:
             ncol = a.shape[1]
             if ncol % 4:
@@ -258,29 +261,6 @@ def _lobster_book(path: Path, out: Parsed, n_msgs: int) -> None:
                    np.array([q for _, q in pre], np.int64))
     out.book, out.book_rows, out.book_depth = b, np.concatenate(idx), depth
     out.notes["book_stride"] = stride
-
-
-def _csv_chunks_any(path: Path):
-    import pandas as pd
-
-    row = 1
-    try:
-        for df in pd.read_csv(path, header=None, chunksize=CHUNK_ROWS, dtype=np.float64):
-            a = df.to_numpy(np.float64)
-            if np.isnan(a).any():
-                bad = int(np.flatnonzero(np.isnan(a).any(axis=1))[0])
-                raise FeedError(f"{path.name}: row {row + bad}, field "
-                                f"{int(np.flatnonzero(np.isnan(a[bad]))[0]) + 1}: missing "
-                                "(truncated file?)")
-            yield row, a
-            row += len(a)
-    except FeedError:
-        raise
-    except pd.errors.EmptyDataError:
-        raise FeedError(f"{path.name}: empty file") from None
-    except (ValueError, pd.errors.ParserError) as e:
-        raise FeedError(f"{path.name}: from row {row}: not numeric CSV ({e})".splitlines()[0])\
-            from None
 
 
 # --- ITCH 5.0 ------------------------------------------------------------------------------
