@@ -5,7 +5,10 @@ Order of work: every parameter is checked first (unknown engine or workload, bad
 unwritable output folder raise before anything runs); then the workload is built, the clock
 calibrated, the closed-loop latency captured on a fresh engine, the throughput replays run
 (fresh engine each), and optionally allocations counted. The checksum of every replay must
-agree (a determinism check that costs nothing).
+agree (a determinism check that costs nothing), and must be reference's, counters included
+(one reference replay, which the diagnostics reuse): an engine that breaks the matching
+rules is refused, not measured. A foreign engine's library is recorded by the hash of the
+bytes loaded (``conditions["library"]``); a library that changes during the bench is refused.
 """
 
 from __future__ import annotations
@@ -180,8 +183,21 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
         if libs:  # which build ran: the hash of the bytes loaded
             res.conditions["library"] = next(iter(libs.values()))
         res.conditions["steal_fraction"] = steal_fraction(before, res.conditions)
+        # the engine is measured only if it did what reference does (checksum and counters):
+        # an engine that breaks the matching rules is not "fast"
+        ref = (get_engine("reference", wl.config).replay(cmds)
+               if latency or throughput or diagnostics else None)
+        if (latency or throughput) and (ref.checksum != res.checksum
+                                        or dict(ref.counters) != dict(res.counters)):
+            theirs, mine = dict(ref.counters), dict(res.counters)
+            diff = ", ".join(f"{k} {mine.get(k)} vs {theirs.get(k)}" for k in sorted(
+                set(theirs) | set(mine)) if mine.get(k) != theirs.get(k))
+            raise RuntimeError(
+                f"{engine} disagrees with reference on {wl_name} (checksum {res.checksum} vs "
+                f"{ref.checksum}" + (f"; {diff}" if diff else "") + "): an engine that breaks "
+                "the matching rules is not measured (nothing saved)")
         if diagnostics:
-            res.diagnostics = diagnose(wl)
+            res.diagnostics = diagnose(wl, run=ref)
             tick("diagnostics")
     finally:
         if bar is not None:

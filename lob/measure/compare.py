@@ -26,6 +26,9 @@ CPU model, core count and OS) are refused unless ``allow_mixed``: a ratio across
 measures the machines. Results of one (engine, workload) made with different workload
 parameters (scale, seed, ...) or records of different ``schema_version`` are refused unless
 ``allow_different`` (then listed under the table): a ratio across scales measures the scales.
+Results of one (engine, workload) whose replays disagree (checksum or counters: what the
+engine did) are always refused (:class:`ResultsDisagreeError`): an engine that never rests
+an order is not "faster" than one that trades.
 Files that are not readable results (a truncated JSON, a run's summary.json) are dropped and
 listed; pairs and metrics found on one side only are listed, and ``--fail-above`` fails on
 them and on unreadable files (a gate passes only on what it saw). All metrics here are
@@ -120,6 +123,18 @@ def workload_identity(rec: dict) -> str:
     return ", ".join([f"{k}={params[k]}" for k in sorted(params)] + [f"seed={seed}"])
 
 
+def output_identity(rec: dict) -> str | None:
+    """What the engine did on the workload, as the record says it: the replay's checksum and
+    counters (trades, fills, ...) as a short text; None when the record keeps neither."""
+    checksum, counters = rec.get("checksum"), rec.get("counters")
+    if checksum is None and not counters:
+        return None
+    parts = [f"checksum {checksum}"] if checksum is not None else []
+    if isinstance(counters, dict) and counters:
+        parts.append(", ".join(f"{k}={counters[k]}" for k in sorted(counters)))
+    return "; ".join(parts)
+
+
 def _num(x):
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) \
         and math.isfinite(x) else None
@@ -173,6 +188,7 @@ class Side:
     dropped: list[tuple[Path, str]] = field(default_factory=list)  # (file, why)
     workloads: dict[tuple[str, str], set] = field(default_factory=dict)  # pair -> identities
     schemas: set = field(default_factory=set)  # schema_version of every record
+    outputs: dict[tuple[str, str], set] = field(default_factory=dict)  # pair -> what it did
 
     @property
     def unreadable(self) -> list[tuple[Path, str]]:
@@ -191,6 +207,8 @@ def load_side(spec) -> Side:
         side.schemas.add(rec.get("schema_version"))
         key = (str(rec["engine"]), str(rec["workload"]))
         side.workloads.setdefault(key, set()).add(workload_identity(rec))
+        if (out := output_identity(rec)) is not None:
+            side.outputs.setdefault(key, set()).add(out)
         pair = side.values.setdefault(key, {})
         for k, vals in metric_values(rec).items():
             pair.setdefault(k, []).extend(vals)
@@ -200,6 +218,11 @@ def load_side(spec) -> Side:
 def _dropped_text(dropped: list[tuple[Path, str]], limit: int = 5) -> str:
     shown = "; ".join(f"{f.name} ({why[:120]})" for f, why in dropped[:limit])
     return shown + (f"; and {len(dropped) - limit} more" if len(dropped) > limit else "")
+
+
+class ResultsDisagreeError(ValueError):
+    """The two sides' replays of one (engine, workload) did different things (checksums or
+    counters differ): never compared, whatever is allowed."""
 
 
 class MixedWorkloadsError(ValueError):
@@ -332,6 +355,18 @@ def compare(a, b, *, metrics=None, allow_mixed: bool = False, allow_different: b
         if len(ids) > 1:
             different.append(f"{pair[0]}/{pair[1]}: A {' | '.join(sorted(sa.workloads[pair]))}"
                              f" vs B {' | '.join(sorted(sb.workloads[pair]))}")
+    disagree = []  # one workload, different answers: a ratio would compare different work
+    for pair in sorted(set(sa.outputs) | set(sb.outputs)):
+        outs = sa.outputs.get(pair, set()) | sb.outputs.get(pair, set())
+        if len(outs) > 1:
+            a, b = (" | ".join(sorted(s.outputs.get(pair, {"?"}))) for s in (sa, sb))
+            disagree.append(f"{pair[0]}/{pair[1]}: A {a} vs B {b}")
+    if disagree:
+        raise ResultsDisagreeError(
+            "the results disagree on what was done (the replays' checksums or counters "
+            "differ), so their timings measure different work: " + "; ".join(disagree)
+            + ". An engine that does less is not faster: make the engines agree with "
+            "`reference` first.")
     if different and not allow_different:
         raise MixedWorkloadsError(
             "results that measure different things: " + "; ".join(different)

@@ -391,23 +391,45 @@ def _split(durations: np.ndarray, commands) -> dict[str, np.ndarray]:
     return out
 
 
+def venue_check(engine: str, wl) -> str:
+    """"" when ``engine`` reproduces the venue's trades on the real stream ``wl`` fill by
+    fill with no other fill (:func:`lob.workloads.bitstamp.validate`); else why not."""
+    from lob.workloads import bitstamp
+
+    v = bitstamp.validate(engine, wl=wl)
+    if v["ok"]:
+        return ""
+    return (f"it reproduces {v['matched']} of the venue's {v['trades']} trades "
+            f"({v['extra']} other fills)")
+
+
 def measure_streams(engines: Sequence[str], names: Sequence[str], real_scale: float,
                     scale: float, repeat: int, out: str | Path | None, *,
-                    capture=None, diagnose=None) -> dict:
+                    capture=None, diagnose=None, check=None) -> dict:
     """The real stream (prefix ``real_scale``) and the synthetic ``names`` at ``scale``:
-    diagnostics (one replay on ``engines[0]``) and each engine's closed-loop per-op latency,
-    ``repeat`` captures per (engine, stream), rounds rotated (:func:`rotations`), merged;
-    ``.hgrm`` files into ``out`` as ``<engine>__<stream>.hgrm``.
+    every engine checked against the venue's trades first (``check``, default
+    :func:`venue_check`: an engine that breaks the matching rules is not timed, and named
+    with the reason in ``"refused"``); diagnostics (one replay on the first engine that
+    passed) and each passing engine's closed-loop per-op latency, ``repeat`` captures per
+    (engine, stream), rounds rotated (:func:`rotations`), merged; ``.hgrm`` files into
+    ``out`` as ``<engine>__<stream>.hgrm``. ValueError when no engine passes.
 
     Returns ``{"diag": [rows], "lat": [{"workload", "engine", "op", "count", p50, p99,
-    p99.9}], "clock", "engines"}``. ``capture`` (default :func:`lob.studies.conclude.capture`)
-    and ``diagnose`` (default :func:`diagnose_stream`) are injectable for tests."""
+    p99.9}], "clock", "engines", "refused": {engine: why}}``. ``capture`` (default
+    :func:`lob.studies.conclude.capture`), ``diagnose`` (default :func:`diagnose_stream`)
+    and ``check`` are injectable for tests."""
     from lob.workloads import build
 
     capture = capture or K.capture
     diagnose = diagnose or diagnose_stream
+    check = check or venue_check
     wls = {REAL: build(REAL, scale=real_scale)}
     wls.update({n: build(n, scale=scale) for n in dict.fromkeys(names) if n != REAL})
+    refused = {e: why for e in dict.fromkeys(engines) if (why := check(e, wls[REAL]))}
+    engines = [e for e in engines if e not in refused]
+    if not engines:
+        raise ValueError("no engine reproduces the venue's trades, so none is timed: "
+                         + "; ".join(f"{e}: {why}" for e, why in refused.items()))
     diag = [diagnose(wl, engines[0]) for wl in wls.values()]
     pairs = [(e, n) for e in engines for n in wls]
     samples: dict[tuple, list] = {p: [] for p in pairs}
@@ -428,7 +450,8 @@ def measure_streams(engines: Sequence[str], names: Sequence[str], real_scale: fl
             r = K.percentile_row(np.concatenate([p[op] for p in parts]), QS)
             lat.append({"workload": n, "engine": e, "op": op, "count": r["count"],
                         **{_name(q): r[_name(q)] for q in QS}})
-    return {"diag": diag, "lat": lat, "clock": clock, "engines": list(engines)}
+    return {"diag": diag, "lat": lat, "clock": clock, "engines": list(engines),
+            "refused": refused}
 
 
 def diagnostics_table(streams: dict, closest: str | None = None) -> K.Conclusion:
@@ -448,9 +471,13 @@ def diagnostics_table(streams: dict, closest: str | None = None) -> K.Conclusion
     if real is not None and real.get("venue_trades") is not None:
         ok = next(r for r in streams["diag"] if r["workload"] == REAL).get("validated")
         if ok:
+            every = streams.get("engines") or []
             t.say(f"{REAL} replays its venue's trades fill by fill: "
                   f"{t.cell(REAL, 'trades_reproduced')} of {t.cell(REAL, 'venue_trades')} "
-                  "reproduced, no other fill.")
+                  "reproduced, no other fill"
+                  + (f", on every engine timed ({', '.join(every)})." if every else "."))
+        for e, why in (streams.get("refused") or {}).items():
+            t.say(f"{e} does NOT reproduce them: {why}.")
         else:
             t.say(f"{REAL} does NOT reproduce its venue's trades: "
                   f"{t.cell(REAL, 'trades_reproduced')} of {t.cell(REAL, 'venue_trades')} "
@@ -471,6 +498,9 @@ def latency_table(streams: dict, closest: str | None = None) -> K.Conclusion:
     command with each synthetic stream's; names the hidden percentiles."""
     t = K.Conclusion("latency", streams["lat"], key=["workload", "engine", "op"],
                      kinds={"op": "label"}, note=K.clock_line(streams["clock"]))
+    for e, why in (streams.get("refused") or {}).items():
+        t.say(f"{e} is not timed: {why}; an engine that breaks the matching rules has no "
+              "latency to show.")
     for e in streams["engines"]:
         mine = {r["workload"]: r for r in t.rows if r["engine"] == e and r["op"] == "all"}
         if REAL not in mine:
@@ -667,7 +697,10 @@ def open_loop_table(ol: dict) -> K.Conclusion:
 
 def closing_markdown(streams: dict, engine: str) -> str:
     """The diagnostics of every stream side by side (columns) with ``engine``'s p50 / p99 /
-    p99.9 over every timed command on each, from one run: markdown text."""
+    p99.9 over every timed command on each, from one run: markdown text (the first engine
+    timed when ``engine`` was refused: see :func:`measure_streams`)."""
+    timed = streams.get("engines") or [engine]
+    engine = engine if engine in timed else timed[0]  # a refused engine has no latency
     names = [r["workload"] for r in streams["diag"]]
     by = {r["workload"]: r for r in streams["diag"]}
     lat = {r["workload"]: r for r in streams["lat"] if r["engine"] == engine and r["op"] == "all"}

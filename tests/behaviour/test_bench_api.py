@@ -154,3 +154,26 @@ def test_cli_bad_parameters(tmp_path, capsys):
     assert main(["bench", "--engine", "reference", "--workload", "add_only",
                  "--repeat", "-1"]) == 2
     assert "repeat" in capsys.readouterr().err
+
+
+def test_an_engine_that_breaks_the_rules_is_not_benchmarked(tmp_path):
+    """An engine that declares every STP mode and implements none (issue 44): on stp_sweep it
+    trades where reference refuses; lob bench says so and saves nothing."""
+    import dataclasses
+
+    import lob
+    from lob.engines.base import EngineSpec
+    from lob.engines.registry import get_engine, register_engine
+    from lob.semantics import StpMode
+
+    def no_stp(config):  # reference with self-trade prevention switched off
+        return get_engine("reference", dataclasses.replace(config, stp=StpMode.NONE))
+
+    register_engine(EngineSpec("no_stp", no_stp, "declares STP, ignores it"), replace=True)
+    with pytest.raises(RuntimeError, match=r"no_stp disagrees with reference on stp_sweep "
+                                           r"\(checksum .*trades"):
+        lob.bench("no_stp", "stp_sweep", scale=0.01, repeat=1, diagnostics=False,
+                  out=tmp_path)
+    assert not list(tmp_path.glob("*.json"))
+    ok = lob.bench("reference", "stp_sweep", scale=0.01, repeat=1, diagnostics=False)
+    assert ok.checksum

@@ -231,3 +231,29 @@ def test_dropped_files_are_reported_and_a_gate_fails_on_what_it_could_not_see(tm
     write_side(tmp_path / "b3", seed=15)
     assert "v2/mixed_70_20_10 only in B" in compare(a, tmp_path / "b3").unseen
     assert main(["compare", str(a), str(tmp_path / "b3"), "--fail-above", "1.5"]) == 1
+
+
+# --- issue 44: results that disagree are never compared as if they agreed -----------------
+
+def test_results_whose_replays_disagree_are_refused_even_by_the_gate(tmp_path, capsys):
+    """An engine that never rests an order (0 trades) is not 'faster' than one that trades."""
+    from lob.measure.compare import ResultsDisagreeError
+
+    for side, factor, checksum, trades in (("a", 1.0, 111, 17240), ("b", 0.3, 222, 0)):
+        write_side(tmp_path / side, factor)
+        for f in (tmp_path / side).glob("*.json"):
+            rec = json.loads(f.read_text())
+            rec.update(checksum=checksum, counters={"trades": trades, "fills": trades})
+            f.write_text(json.dumps(rec))
+    with pytest.raises(ResultsDisagreeError, match="checksum 111; fills=17240, trades=17240 "
+                                                   "vs B checksum 222; fills=0, trades=0"):
+        compare(tmp_path / "a", tmp_path / "b", allow_different=True)
+    code = main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--fail-above", "1.1"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "disagree" in err and "faster" not in out
+    # the same answers on both sides compare as before
+    for f in (tmp_path / "b").glob("*.json"):
+        rec = json.loads(f.read_text())
+        rec.update(checksum=111, counters={"trades": 17240, "fills": 17240})
+        f.write_text(json.dumps(rec))
+    assert compare(tmp_path / "a", tmp_path / "b").rows.verdict.eq("faster").all()

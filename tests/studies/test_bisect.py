@@ -95,6 +95,7 @@ def test_the_probe_reads_injected_noise_and_misses_engines(demo, monkeypatch):
     monkeypatch.setenv("LOB_BISECT_NOISE", "0.5")
     a, b = m(shas[0], 1, False), m(shas[0], 2, False)
     assert a.status == b.status == "ok" and a.value != b.value
+    assert a.output == b.output and a.output.startswith("checksum ")  # what the replay did
     # the committed .dist-info makes the entry point visible from PYTHONPATH: lob's registry
     # finds it where it loads entry points, the probe's own loader otherwise
     has_ep_registry = importlib.util.find_spec("lob.engines.registry") is not None
@@ -297,3 +298,32 @@ def test_ctrl_c_is_one_line(demo, monkeypatch, capsys, tmp_path):
                  "--cache", str(tmp_path / "c"), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 130 and "interrupted" in err and "Traceback" not in err
+
+
+def test_a_revision_whose_replay_does_other_work_is_never_timed_against_good(demo):
+    """lob bisect compares what each revision's replay did (checksum, counters) with good's:
+    a revision that answers differently is skipped, named, and a bad one is refused."""
+    repo, shas, _ = demo
+    base = fake(shas, SLOW, 2.0)
+
+    def measure(sha, nonce, hist):
+        s = base(sha, nonce, hist)
+        i = shas.index(sha)
+        s.output = "checksum 7; trades=10" if i not in (4, 5) else "checksum 9; trades=0"
+        return s
+
+    res = bisect_versions(shas[0], shas[-1], "demo", "w", repo=repo, runs=2, log=None,
+                          measure=measure)
+    skipped = {r.index: r.reason for r in res.revisions if r.status == "skipped"}
+    assert set(skipped) <= {4, 5} and skipped
+    assert all("other work than good's (checksum 9; trades=0 vs checksum 7; trades=10)" in why
+               for why in skipped.values())
+
+    def bad_differs(sha, nonce, hist):
+        s = base(sha, nonce, hist)
+        s.output = "checksum 1" if sha != shas[-1] else "checksum 2"
+        return s
+
+    with pytest.raises(ValueError, match="cannot measure bad revision .*other work than good"):
+        bisect_versions(shas[0], shas[-1], "demo", "w", repo=repo, runs=2, log=None,
+                        measure=bad_differs)

@@ -213,7 +213,8 @@ def test_measure_streams_interleaves_merges_and_splits(monkeypatch, tmp_path):
         return {"durations": np.arange(len(wl.commands)) + 1, "clock": {"source": "t"}}
 
     got = rf.measure_streams(["e1", "e2"], ["a"], 0.1, 0.01, 2, tmp_path, capture=capture,
-                             diagnose=lambda wl, e: {"workload": wl.name, "by": e})
+                             diagnose=lambda wl, e: {"workload": wl.name, "by": e},
+                             check=lambda e, wl: "")
     assert [d["by"] for d in got["diag"]] == ["e1", "e1"]
     assert len(order) == 8 and order[:4] != order[4:]  # rounds rotated
     rows = {(r["workload"], r["engine"], r["op"]): r for r in got["lat"]}
@@ -246,3 +247,41 @@ def test_plots():
     assert [a.get_title() for a in fig.axes[:2]] == ["e", "f"]
     lines = fig.axes[0].get_lines()
     assert [len(x.get_xdata()) for x in lines] == [3, 1]  # p99.9 needs 10,000; p99 1,000
+
+
+def test_every_engine_is_checked_against_the_venue_before_it_is_timed(monkeypatch, tmp_path):
+    """An engine that fills 89 of 284 trades correctly is not timed, and every sentence says
+    so (issue 44): only engines that reproduce the venue's trades get latency figures."""
+    import lob.workloads as W
+
+    monkeypatch.setattr(W, "build", lambda name, scale: _fake_wl(name))
+    timed = []
+
+    def capture(e, wl):
+        timed.append(e)
+        return {"durations": np.arange(len(wl.commands)) + 1, "clock": {"source": "t"}}
+
+    checked = []
+
+    def check(e, wl):
+        checked.append((e, wl.name))
+        return "it reproduces 89 of the venue's 284 trades (40 other fills)" if e == "bad" \
+            else ""
+
+    got = rf.measure_streams(["bad", "good"], ["a"], 0.1, 0.01, 1, None, capture=capture,
+                             diagnose=lambda wl, e: {"workload": wl.name, "by": e},
+                             check=check)
+    assert checked == [("bad", REAL), ("good", REAL)]
+    assert set(timed) == {"good"} and {r["engine"] for r in got["lat"]} == {"good"}
+    assert [d["by"] for d in got["diag"]] == ["good", "good"]  # diagnosed on a passing one
+    assert got["refused"] == {"bad": "it reproduces 89 of the venue's 284 trades "
+                                     "(40 other fills)"}
+    t = rf.latency_table(got)
+    assert "bad is not timed: it reproduces 89 of the venue's 284 trades" in t.text
+    d = rf.diagnostics_table({**got, "diag": [_diag(REAL, True), _diag("a")]})
+    assert "on every engine timed (good)" in d.text and "bad does NOT reproduce them" in d.text
+    assert "| good count |" in rf.closing_markdown(
+        {**got, "diag": [_diag(REAL, True), _diag("a")]}, "bad")
+    with pytest.raises(ValueError, match="no engine reproduces the venue's trades"):
+        rf.measure_streams(["bad"], ["a"], 0.1, 0.01, 1, None, capture=capture,
+                           diagnose=lambda wl, e: {}, check=check)

@@ -41,6 +41,7 @@ class Sample:
     hist: str | None = None
     error: str = ""
     via: str = ""  # how the engine was found: registry | entry point
+    output: str | None = None  # what the replay did (checksum, counters); None: not said
 
 
 class SubprocessMeasurer:
@@ -76,6 +77,6 @@ class SubprocessMeasurer:
                     # bisecting lob itself: the worktree's lob must be the one measured
                     return Sample("broken", error=f"measured lob from {got}, not {own}")
                 return Sample(d["status"], d.get("value"), d.get("hist"), d.get("error", ""),
-                              d.get("via", ""))
+                              d.get("via", ""), d.get("output"))
         tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
         return Sample("broken", error=f"exit {p.returncode}: " + " | ".join(tail))

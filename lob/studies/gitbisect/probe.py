@@ -129,7 +129,13 @@ def main(argv: list[str]) -> None:
 
     metric = args["metric"]
     try:
-        make().replay(cmds)  # warm-up: imports, caches, JIT
+        warm = make().replay(cmds)  # warm-up: imports, caches, JIT; and what it did
+        output = None
+        if getattr(warm, "checksum", None) is not None:
+            counters = getattr(warm, "counters", None)
+            output = f"checksum {int(warm.checksum)}" + (
+                "; " + ", ".join(f"{k}={int(v)}" for k, v in sorted(counters.items()))
+                if isinstance(counters, dict) and counters else "")
         hist = None
         if metric == "ns_per_op":
             best = None
@@ -164,7 +170,7 @@ def main(argv: list[str]) -> None:
                                      int(args["nonce"])])
         value *= float(np.exp(rng.normal(0.0, sigma)))
     emit("ok", value=value, hist=hist.encode().decode("ascii") if hist is not None else None,
-         lob_file=getattr(lob, "__file__", None), n=n, via=via)
+         lob_file=getattr(lob, "__file__", None), n=n, via=via, output=output)
 
 
 if __name__ == "__main__":

@@ -224,6 +224,7 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
         f"{runs}-{max_runs} interleaved rounds per comparison, threshold {threshold:.0%}, "
         f"{confidence:.0%} bootstrap intervals ({level:.2%} per look)")
     rounds = [0]  # the round counter, shared by every comparison (the nonce of each sample)
+    outputs: dict[str, str] = {}  # sha -> what its replay did (checksum, counters)
     steps: list[Step] = []
 
     def run_rounds(in_play: list[Revision], k: int) -> Revision | None:
@@ -241,6 +242,15 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
                 r.values.append((rnd, float(s.value)))
                 if s.hist:
                     r.hists.append(s.hist)
+                if s.output is not None:
+                    outputs.setdefault(r.sha, s.output)
+            for r in in_play:  # a revision that does other work is not slower or faster
+                mine, ref = outputs.get(r.sha), outputs.get(revs[0].sha)
+                if r is not revs[0] and mine is not None and ref is not None and mine != ref:
+                    r.status = "skipped"
+                    r.reason = (f"its replay does other work than good's ({mine} vs {ref}): "
+                                "a different answer, not a timing to compare")
+                    return r
         return None
 
     def compare(probe: Revision, in_play: list[Revision]) -> Step:
