@@ -36,10 +36,12 @@ book in place); each round builds a fresh engine and replays the whole stream. T
 figure is the engine's own timer around its compiled call(s) (``ReplayResult.elapsed_ns``);
 the *replay* figure is the whole ``get_engine`` + ``replay`` call, setup, allocation and
 result wrapping included. ``clock="cpu"`` (the default) reads the measuring thread's CPU
-clock for both (``CLOCK_THREAD_CPUTIME_ID``, by swapping :func:`time.perf_counter_ns` for
-the duration of the measurement): time the thread spends preempted by other processes is not
+clock (``CLOCK_THREAD_CPUTIME_ID``, passed explicitly: :func:`clock_of`, :func:`timed_replay`;
+nothing process-wide is swapped): time the thread spends preempted by other processes is not
 counted, which on a shared 2-core machine at a load above 2 is most of what a wall clock
-would measure. ``clock="wall"`` uses the wall clock unchanged.
+would measure. The engine's own timer reads the wall clock; its kernel figure is carried onto
+the CPU clock as the kernel's share of the call (kernel wall time / call wall time) of the
+call's CPU time. ``clock="wall"`` uses the wall clock unchanged.
 
 A/A control: ``twin=`` measures one engine a second time in every round as if it were another
 engine (key ``name + AA``); :func:`aa_control` turns the pairs into
@@ -51,7 +53,6 @@ engine (key ``name + AA``); :func:`aa_control` turns the pairs into
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import subprocess
 import time
@@ -66,28 +67,32 @@ CLOCKS = ("cpu", "wall")
 AA = " (A/A)"  # the key of an engine's second measurement in the same rounds (``twin``)
 
 __all__ = ["AA", "DEFAULT_WORKLOADS", "aa_control", "command_breakdown", "hardware_counters",
-           "lineage_profile", "measure", "measuring_clock", "side_by_side", "versus_base",
+           "clock_of", "lineage_profile", "measure", "side_by_side", "timed_replay", "versus_base",
            "versus_base_text"]
 
 
-@contextlib.contextmanager
-def _clock(clock: str):
-    """Inside it ``time.perf_counter_ns`` (what every engine times its replay with) reads
-    ``clock``: ``"cpu"`` the thread's CPU clock, ``"wall"`` the wall clock unchanged."""
+def clock_of(clock: str):
+    """The clock ``clock`` names, as a function returning ns: ``"cpu"`` the measuring
+    thread's CPU clock (:func:`time.thread_time_ns`), ``"wall"`` :func:`time.perf_counter_ns`.
+    It is passed to whatever times with it; nothing process-wide is swapped."""
     if clock not in CLOCKS:
         raise ValueError(f"clock must be one of {CLOCKS}, got {clock!r}")
-    if clock == "wall":
-        yield time.perf_counter_ns
-        return
-    saved = time.perf_counter_ns
-    time.perf_counter_ns = time.thread_time_ns
-    try:
-        yield time.thread_time_ns
-    finally:
-        time.perf_counter_ns = saved
+    return time.thread_time_ns if clock == "cpu" else time.perf_counter_ns
 
 
-measuring_clock = _clock  # public: a study timing replays as :func:`measure` does
+def timed_replay(call, now):
+    """``call()`` (a replay), timed by ``now`` (:func:`clock_of`): ``(run, kernel_ns,
+    call_ns)``. ``call_ns`` is the whole call on ``now``; ``kernel_ns`` the engine's own
+    timer (``run.elapsed_ns``, on the wall clock, around its compiled call) carried onto
+    ``now``: the kernel's share of the call's wall time, times the call's time on ``now``
+    (the engine's own figure when ``now`` is the wall clock)."""
+    w0, t0 = time.perf_counter_ns(), now()
+    run = call()
+    t1, w1 = now(), time.perf_counter_ns()
+    call_ns = t1 - t0
+    if now is time.perf_counter_ns:
+        return run, run.elapsed_ns, call_ns
+    return run, call_ns * min(1.0, run.elapsed_ns / max(1, w1 - w0)), call_ns
 
 
 def _workload(workload, scale: float):
@@ -154,27 +159,26 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
         scratch = _buffers.take_array(len(cmds), OUTCOME_DTYPE)
         first = len(probes)  # the caller's list may hold other streams' rounds
         quiet_ref = pr.machine_width()  # this machine's quiet width, from earlier streams
-    with _clock(clock) as now:
-        for r, order in enumerate(stats.rotations(live, rounds + top_up)):
-            if r >= rounds and pr.quiet_rounds(probes[first:]).sum() >= rounds:
-                break
-            cores = []
-            for name in order:
-                if probes is not None:
-                    cores.append(pr.core_probe(pr.PROBE_STEPS, now=now))
-                t0 = now()
-                res = get_engine(name.removesuffix(AA), cfg).replay(cmds)
-                t1 = now()
-                out[name]["kernel"].append(res.elapsed_ns / n)
-                out[name]["replay"].append((t1 - t0) / n)
-                del res
+    now = clock_of(clock)  # passed to every timing below, never swapped in
+    for r, order in enumerate(stats.rotations(live, rounds + top_up)):
+        if r >= rounds and pr.quiet_rounds(probes[first:]).sum() >= rounds:
+            break
+        cores = []
+        for name in order:
             if probes is not None:
                 cores.append(pr.core_probe(pr.PROBE_STEPS, now=now))
-                probes.append({"order": list(order),
-                               "core_ghz": [c["core_ghz"] for c in cores],
-                               "width": [c["width"] for c in cores],
-                               "machine_width": quiet_ref,
-                               "floor_ns": pr.stream_floor(cmds, scratch, now=now)})
+            res, kernel, call = timed_replay(
+                lambda name=name: get_engine(name.removesuffix(AA), cfg).replay(cmds), now)
+            out[name]["kernel"].append(kernel / n)
+            out[name]["replay"].append(call / n)
+            del res
+        if probes is not None:
+            cores.append(pr.core_probe(pr.PROBE_STEPS, now=now))
+            probes.append({"order": list(order),
+                           "core_ghz": [c["core_ghz"] for c in cores],
+                           "width": [c["width"] for c in cores],
+                           "machine_width": quiet_ref,
+                           "floor_ns": pr.stream_floor(cmds, scratch, now=now)})
     if probes is not None:
         pr.machine_width([w for p in probes[first:] for w in p["width"]])  # on record
     if probes is not None and live:
@@ -682,9 +686,9 @@ def command_breakdown(engine: str, workload, *, scale: float = 1.0, rounds: int 
     for _ in range(max(1, rounds)):
         res, d = get_engine(engine, cfg).replay_timed(cmds)
         best = d if best is None else np.minimum(best, d)
-        with _clock(clock):
-            plain = get_engine(engine, cfg).replay(cmds)
-        untimed.append(plain.elapsed_ns / max(1, len(cmds)))
+        plain, kernel, _ = timed_replay(lambda: get_engine(engine, cfg).replay(cmds),
+                                        clock_of(clock))
+        untimed.append(kernel / max(1, len(cmds)))
         del plain
     labels = _command_classes(cmds, res.outcomes)[timed]
     clock = eng.clock_overhead()["median_ns"]

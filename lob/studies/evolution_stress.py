@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lob.measure.profile import AA, QUIET_MIN, measuring_clock
+from lob.measure.profile import AA, QUIET_MIN
 from lob.studies import conclude as K
 from lob.studies.study import interleaved_throughput
 
@@ -220,9 +220,8 @@ def measure_throughput(engines: Sequence[str], workloads: Sequence[str], scale: 
         if not run:
             continue
         twin = aa_engine(run)
-        with measuring_clock(CLOCK):
-            t = interleaved_throughput([*run, twin + AA], wl, rounds,
-                                       replay=_twin_replay(replay), top_up=rounds)
+        t = interleaved_throughput([*run, twin + AA], wl, rounds,
+                                   replay=_twin_replay(replay), top_up=rounds, clock=CLOCK)
         kept[w] = [t[run[0]].get("rounds_kept", rounds), t[run[0]].get("rounds_run", rounds)]
         sums = {t[e]["last"].checksum for e in t}
         if len(sums) != 1:
@@ -503,9 +502,8 @@ def measure_bitmap(bitmap_pair: Sequence[str], engines: Sequence[str], perf: dic
             if (a, b) == tuple(bitmap_pair):
                 wl = build(w, scale=bitmap_scale)
                 n = _rounds(repeat)
-                with measuring_clock(CLOCK):
-                    t = interleaved_throughput([a, b, a + AA], wl, n,
-                                               replay=_twin_replay(replay), top_up=n)
+                t = interleaved_throughput([a, b, a + AA], wl, n,
+                                           replay=_twin_replay(replay), top_up=n, clock=CLOCK)
                 ns = {e: t[e]["ns_per_op"] for e in t}
                 ran = t[a].get("rounds_run", n)
                 ra = t[a]["last"]

@@ -15,7 +15,6 @@ stretch of the machine hits them alike, after one untimed warm-up replay of each
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,7 +71,7 @@ def _prefix(wl, k: int):
 
 def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
                            replay=None, warmup: int = WARMUP_COMMANDS, top_up: int = 0,
-                           probe=None) -> dict[str, dict]:
+                           probe=None, clock: str = "wall") -> dict[str, dict]:
     """engine -> {"ns_per_op": [one value per round], "last": the last replay's run}.
 
     Each round replays every engine once on a fresh engine, in the round's rotated order.
@@ -82,7 +81,9 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
     of whichever engine first used that code (measured: v4@numba's first replay of a
     250,000-command lobster_replay at 59.5 ns/op against 15.6-23.1 in the next rounds,
     which made its A/A band 0.31-3.19). ``replay`` (default :func:`lob.replay`) is
-    injectable for tests.
+    injectable for tests. ``clock``: ``"wall"`` (the engine's own timer) or ``"cpu"`` (the
+    measuring thread's CPU clock), passed to the timing and the probes
+    (:func:`lob.measure.profile.timed_replay`), never swapped in process-wide.
 
     ``top_up``: the core is probed around every replay
     (:func:`lob.measure.probes.core_probe`, or ``probe()`` returning its dict) and up to
@@ -93,9 +94,12 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
     only they are kept; else every round run is. Each engine's entry then also holds
     ``rounds_run`` and ``rounds_kept``. The choice rests on probes taken outside the timed
     replays, never on the figures themselves."""
+    from lob.measure.profile import clock_of, timed_replay
+
     at_least_one(repeat, "repeat")
     if top_up < 0:
         raise ValueError(f"top_up must be >= 0, got {top_up}")
+    now = clock_of(clock)
     if replay is None:
         from lob.engines.registry import replay
     n = len(wl.commands)
@@ -110,8 +114,8 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
         probes = []
         quiet_ref = pr.machine_width()  # this machine's quiet width, from earlier streams
         if probe is None:
-            def probe():  # on the clock the replays are timed by (swapped by the caller)
-                return pr.core_probe(pr.PROBE_STEPS, now=lambda: time.perf_counter_ns())
+            def probe():  # on the clock the replays are timed by
+                return pr.core_probe(pr.PROBE_STEPS, now=now)
     out: dict[str, dict] = {e: {"ns_per_op": [], "last": None} for e in engines}
     for r, order in enumerate(rotations(list(engines), repeat + top_up)):
         if r >= repeat and pr.quiet_rounds(probes).sum() >= repeat:
@@ -120,8 +124,8 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
         for e in order:
             if probes is not None:
                 widths.append(probe()["width"])
-            run = replay(e, wl)
-            out[e]["ns_per_op"].append(run.elapsed_ns / n)
+            run, kernel, _ = timed_replay(lambda e=e: replay(e, wl), now)
+            out[e]["ns_per_op"].append(kernel / n)
             out[e]["last"] = run
         if probes is not None:
             widths.append(probe()["width"])

@@ -101,6 +101,50 @@ def test_cpu_clock_is_restored_and_a_bad_clock_is_refused():
         pf.measure(["v4@numba"], "lobster_replay", scale=0.001, rounds=0)
 
 
+def test_the_clock_is_passed_never_swapped_even_by_overlapping_threads():
+    """Two measurements overlapping in two threads (issue 44): nothing process-wide changes
+    while they run or after, so a third party's time.sleep still measures as it lasts; the
+    CPU clock leaves a sleeping replay's kernel out."""
+    import threading
+
+    from lob.engines.base import EngineSpec
+    from lob.engines.registry import get_engine, register_engine
+
+    real = time.perf_counter_ns
+    both_in = threading.Barrier(2, timeout=30)
+    seen = []
+
+    class Waits:  # reference, but each timed replay meets the other thread's inside it
+        def __init__(self, config):
+            self._e = get_engine("reference", config)
+
+        def replay(self, cmds):
+            seen.append(time.perf_counter_ns is real)
+            if threading.current_thread() is not threading.main_thread():
+                both_in.wait()
+            time.sleep(0.05)  # off the CPU: a wall clock counts it, the CPU clock not
+            return self._e.replay(cmds)
+
+    register_engine(EngineSpec("waits", Waits, "sleeps in its replay"), replace=True)
+    got = {}
+
+    def run(k):
+        got[k] = pf.measure(["waits"], "mixed_70_20_10", scale=0.001, rounds=1, clock="cpu")
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(seen) and len(seen) == 4 and time.perf_counter_ns is real
+    t0 = time.perf_counter_ns()
+    time.sleep(0.2)
+    assert time.perf_counter_ns() - t0 >= 0.19e9  # the wall clock still measures a sleep
+    wl = lob.workload("mixed_70_20_10", scale=0.001)
+    for k in got:  # 50 ms asleep per replay: on the CPU clock the whole call is far less
+        assert got[k]["waits"]["replay"][0] * len(wl.commands) < 0.04e9
+
+
 def test_hardware_counters_is_none_or_counts():
     got = pf.hardware_counters()
     assert got is None or (got["cycles"] > 0 and got["instructions"] > 0)
