@@ -15,18 +15,23 @@ the ends of int32, kinds, types and sides at the ends of int8 (:func:`bound_valu
 counts them; ``test_fuzz_volume`` states how many per run).
 
 Python engines run command by command through ``execute`` with ``check()`` after each;
-engines of other backends replay the whole batch and are checked at the end of the stream.
+engines of other backends replay the stream in a few batches, checked after each.
 
 Any registered engine takes the fuzz: lob's own always, others named in ``$LOB_FUZZ_ENGINES``
-(comma-separated, e.g. a foreign engine of ``$LOB_ENGINES_TOML``). An engine runs the cases
-its declared capabilities allow (:func:`lob.engines.registry.engine_capabilities`: STP
-modes, order types, kinds, scopes, band); the others are skipped with the reason stated.
+(comma-separated, e.g. a foreign engine of ``$LOB_ENGINES_TOML``). Every case is generated
+inside what the engine declares (:mod:`lob.workloads.fuzz`: its band, STP modes, order
+types, kinds, scopes), so nothing is skipped: a case that cannot run fails, saying why.
+Replays are compared outcome by outcome, fill by fill and L2 level by level at checkpoints.
+
+The generator lives in :mod:`lob.workloads.fuzz`; its names are re-exported here for the
+other tests that import them.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -36,243 +41,49 @@ from hypothesis import strategies as st
 
 import lob
 from lob.engines import engine_spec
+from lob.engines.capabilities import ALL, Capabilities, kind_type_counts
 from lob.engines.registry import engine_capabilities
 from lob.semantics import (
-    COMMAND_DTYPE,
-    FILL_DTYPE,
     MAX_NOTIONAL,
     MAX_PRICE,
     MAX_QTY,
-    OUTCOME_DTYPE,
     BookConfig,
     Kind,
-    Outcome,
+    OrderType,
     Reason,
-    Scope,
     Status,
     StpMode,
     checksum,
     commands,
 )
+from lob.workloads import fuzz
+from lob.workloads.fuzz import I64_MAX, I64_MIN, PROFILES, gen_stream, gen_stream_marked
 
-# name -> (band lo, band hi, width of the price window orders are drawn from, quantity
-# unit, share of commands at the bounds, seeds per STP mode as a fraction of SEEDS_PER_CASE)
-PROFILES = {
-    "narrow": (100, 111, None, 1, 0.04, 1),  # every price in the band: deep levels
-    "words": (40, 230, None, 1, 0.04, 1),  # crosses bitmap word boundaries (64, 128, 192)
-    "wide": (1_000, 6_000, 24, 1, 0.04, 1),  # a sparse book over a wide band, moving window
-    # the top of the price range, quantities up to MAX_QTY, a quarter of bound values
-    "top": (MAX_PRICE - 200, MAX_PRICE, None, MAX_QTY // 8, 0.25, 1 / 3),
-}
-STREAM_LEN = 2_000
+__all__ = ["GROUPS", "PROFILES", "assert_same", "case_config", "gen_stream", "gen_stream_marked",
+           "reference_run", "run_checked", "stream"]
+
+STREAM_LEN = fuzz.DEFAULT_LEN
 SEEDS_PER_CASE = int(os.environ.get("LOB_FUZZ_SEEDS", "6"))
-CASES = [(p, m, s) for p, spec in PROFILES.items() for m in StpMode
-         for s in range(max(1, round(SEEDS_PER_CASE * spec[5])))]
-CASE_IDS = [f"{p}-{m.name}-s{s}" for p, m, s in CASES]
+CASES = fuzz.cases(SEEDS_PER_CASE)  # (profile, STP slot, seed); slot = StpMode for lob's own
+CASE_IDS = [f"{p}-{StpMode(m).name}-s{s}" for p, m, s in CASES]
 CASE_GROUP = 2  # streams per test case: fewer, longer cases keep xdist overhead low
 GROUPS = [CASES[i:i + CASE_GROUP] for i in range(0, len(CASES), CASE_GROUP)]
 GROUP_IDS = [CASE_IDS[i] for i in range(0, len(CASES), CASE_GROUP)]
 
-OTYPE_P = [0.45, 0.10, 0.12, 0.13, 0.10, 0.10]  # LIMIT IOC FOK POST_ONLY MARKET NOTIONAL
-
-
-def gen_stream(seed: int, n: int, lo: int, hi: int, window: int | None, unit: int = 1,
-               extreme: float = 0.0) -> np.ndarray:
-    """``n`` fuzz commands for a book with band [lo, hi]; a pure function of its arguments.
-
-    ``unit`` scales quantities (1..8 units); a share ``extreme`` of the commands is then
-    replaced by commands at the bounds (:func:`_extreme`).
-    """
-    return gen_stream_marked(seed, n, lo, hi, window, unit, extreme)[0]
-
-
-def gen_stream_marked(seed, n, lo, hi, window, unit=1, extreme=0.0):
-    """:func:`gen_stream` and the indices of the commands it drew at the bounds."""
-    rng = np.random.default_rng([seed, lo, hi, window or 0])
-    c = np.zeros(n, COMMAND_DTYPE)
-    c["timed"] = True
-    u = rng.random(n)
-    kind = np.select([u < 0.68, u < 0.82, u < 0.985], [Kind.SUBMIT, Kind.CANCEL, Kind.MODIFY],
-                     Kind.MASS_CANCEL)
-    c["kind"] = kind
-    if window is None:
-        base = np.full(n, lo)
-        span = hi - lo + 1
-    else:  # a window of prices that jumps to a random place every ~300 commands
-        starts = rng.integers(lo, hi - window + 2, size=n // 300 + 1)
-        base = starts[np.arange(n) // 300]
-        span = window
-    side = rng.integers(0, 2, n)
-    # most buys in the lower part of the window and most sells in the upper part, so that
-    # books build some depth; the rest are uniform, and many of those cross
-    frac = rng.random(n)
-    skew = rng.random(n) < 0.75
-    frac = np.where(skew, frac * 0.6 + np.where(side == 1, 0.4, 0.0), frac)
-    price = base + (frac * span).astype(np.int64)
-    c["price"] = price
-    c["side"] = side
-    c["owner"] = rng.integers(1, 4, n)  # three owners: self-trades are frequent
-    c["qty"] = rng.integers(1, 9, n) * unit
-    sub = kind == Kind.SUBMIT
-    otype = rng.choice(6, size=n, p=OTYPE_P)
-    c["otype"] = np.where(sub, otype, 0)
-    mkt = sub & (otype >= 4)
-    c["price"][mkt] = rng.integers(-5, hi + 5, int(mkt.sum()))  # ignored for market orders
-    notional = sub & (otype == 5)
-    c["qty"][notional] = price[notional] * rng.integers(0, 7, int(notional.sum())) * unit + \
-        rng.integers(1, price[notional] + 1)
-    mod = kind == Kind.MODIFY
-    c["price"][mod & (rng.random(n) < 0.4)] = 0  # keep the price
-    mass = kind == Kind.MASS_CANCEL
-    scope = rng.choice(4, size=n, p=[0.1, 0.3, 0.3, 0.3])
-    c["otype"][mass] = scope[mass]
-    c["price_hi"] = np.where(mass & (scope == Scope.PRICE_RANGE),
-                             price + rng.integers(0, 5, n), 0)
-
-    bad = rng.random(n) < 0.05
-    _corrupt(c, np.nonzero(bad)[0], rng, lo, hi)
-
-    # ids: the target of a cancel / modify is mostly a recent id (often still resting),
-    # sometimes any earlier id (often dead), sometimes one never issued
-    valid_sub = (c["kind"] == Kind.SUBMIT) & ~bad
-    issued = np.cumsum(valid_sub) - valid_sub  # ids issued before each command
-    pick = rng.random(n)
-    recent = issued - rng.integers(0, 10, n)
-    anywhere = (rng.random(n) * issued).astype(np.int64) + 1
-    never = np.where(rng.random(n) < 0.5, issued + rng.integers(1, 4, n), -rng.integers(0, 3, n))
-    target = np.select([pick < 0.6, pick < 0.88], [recent, anywhere], never)
-    targeted = np.isin(c["kind"], (Kind.CANCEL, Kind.MODIFY))
-    c["id"] = np.where(targeted, target, 0)
-    edge = np.nonzero(rng.random(n) < extreme)[0] if extreme else np.zeros(0, np.int64)
-    _extreme(c, edge, rng, lo, hi, np.maximum(recent, 1))
-    return c, edge
-
-
-I64_MIN, I64_MAX = -(2**63), 2**63 - 1
-ID_ENDS = [I64_MIN, I64_MIN + 1, -1, 2**31 - 1, 2**31, 2**32, 2**62, I64_MAX - 1, I64_MAX]
-QTY_EDGES = [MAX_QTY - 1, MAX_QTY, MAX_QTY + 1, 2**62, I64_MAX, I64_MIN, I64_MIN + 1]
-NOTIONAL_EDGES = [MAX_NOTIONAL - 1, MAX_NOTIONAL, MAX_NOTIONAL + 1, I64_MAX]
-OWNER_ENDS = [2**31 - 1, -(2**31)]
-I8_ENDS = [127, -128]
-
-
-def _price_ends(lo: int, hi: int) -> list[int]:
-    return [I64_MIN, I64_MIN + 1, -1, lo - 1, lo, hi, hi + 1, MAX_PRICE, MAX_PRICE + 1,
-            I64_MAX - 1, I64_MAX]
-
-
-def _extreme(c, idx, rng, lo: int, hi: int, recent) -> None:
-    """Replace each command at ``idx`` by one carrying values at the bounds (or the ends of
-    its field's type); a third of them are still valid (they rest, trade, cancel)."""
-    prices = _price_ends(lo, hi)
-
-    def pick(xs):
-        return xs[int(rng.integers(0, len(xs)))]
-
-    for i in idx.tolist():
-        r = int(rng.integers(0, 9))
-        c[i] = np.zeros(1, COMMAND_DTYPE)[0]
-        c["timed"][i] = True
-        c["owner"][i] = int(rng.integers(1, 4))
-        c["side"][i] = int(rng.integers(0, 2))
-        in_band = int(rng.integers(lo, hi + 1))
-        if r == 0:  # a priced order of a quantity at the bound (valid up to MAX_QTY)
-            c["otype"][i], c["price"][i] = int(rng.integers(0, 4)), in_band
-            c["qty"][i] = pick(QTY_EDGES[:3] * 3 + QTY_EDGES[3:])
-        elif r == 1:  # a market / notional order: ignored price at the ends, big amounts
-            c["otype"][i] = int(rng.choice([4, 5]))
-            c["price"][i] = pick(prices)
-            c["qty"][i] = pick(QTY_EDGES[:3] if c["otype"][i] == 4 else NOTIONAL_EDGES)
-        elif r == 2:  # a priced order at or beyond the band's ends and MAX_PRICE
-            c["otype"][i], c["price"][i] = int(rng.integers(0, 4)), pick(prices)
-            c["qty"][i] = int(rng.integers(1, 9))
-        elif r == 3:  # cancel of an id at the ends of int64
-            c["kind"][i], c["id"][i] = Kind.CANCEL, pick(ID_ENDS)
-        elif r == 4:  # modify: a live-ish or an extreme id, a bound quantity, an end price
-            c["kind"][i] = Kind.MODIFY
-            c["id"][i] = int(recent[i]) if rng.random() < 0.6 else pick(ID_ENDS)
-            c["qty"][i] = pick(QTY_EDGES[:3] + [1])
-            c["price"][i] = pick(prices + [0, 0, in_band])
-        elif r == 5:  # mass cancel over a price range with ends anywhere in int64
-            a, b = pick(prices), pick(prices)
-            c["kind"][i], c["otype"][i] = Kind.MASS_CANCEL, Scope.PRICE_RANGE
-            c["price"][i], c["price_hi"][i] = (min(a, b), max(a, b)) if rng.random() < 0.9 \
-                else (max(a, b), min(a, b))
-        elif r == 6:  # owners at the ends of int32 (submit, or mass cancel by owner)
-            if rng.random() < 0.5:
-                c["otype"][i], c["price"][i], c["qty"][i] = 0, in_band, MAX_QTY
-            else:
-                c["kind"][i], c["otype"][i] = Kind.MASS_CANCEL, Scope.OWNER
-            c["owner"][i] = pick(OWNER_ENDS)
-        elif r == 7:  # kind, type, side or scope at the ends of int8
-            c["price"][i], c["qty"][i] = in_band, 1
-            which = int(rng.integers(0, 4))
-            if which == 0:
-                c["kind"][i] = pick(I8_ENDS)
-            elif which == 1:
-                c["otype"][i] = pick(I8_ENDS)
-            elif which == 2:
-                c["side"][i] = pick(I8_ENDS)
-            else:
-                c["kind"][i], c["otype"][i] = Kind.MASS_CANCEL, Scope.SIDE
-                c["side"][i] = pick(I8_ENDS)
-        else:  # a FOK for exactly MAX_QTY (valid: fillable only against a deep book)
-            c["otype"][i], c["price"][i], c["qty"][i] = 2, pick([lo, hi, in_band]), MAX_QTY
-
 
 @functools.cache
 def bound_value_rows(profile: str, stp: StpMode, seed: int) -> np.ndarray:
-    """Indices of the commands of a case's stream drawn at the bounds (by :func:`_extreme`)."""
-    lo, hi, window, unit, extreme, _ = PROFILES[profile]
-    return gen_stream_marked(seed * 4 + int(stp), STREAM_LEN, lo, hi, window, unit, extreme)[1]
-
-
-def _corrupt(c: np.ndarray, idx: np.ndarray, rng: np.random.Generator, lo: int, hi: int) -> None:
-    """Make each command at ``idx`` invalid in one of the ways its kind can be."""
-    for i in idx.tolist():
-        k, r = int(c["kind"][i]), int(rng.integers(0, 6))
-        if r == 0:
-            c["kind"][i] = int(rng.choice([4, 5, -1]))
-        elif k == Kind.SUBMIT:
-            if r == 1:
-                c["otype"][i] = int(rng.choice([6, 7, -1]))
-            elif r == 2:
-                c["side"][i] = int(rng.choice([2, -1]))
-            elif r == 3:
-                c["owner"][i] = int(rng.choice([0, -1]))
-            elif r == 4:
-                c["qty"][i] = int(rng.choice([0, -3]))
-            else:
-                c["otype"][i] = int(rng.integers(0, 4))  # a priced type, out of the band
-                c["price"][i] = int(rng.choice([lo - 1 - rng.integers(0, 3), hi + 1, 0]))
-        elif k in (Kind.CANCEL, Kind.MODIFY):
-            c["kind"][i] = Kind.MODIFY  # cancels have no invalid form beyond the kind
-            if r % 2:
-                c["qty"][i] = int(rng.choice([0, -2]))
-            else:
-                c["qty"][i] = int(rng.integers(1, 5))
-                c["price"][i] = int(rng.choice([lo - 1, hi + 1, -7]))
-        else:  # mass cancel
-            if r == 1:
-                c["otype"][i] = int(rng.choice([4, -1]))
-            elif r == 2:
-                c["otype"][i], c["side"][i] = Scope.SIDE, 3
-            elif r == 3:
-                c["otype"][i], c["owner"][i] = Scope.OWNER, 0
-            else:
-                c["otype"][i] = Scope.PRICE_RANGE
-                c["price"][i], c["price_hi"][i] = hi, hi - 1 - int(rng.integers(0, 3))
+    """Indices of the commands of a case's stream drawn at the bounds."""
+    return fuzz.case(profile, int(stp), seed).bound_rows(STREAM_LEN)
 
 
 def case_config(profile: str, stp: StpMode) -> BookConfig:
-    lo, hi = PROFILES[profile][:2]
-    return BookConfig(lo, hi, stp)
+    return fuzz.case(profile, int(stp), 0).config
 
 
 @functools.cache
 def stream(profile: str, stp: StpMode, seed: int) -> np.ndarray:
-    lo, hi, window, unit, extreme, _ = PROFILES[profile]
-    return gen_stream(seed * 4 + int(stp), STREAM_LEN, lo, hi, window, unit, extreme)
+    return fuzz.case(profile, int(stp), seed).commands(STREAM_LEN)
 
 
 @functools.cache
@@ -284,47 +95,22 @@ def reference_run(profile: str, stp: StpMode, seed: int):
 
 def run_checked(name: str, config: BookConfig, cmds: np.ndarray):
     """(outcomes, fills, final L2) of ``cmds`` through a fresh engine, invariants checked."""
-    eng = lob.get_engine(name, config)
-    if engine_spec(name).backend == "python" and hasattr(eng, "check"):
-        rows = []
-        for row in cmds:
-            o = eng.execute(row)
-            rows.append((o.status, o.reason, o.id, o.remaining, o.filled, o.fills, o.removed))
-            eng.check()
-        outcomes = np.array(rows, OUTCOME_DTYPE).reshape(len(cmds))
-        fills = np.asarray(eng.fills, FILL_DTYPE)
-    else:
-        res = eng.replay(cmds)
-        if hasattr(eng, "check"):
-            eng.check()
-        outcomes, fills = res.outcomes, res.fills
-    return outcomes, fills, l2(eng, 1_000_000)
+    run = fuzz.replay_checkpoints(lob.get_engine(name, config), cmds, checkpoints=1,
+                                  per_op=_per_op(name))
+    return run.outcomes, run.fills, run.books[-1][1]
 
 
-def describe(cmds, i, ref_o, got_o) -> str:
-    c = {f: int(cmds[i][f]) for f in ("kind", "otype", "side", "owner", "price", "qty", "id",
-                                      "price_hi")}
-    return (f"first divergence at command {i}: {c}\n"
-            f"  reference: {Outcome.from_tuple(tuple(ref_o[i].tolist()))}\n"
-            f"  engine:    {Outcome.from_tuple(tuple(got_o[i].tolist()))}")
+def _per_op(name: str) -> bool:
+    """Python engines run command by command with ``check()`` after each."""
+    return engine_spec(name).backend == "python"
 
 
 def assert_same(name, cmds, ref, got) -> None:
-    (ref_o, ref_f, ref_l2), (got_o, got_f, got_l2) = ref, got
-    assert got_o.shape == ref_o.shape, f"{name}: {len(got_o)} outcomes for {len(cmds)} commands"
-    diff = np.nonzero(ref_o != got_o)[0]
-    assert diff.size == 0, f"{name}: " + describe(cmds, int(diff[0]), ref_o, got_o)
-    n = min(len(ref_f), len(got_f))
-    fdiff = np.nonzero(ref_f[:n] != got_f[:n])[0]
-    if fdiff.size or len(ref_f) != len(got_f):
-        k = int(fdiff[0]) if fdiff.size else n
-        i = int(np.searchsorted(np.cumsum(ref_o["fills"]), k, side="right"))
-        raise AssertionError(
-            f"{name}: fill {k} differs (command {i}): reference "
-            f"{ref_f[k].tolist() if k < len(ref_f) else None}, engine "
-            f"{got_f[k].tolist() if k < len(got_f) else None}\n" + describe(cmds, i, ref_o, got_o))
-    assert checksum(got_o, got_f) == checksum(ref_o, ref_f)
-    assert got_l2 == ref_l2, f"{name}: final books differ"
+    """Outcomes, fills, checksum and final book of two (outcomes, fills, L2) results."""
+    runs = [fuzz.Run(o, f, [(len(cmds), book)]) for o, f, book in (ref, got)]
+    diff = fuzz.first_difference(cmds, *runs)
+    assert diff is None, f"{name}: {diff}"
+    assert checksum(got[0], got[1]) == checksum(ref[0], ref[1])
 
 
 @pytest.mark.parametrize("group", GROUPS, ids=GROUP_IDS)
@@ -338,37 +124,67 @@ def test_reference_is_self_consistent(group):
         assert res.checksum == checksum(got[0], got[1])
 
 
-FUZZ_ENGINES = OTHER_ENGINES + [
+# lob's C++ engines (lob.engines.native: built here, or not registered without a compiler)
+NATIVE_ENGINES = [e for e in lob.engine_names() if engine_spec(e).backend == "cpp"]
+FUZZ_ENGINES = OTHER_ENGINES + NATIVE_ENGINES + [
     n for n in filter(None, os.environ.get("LOB_FUZZ_ENGINES", "").split(","))
-    if n not in OTHER_ENGINES]
+    if n not in OTHER_ENGINES + NATIVE_ENGINES]
 
 
-def case_refusal(name: str, profile: str, stp: StpMode, seed: int) -> str | None:
-    """Why ``name`` does not take this fuzz case (its declared capabilities), or None."""
+@functools.cache
+def fitted(name: str, profile: str, slot: int, seed: int) -> tuple[fuzz.FuzzCase | None, str]:
+    """The case fitted to what ``name`` declares, or (None, why it cannot be)."""
     caps = engine_capabilities(name)
-    config = case_config(profile, stp)
-    return caps.config_refusal(name, config) or \
-        caps.commands_refusal(name, stream(profile, stp, seed), config)
+    try:
+        c = fuzz.case(profile, slot, seed, caps)
+    except ValueError as e:
+        return None, f"{profile}-slot{slot}-s{seed}: {e}"
+    cmds = c.commands(STREAM_LEN)
+    why = caps.config_refusal(name, c.config) or caps.commands_refusal(name, cmds, c.config)
+    return (None, f"{c.name}: {why}") if why else (c, "")
+
+
+@functools.cache
+def reference_checkpoints(c: fuzz.FuzzCase) -> fuzz.Run:
+    return fuzz.replay_checkpoints(lob.get_engine("reference", c.config),
+                                   c.commands(STREAM_LEN))
+
+
+def check_engine_cases(name: str, group) -> int:
+    """Run ``name`` on each case of ``group`` fitted to its declaration and compare with
+    ``reference`` (outcomes, fills, checksum, L2 level by level at checkpoints, the batch
+    path); a case the fitted generator cannot give it fails, naming why. Returns the cases
+    run."""
+    refused = []
+    ran = 0
+    for profile, slot, seed in group:
+        c, why = fitted(name, profile, slot, seed)
+        if c is None:
+            refused.append(why)
+            continue
+        cmds = c.commands(STREAM_LEN)
+        ref = reference_checkpoints(c)
+        got = fuzz.replay_checkpoints(lob.get_engine(name, c.config), cmds,
+                                      per_op=_per_op(name))
+        diff = fuzz.first_difference(cmds, ref, got)
+        assert diff is None, f"{name} ({c.name}, band {c.config.min_price}..{c.config.max_price}" \
+                             f"): {diff}"
+        want = checksum(ref.outcomes, ref.fills)
+        assert checksum(got.outcomes, got.fills) == want
+        again = lob.get_engine(name, c.config).replay(cmds)  # the whole batch in one call
+        assert again.checksum == want, f"{name} ({c.name}): replay checksum differs"
+        ran += 1
+    if refused:
+        pytest.fail(f"{name}: {len(refused)} of {len(group)} fuzz cases could not run within "
+                    f"its declared capabilities ({'; '.join(refused)}); the fuzz generates "
+                    f"inside a declaration, so this is a declaration no book can satisfy")
+    return ran
 
 
 @pytest.mark.parametrize("group", GROUPS, ids=GROUP_IDS)
 @pytest.mark.parametrize("name", FUZZ_ENGINES)
 def test_engine_agrees_with_reference(name, group):
-    skipped = []
-    for profile, stp, seed in group:
-        why = case_refusal(name, profile, stp, seed)
-        if why:
-            skipped.append(why)
-            continue
-        res, book = reference_run(profile, stp, seed)
-        cmds = stream(profile, stp, seed)
-        got = run_checked(name, case_config(profile, stp), cmds)
-        assert_same(name, cmds, (res.outcomes, res.fills, book), got)
-        again = lob.get_engine(name, case_config(profile, stp)).replay(cmds)  # the batch path
-        assert again.checksum == res.checksum, f"{name}: replay checksum differs"
-        assert again.counters == res.counters
-    if len(skipped) == len(group):
-        pytest.skip("; ".join(dict.fromkeys(skipped)))
+    check_engine_cases(name, group)
 
 
 def test_streams_are_deterministic_and_varied():
@@ -471,3 +287,76 @@ def test_hypothesis_command_lists(rows, stp):
     ref_all = (ref.outcomes, ref.fills, l2(eng, 1_000_000))
     for name in ENGINES:
         assert_same(name, cmds, ref_all, run_checked(name, config, cmds))
+
+
+# --- the generator fitted to a partial declaration ------------------------------------------
+
+SEED_LIKE = Capabilities(frozenset({StpMode.CANCEL_MAKER}),
+                         frozenset(OrderType(t) for t in range(4)),
+                         frozenset({Kind.SUBMIT, Kind.CANCEL}), frozenset(), 99, 1, 99)
+
+
+def test_fitted_streams_stay_inside_a_partial_declaration_and_use_all_of_it():
+    """A 1..99 engine of one STP mode, four order types, submits and cancels: every case
+    is fitted (no refusal), and the streams still reach each declared type, invalid
+    commands, and both band ends."""
+    seen_types, statuses = set(), set()
+    for profile, slot, seed in fuzz.cases(1):
+        c = fuzz.case(profile, slot, seed, SEED_LIKE)
+        cmds = c.commands(STREAM_LEN)
+        assert c.config.stp == StpMode.CANCEL_MAKER
+        assert 1 <= c.config.min_price <= c.config.max_price <= 99
+        assert SEED_LIKE.config_refusal("e", c.config) is None
+        assert SEED_LIKE.commands_refusal("e", cmds, c.config) is None
+        assert set(cmds["kind"].tolist()) - {0, 1} <= {4, 5, -1, 127, -128, 2}  # bad kinds
+        seen_types |= set(cmds["otype"][cmds["kind"] == 0].tolist())
+        statuses |= set(lob.get_engine("reference", c.config).replay(cmds)
+                        .outcomes["status"].tolist())
+    assert {0, 1, 2, 3} <= seen_types
+    assert statuses == {int(s) for s in Status}
+    assert fuzz.fit("narrow", SEED_LIKE)[:2] == (88, 99)  # anchored at the highest price
+    assert fuzz.fit("words", SEED_LIKE)[:2] == (1, 99)  # crosses the 64-bit word
+    assert fuzz.fit("wide", SEED_LIKE).window == 24
+    top = fuzz.fit("top", Capabilities(max_band_width=50))
+    assert (top.lo, top.hi) == (MAX_PRICE - 49, MAX_PRICE)
+    assert fuzz.fit("narrow", ALL) == PROFILES["narrow"]
+
+
+def test_a_declaration_no_case_fits_fails_the_fuzz(monkeypatch):
+    """Nothing is skipped: an engine for which no case can be built fails, saying why."""
+    none = Capabilities(stp_modes=frozenset())
+    monkeypatch.setattr(sys.modules[__name__], "engine_capabilities", lambda name: none)
+    fitted.cache_clear()
+    try:
+        with pytest.raises(pytest.fail.Exception, match="declares no STP mode"):
+            check_engine_cases("reference", GROUPS[0])
+    finally:
+        fitted.cache_clear()
+
+
+def test_the_comparison_reads_every_level_at_every_checkpoint():
+    cmds = stream("narrow", StpMode.NONE, 0)
+    ref = fuzz.replay_checkpoints(lob.get_engine("reference", case_config("narrow", 0)), cmds)
+    assert len(ref.books) == fuzz.CHECKPOINTS and ref.books[-1][0] == len(cmds)
+    assert fuzz.first_difference(cmds, ref, ref) is None
+    at, book = ref.books[3]
+    side = "bids" if book["bids"] else "asks"
+    wrong = {**book, side: [*book[side][:-1], (book[side][-1][0], -1, book[side][-1][2])]}
+    bad = fuzz.Run(ref.outcomes, ref.fills, [*ref.books[:3], (at, wrong), *ref.books[4:]])
+    msg = fuzz.first_difference(cmds, ref, bad)
+    assert msg.startswith(f"L2 after {at} commands, {side} level {len(book[side]) - 1}")
+
+
+def test_the_declaration_check_is_one_pass_and_exact():
+    """A MODIFY that validation rejects needs no capability, a valid one does; an exact
+    price range refuses a band outside it."""
+    c = commands([dict(kind=0, otype=0, side=0, owner=1, price=5, qty=1),
+                  dict(kind=2, id=1, qty=0)])
+    cfg = BookConfig(1, 99, StpMode.CANCEL_MAKER)
+    assert SEED_LIKE.commands_refusal("e", c, cfg) is None
+    c["qty"][1] = 3
+    assert "MODIFY" in SEED_LIKE.commands_refusal("e", c, cfg)
+    assert kind_type_counts(c)[2] == 1 and kind_type_counts(c).sum() == 2
+    assert "holds prices 1..99 only" in SEED_LIKE.config_refusal(
+        "e", BookConfig(2, 100, StpMode.CANCEL_MAKER))
+    assert SEED_LIKE.config_refusal("e", BookConfig(2, 98, StpMode.CANCEL_MAKER)) is None

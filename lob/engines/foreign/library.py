@@ -25,7 +25,7 @@ import numpy as np
 
 from lob.engines.foreign.counting import NativeAllocCounter
 from lob.paths import file_sha256
-from lob.semantics import COMMAND_DTYPE, FILL_DTYPE, OUTCOME_DTYPE
+from lob.semantics import COMMAND_DTYPE, FILL_DTYPE, MAX_PRICE, OUTCOME_DTYPE
 
 ABI_VERSION = 2  # must equal LOB_ABI_VERSION in lob_engine.h
 HEADER = Path(__file__).with_name("lob_engine.h")
@@ -95,6 +95,15 @@ def cache_dir() -> Path:
     return lob_cache()
 
 
+
+
+def header_declarations() -> str:
+    """``lob_engine.h`` without comments and with spacing folded: what a library built
+    against it depends on (a documentation edit of the header rebuilds nothing)."""
+    import re
+
+    code = re.sub(r"/\*.*?\*/|//[^\n]*", "", HEADER.read_text(), flags=re.S)
+    return " ".join(code.split())
 
 
 def identity(path: str | os.PathLike) -> dict:
@@ -255,14 +264,19 @@ class Library:
         if self.capabilities(ctypes.byref(caps)) != 0:
             raise ForeignEngineError(f"foreign engine {self.label!r}: lob_capabilities "
                                      f"failed in {path}")
-        if not caps.kinds >> 0 & 1 or caps.max_band_width < 0:
+        lo, hi = int(caps.reserved[0]), int(caps.reserved[1])  # the band's price range
+        bad = ("no SUBMIT" if not caps.kinds & 1 else
+               "a negative max_band_width" if caps.max_band_width < 0 else
+               f"an impossible price range {lo}..{hi} (reserved[0..1]: 0 or 1 <= lowest <= "
+               f"highest <= {MAX_PRICE:,})"
+               if lo < 0 or hi < 0 or hi > MAX_PRICE or (lo and hi and lo > hi) else None)
+        if bad:
             raise ForeignEngineError(
-                f"foreign engine {self.label!r}: lob_capabilities of {path} declares "
-                f"{'no SUBMIT' if not caps.kinds & 1 else 'a negative max_band_width'}")
+                f"foreign engine {self.label!r}: lob_capabilities of {path} declares {bad}")
         from lob.engines.capabilities import Capabilities
 
         self.caps = Capabilities.from_bits(caps.stp_modes, caps.order_types, caps.kinds,
-                                           caps.scopes, caps.max_band_width)
+                                           caps.scopes, caps.max_band_width, lo, hi)
 
     def _check_version(self, got: int) -> None:
         if got != ABI_VERSION:

@@ -144,7 +144,12 @@ typedef struct {
     uint32_t kinds;           /* bit k: Kind k (SUBMIT is required) */
     uint32_t scopes;          /* bit s: Scope s of a MASS_CANCEL */
     int64_t max_band_width;   /* widest band (max - min + 1) lob_create accepts; 0: any */
-    int64_t reserved[4];      /* 0 */
+    int64_t reserved[4];      /* [0] lowest and [1] highest price a band may hold
+                                 (min_price >= reserved[0], max_price <= reserved[1]); 0:
+                                 no bound stated, as in engines built before these two
+                                 (lob passes a zeroed record). e.g. a book of an array
+                                 indexed by price 1..99: reserved[0] = 1, reserved[1] = 99,
+                                 max_band_width = 99. [2], [3]: 0 */
 } lob_caps;           /* 56 bytes */
 #define LOB_CAP_BIT(x) (1u << (x))
 #define LOB_CAP_ALL_STP 0xFu
