@@ -31,7 +31,10 @@ def engines_table() -> list[str]:
                 w = caps.max_band_width
             else:
                 w = getattr(get_engine(name, BookConfig(1, 1)), "max_band_width", None)
-            band = "any" if w is None else f"<={w / 1e6:.1f}M ticks"
+            band = "any" if w is None else f"<={w / 1e6:.1f}M ticks" if w >= 10**5 \
+                else f"<={w:,} ticks"
+            if caps is not None and (caps.min_price or caps.max_price):
+                band = "{:,}..{:,}".format(*caps.price_range)
         except Exception as e:  # a plugin that cannot build: say so, keep listing
             band = "not built" if "not built" in str(e) else f"? ({type(e).__name__})"
         if caps is not None and not caps.complete:
@@ -43,6 +46,11 @@ def engines_table() -> list[str]:
     if unbuilt():
         lines.append(f"not built yet (third-party engines behind a shim): {', '.join(unbuilt())}"
                      f"; build with `lob engines build NAME`")
+    from lob.engines import native
+
+    if native.unbuilt():
+        lines.append(f"not built (lob's C++ engines): {', '.join(native.unbuilt())}: "
+                     f"{native.unavailable()}")
     lines.append("band: the widest price band (max - min + 1) an engine accepts; engines whose "
                  "per-price arrays grow with the band refuse wider ones at creation "
                  "(limit: LOB_MAX_BAND_BYTES, default 1 GiB)")
@@ -55,8 +63,17 @@ def _cmd_engines(args) -> int:
 
         return main(list(args.names) + (["--force"] if args.force else []))
     if args.action == "warm":  # numba's kernels compiled (or loaded) before a batch or the tests
+        from lob.engines import native
         from lob.engines.compiled import warm
 
+        try:
+            built = native.build_all()
+            print(f"lob's C++ engines ready: {', '.join(built)}")
+        except native.BuildUnavailable as e:
+            print(f"lob's C++ engines not built: {e}", file=sys.stderr)
+        except native.BuildError as e:
+            print(f"lob engines warm: {e}", file=sys.stderr)
+            return 1
         try:
             took = warm()
         except RuntimeError as e:
@@ -93,9 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("engines", help="list registered engines and lineage versions; "
                        "`lob engines build [NAME ...]` builds third-party engine adapters; "
-                       "`lob engines warm` compiles (or loads) numba's kernels in parallel")
+                       "`lob engines warm` builds lob's C++ engines and compiles (or loads) "
+                       "numba's kernels in parallel")
     s.add_argument("action", nargs="?", choices=["build", "warm"],
-                   help="build adapters (fetch + compile), or warm numba's kernels")
+                   help="build adapters (fetch + compile), or build lob's C++ engines and warm "
+                        "numba's kernels")
     s.add_argument("names", nargs="*", help="adapters to build (default: all)")
     s.add_argument("--force", action="store_true", help="rebuild even if built")
     s.set_defaults(func=_cmd_engines)

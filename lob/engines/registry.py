@@ -24,9 +24,10 @@ from lob.semantics import BookConfig
 
 ENTRY_POINT_GROUP = "lob.engines"
 # built-in members, in listing order; each exports ENGINES (a list of EngineSpec);
+# lob.engines.native: lob's C++ engines (built into the cache on first use);
 # lob.engines.foreign lists the foreign engines named in $LOB_ENGINES_TOML
 MEMBERS = ("lob.engines.reference", "lob.engines.ladder", "lob.engines.compiled",
-           "lob.engines.foreign")
+           "lob.engines.native", "lob.engines.foreign")
 
 
 _REGISTRY: dict[str, EngineSpec] = {}
@@ -152,7 +153,10 @@ def engine_spec(name: str) -> EngineSpec:
             refresh()
             if name in reg:
                 return reg[name]
-        hint = not_built_hint(name) or _CLASHES.get(name)  # an adapter not built yet
+        from lob.engines.native import not_built_hint as native_hint
+
+        # an adapter not built yet, a native engine without a compiler, a clash
+        hint = not_built_hint(name) or native_hint(name) or _CLASHES.get(name)
         raise ValueError(hint or
                          f"unknown engine {name!r}; registered engines: {', '.join(reg)}") from None
 

@@ -794,7 +794,7 @@ def side_engines(*, say=print, c_book=None) -> list[str]:
         say(f"c_book is not built here ({e}); the side-by-side goes on without it")
     chain = tg.chain("numba")
     rest = [n for n in engine_names() if n != "reference" and n not in chain
-            and engine_spec(n).backend != "python"]
+            and engine_spec(n).backend not in ("python", "cpp")]  # cpp: fok_scan_bottleneck
     return declared.built_only([*chain, *rest], say=say)
 
 

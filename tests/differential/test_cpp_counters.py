@@ -158,3 +158,35 @@ def test_slow_python_engines_match_the_counted_engines_on_a_prefix(engine, count
 def test_limit_only_published_remaining(engine):
     wl = lob.workload("cpp_limit_only")
     assert lob.replay(engine, wl).counters["remaining_sum"] == REMAINING_LIMIT_ONLY
+
+
+# lob's C++ build of the seed's lineage (lob.engines.native; registered where g++ is): v2 at
+# full size in CI (its FOK check stops early) and v0 on the limit-only stream (no FOK); the
+# `full` FOK scans (v0, v0+pool, v0+bitmap, v1: every crossing order of a deep book per FOK)
+# at full size under `make test-extended`, and on the counted prefix in CI.
+NATIVE = [e for e in lob.engine_names() if engine_spec(e).backend == "cpp"]
+NATIVE_FAST = {"v2@cpp"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", [e if e in NATIVE_FAST else
+                                    pytest.param(e, marks=pytest.mark.extended) for e in NATIVE])
+def test_native_comprehensive_published_counters(engine, cpp_comprehensive):
+    _check(lob.replay(engine, cpp_comprehensive), REMAINING_COMPREHENSIVE)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", [e if e in NATIVE_FAST | {"v0@cpp"} else
+                                    pytest.param(e, marks=pytest.mark.extended) for e in NATIVE])
+def test_native_limit_only_published_remaining(engine):
+    wl = lob.workload("cpp_limit_only")
+    assert lob.replay(engine, wl).counters["remaining_sum"] == REMAINING_LIMIT_ONLY
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", NATIVE)
+def test_native_engines_match_the_counted_engines_on_a_prefix(engine, counted_prefix):
+    wl, want = counted_prefix
+    got = lob.replay(engine, wl)
+    np.testing.assert_array_equal(got.outcomes, want.outcomes)
+    np.testing.assert_array_equal(got.fills, want.fills)

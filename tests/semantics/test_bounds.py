@@ -34,7 +34,11 @@ BAD_QTY = out(Status.REJECTED, 0, 0, reason=Reason.BAD_QTY)
 
 def max_band_width(name: str) -> int | None:
     """The widest band a registered engine accepts (None: memory independent of the band);
-    building a one-tick book allocates nothing of note."""
+    building a one-tick book allocates nothing of note; an engine that declares its
+    capabilities (a foreign or native library) says it there."""
+    declared = getattr(lob.engines.engine_spec(name).factory, "capabilities", None)
+    if declared is not None:
+        return declared().max_band_width
     return getattr(lob.get_engine(name, BookConfig(1, 1)), "max_band_width", None)
 
 def _two_sided(name, band=(90, 110)):
@@ -230,7 +234,8 @@ def test_band_limits_per_engine():
 
     limits = {name: max_band_width(name) for name in lob.engine_names()}
     assert limits["reference"] is None
-    ladders = [n for n in limits if "levels" in engine_spec(n).toggles]  # lob's ladder versions
+    ladders = [n for n in limits if "levels" in engine_spec(n).toggles  # lob's ladder versions
+               and engine_spec(n).backend in ("python", "numba")]
     assert len(ladders) >= 10
     for name in ladders:
         assert 10**7 < limits[name] < 10**8, (name, limits[name])  # 1 GiB of per-price arrays

@@ -37,6 +37,7 @@ from lob.engines.foreign.library import (
     HEADER,
     ForeignEngineError,
     cache_dir,
+    header_declarations,
     identity,
     load,
 )
@@ -76,12 +77,9 @@ class Adapter:
     def key(self) -> str:
         """Hash of the shim, the header's declarations (comments and spacing left out: a
         documentation edit does not rebuild) and the flags."""
-        import re
-
         h = hashlib.sha256()
         h.update(self.shim.read_bytes())
-        code = re.sub(r"/\*.*?\*/|//[^\n]*", "", HEADER.read_text(), flags=re.S)
-        h.update(" ".join(code.split()).encode())
+        h.update(header_declarations().encode())
         h.update(" ".join(CXXFLAGS).encode())
         return h.hexdigest()[:12]
 
@@ -113,7 +111,8 @@ def adapter(name: str) -> Adapter:
         raise ValueError(f"no adapter named {name!r}; adapters: {', '.join(ADAPTERS)}") from None
 
 
-def _compiler() -> str:
+def compiler() -> str:
+    """The C++ compiler (``$CXX`` or g++), or :class:`BuildUnavailable` saying it is missing."""
     cxx = os.environ.get("CXX") or "g++"
     path = shutil.which(cxx)
     if path is None:
@@ -160,7 +159,7 @@ def build(name: str = "orderly_chaos", *, force: bool = False, log=None) -> Path
     lib = a.library
     if lib.is_file() and not force:
         return lib
-    cxx = _compiler()
+    cxx = compiler()
     sdist = _sdist(a, log)
     out = a.build_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -285,5 +284,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["ADAPTERS", "SHIM_STATS", "Adapter", "BuildError", "BuildUnavailable", "adapter",
+           "compiler",
            "build", "cache_dir", "main", "native_replay", "not_built_hint", "shim_stats", "specs",
            "unbuilt"]
