@@ -1,6 +1,7 @@
 """An engine from another installed package: ``examples/py_engine`` (``lob-listbook``) is
-pip-installed into the running interpreter's environment, found through the ``lob.engines``
-entry point, held to ``reference`` on the fuzz streams and run through a notebook by name."""
+pip-installed into a throwaway folder (never into the user's environment) put on the path of
+this process and its children, found through the ``lob.engines`` entry point, held to
+``reference`` on the fuzz streams and run through a notebook by name."""
 
 from __future__ import annotations
 
@@ -21,28 +22,45 @@ EXAMPLE = ROOT / "examples" / "py_engine"
 DIST = "lob-listbook"
 
 
-def _installed_current() -> bool:
-    """The example's current source is what is installed (so reruns skip pip)."""
-    try:
-        dist = metadata.distribution(DIST)
-    except metadata.PackageNotFoundError:
-        return False
-    mod = Path(dist.locate_file("lob_listbook/__init__.py"))
-    src = EXAMPLE / "lob_listbook" / "__init__.py"
-    return mod.is_file() and mod.read_bytes() == src.read_bytes()
+_TARGET: list[Path] = []  # the throwaway folder the example is installed into
+_BEFORE: list[set] = []  # the environment's lob_listbook files before the install
+
+
+def _in_environment() -> set:
+    return {str(p) for p in Path(sys.prefix).rglob("lob_listbook*")}
 
 
 @pytest.fixture(scope="module")
 def listbook(tmp_path_factory):
-    if not _installed_current():  # a plain (non-editable) install: importable at once
-        src = tmp_path_factory.mktemp("py_engine") / "py_engine"  # the build writes beside it
-        shutil.copytree(EXAMPLE, src, ignore=shutil.ignore_patterns("build", "*.egg-info"))
-        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                            "--no-build-isolation", str(src)],
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stdout + r.stderr
-    assert "listbook" in registry.refresh()
-    return "listbook"
+    """The example installed with ``pip install --target`` into a temporary folder, which
+    goes first on ``sys.path`` (importlib.metadata finds its entry point there) and on the
+    children's ``PYTHONPATH``; taken off both, and the registry refreshed, afterwards."""
+    src = tmp_path_factory.mktemp("py_engine") / "py_engine"  # the build writes beside it
+    shutil.copytree(EXAMPLE, src, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    target = tmp_path_factory.mktemp("site")
+    _BEFORE.append(_in_environment())
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                        "--no-build-isolation", "--target", str(target), str(src)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    sys.path.insert(0, str(target))
+    _TARGET.append(target)
+    try:
+        assert "listbook" in registry.refresh()
+        yield "listbook"
+    finally:
+        sys.path.remove(str(target))
+        _TARGET.remove(target)
+        sys.modules.pop("lob_listbook", None)
+        registry.refresh()
+
+
+def test_installed_only_in_a_throwaway_folder(listbook):
+    """Running the tests installs nothing into the environment they run in (issue 44)."""
+    dist = metadata.distribution(DIST)
+    where = Path(dist.locate_file("lob_listbook/__init__.py")).resolve()
+    assert where.is_relative_to(_TARGET[0].resolve()), where
+    assert _in_environment() == _BEFORE[0]  # nothing added to (or left in) the environment
 
 
 def test_listed_by_lob_engines_with_its_source(listbook):
@@ -62,7 +80,7 @@ def _env() -> dict:
     import os
 
     return {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        [str(ROOT), *map(str, _TARGET), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
 def test_agrees_with_reference_on_the_fuzz_streams(listbook):
@@ -94,3 +112,17 @@ def test_a_fresh_process_runs_a_study_with_it_by_name(listbook, tmp_path):
     rows = json.loads(r.stdout.strip().splitlines()[-1])
     assert {x["engine"] for x in rows} == {listbook} and all(x["count"] > 0 for x in rows)
     assert (tmp_path / f"{listbook}__add_only.hgrm").exists()
+
+
+def test_the_distribution_has_a_name_of_its_own():
+    """`import lob` comes from the distribution lob-workbench, and from it alone (PyPI's `lob`
+    is a mail API's bindings that also import as `lob`; issue 44)."""
+    import tomllib
+
+    assert metadata.packages_distributions()["lob"] == ["lob-workbench"]
+    assert metadata.version("lob-workbench") == lob.__version__
+    (script,) = [e for e in metadata.distribution("lob-workbench").entry_points
+                 if e.group == "console_scripts"]
+    assert (script.name, script.value) == ("lob", "lob.cli:main")
+    example = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())
+    assert example["project"]["dependencies"] == ["lob-workbench"]
