@@ -43,7 +43,8 @@ __all__ = ["CHANGE_WORDS", "MIN_RATIO_N", "min_count", "supported", "marker",
            "median_interval", "ratio_interval", "sequential_level", "change",
            "change_of_ratios", "rotations", "clock_grid", "at_clock_floor", "CLOCK_FLOOR_TICKS",
            "aa_band", "aa_unmeasurable", "MAX_AA_SPREAD", "change_beyond_aa", "share_interval",
-           "ratio_interval_what"]
+           "ratio_interval_what", "quantile_of", "tick_interval", "percentile_bounds",
+           "ratio_bounds", "quantised_factor", "MIN_OFF_PEAK", "PEAK_SHARE"]
 
 CHANGE_WORDS = ("faster", "slower", "within noise", "inconclusive")
 
@@ -250,6 +251,8 @@ def rotations(names: Sequence, rounds: int) -> list[list]:
 # --- the clock's grid ---------------------------------------------------------------------------
 
 CLOCK_FLOOR_TICKS = 10  # a percentile below this many clock ticks is not used in a ratio
+MIN_OFF_PEAK = 10  # the fewest samples off the most frequent value that can show a grid
+PEAK_SHARE = 0.5  # a value held by this share of the samples or more makes them "peaked"
 
 
 def _grid_values(samples, counts) -> tuple[np.ndarray, np.ndarray]:
@@ -287,7 +290,13 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
     (``v / 2048``). ``counts``: the count of each value (an ``.hgrm``'s rows), else one each.
     Only the ``max_values`` most frequent distinct values are fitted (the share is of them).
 
-    Returns ``{"tick_ns", "share_on_grid", "chance_share", "n", "values", "what"}``;
+    A sharply peaked distribution is no grid: one value held by 90% of the samples is within
+    ``tol`` of a multiple of every step that divides it, so the values off the peak must lie
+    on the grid too (``min_share`` of them, at least :data:`MIN_OFF_PEAK`).
+
+    Returns ``{"tick_ns", "share_on_grid", "chance_share", "n", "values", "saw", "what"}``;
+    ``saw``: ``"grid"``, ``"peaked"`` (no grid; one value holds half the samples or more),
+    ``"continuous"`` (no grid) or ``"nothing"`` (no duration short enough to show one);
     ``tick_ns`` is None when no step from ``min_tick_ns`` to ``max_tick_ns`` fits.
     """
     u, w = _grid_values(samples, counts)
@@ -306,7 +315,7 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
         near = u <= 20 * max_tick_ns
         if not near.any():
             return {"tick_ns": None, "share_on_grid": None, "chance_share": None,
-                    "n": int(n), "values": 0,
+                    "n": int(n), "values": 0, "saw": "nothing",
                     "what": f"no duration under {20 * max_tick_ns:g} ns to show a clock grid "
                             f"of at most {max_tick_ns:g} ns"}
         u, w = u[near], w[near]
@@ -328,7 +337,15 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
         tol = min(jitter_ns, t / 10)
         t *= 1 + tol / (8 * vmax)
     cands = np.asarray(cands)
+    # a peak is no grid: one value held by most samples lies on a multiple of many steps, so
+    # the values other than the most frequent one must lie on the grid as well (and there
+    # must be at least MIN_OFF_PEAK of them to show it)
+    mode = int(np.argmax(w))
+    rest = w.copy()
+    rest[mode] = 0.0
+    rest_total = float(rest.sum())
     shares = np.zeros(len(cands))
+    rest_shares = np.zeros(len(cands))
     first = None  # scanned from the largest step down; stop below the cluster of the first fit
     for idx in reversed(np.array_split(np.arange(len(cands)), max(1, len(cands) // 256))):
         chunk = cands[idx]
@@ -336,17 +353,26 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
         k = np.rint(u[None, :] / chunk[:, None])
         on = (k >= 1) & (np.abs(u[None, :] - k * chunk[:, None]) <= tol)
         shares[idx] = (on * w[None, :]).sum(axis=1) / total
-        fit = chunk[shares[idx] >= min_share]
+        rest_shares[idx] = ((on * rest[None, :]).sum(axis=1) / rest_total
+                            if rest_total >= MIN_OFF_PEAK else 0.0)
+        fit = chunk[(shares[idx] >= min_share) & (rest_shares[idx] >= min_share)]
         if first is None and len(fit):
             first = float(fit.max())
         if first is not None and chunk[0] < 0.97 * first:
             break
-    ok = np.nonzero(shares >= min_share)[0]
+    ok = np.nonzero((shares >= min_share) & (rest_shares >= min_share))[0]
     if not len(ok):
+        peak = float(w[mode] / n)
+        if peak >= PEAK_SHARE:
+            return {"tick_ns": None, "share_on_grid": None, "chance_share": None,
+                    "n": int(n), "values": int(len(u)), "saw": "peaked",
+                    "what": f"peaked, no grid: {u[mode]:g} ns holds {peak:.0%} of {int(n)} "
+                            f"samples and the other values lie on no grid from "
+                            f"{min_tick_ns:g} to {max_tick_ns:g} ns"}
         return {"tick_ns": None, "share_on_grid": None, "chance_share": None, "n": int(n),
-                "values": int(len(u)),
-                "what": f"no grid from {min_tick_ns:g} to {max_tick_ns:g} ns holds "
-                        f"{min_share:.0%} of {int(n)} samples"}
+                "values": int(len(u)), "saw": "continuous",
+                "what": f"continuous, no grid: no grid from {min_tick_ns:g} to "
+                        f"{max_tick_ns:g} ns holds {min_share:.0%} of {int(n)} samples"}
     # the cluster of fitting steps at the largest one: its best share, the middle of its ties
     top = cands[ok[-1]]
     near = ok[cands[ok] >= 0.97 * top]
@@ -367,8 +393,8 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
     share = float(w[on].sum() / total)
     chance = min(1.0, 2 * tol0 / tick)
     return {"tick_ns": tick, "share_on_grid": share, "chance_share": chance, "n": int(n),
-            "values": int(len(u)),
-            "what": f"{share:.0%} of {int(total)} durations lie within {tol0:g} ns of a "
+            "values": int(len(u)), "saw": "grid",
+            "what": f"a grid: {share:.0%} of {int(total)} durations lie within {tol0:g} ns of a "
                     f"multiple of {tick:.4g} ns (by chance: {chance:.0%})"}
 
 
@@ -384,6 +410,90 @@ def at_clock_floor(value_ns: float, tick_ns: float | None,
     if tick_ns <= 0:
         raise ValueError(f"tick_ns must be > 0, got {tick_ns!r}")
     return float(value_ns) < ticks * float(tick_ns)
+
+
+# --- quantisation: a percentile as the interval its clock's ticks allow ------------------------
+
+def quantile_of(name: str) -> float:
+    """The quantile (in percent) a percentile's name stands for: ``p50`` 50, ``p99.9`` 99.9,
+    ``max`` 100; ``ValueError`` for any other name."""
+    if name == "max":
+        return 100.0
+    if name.startswith("p"):
+        try:
+            q = float(name[1:])
+        except ValueError:
+            q = -1.0
+        if 0 < q < 100:
+            return q
+    raise ValueError(f"not a percentile name: {name!r} (p50, p99.9, max, ...)")
+
+
+def tick_interval(value_ns: float, tick_ns: float | None) -> tuple[float, float]:
+    """The values a duration read as ``value_ns`` on a clock of ``tick_ns`` can have: one
+    tick either side, never below zero (a one-tick p50 is "at most two ticks"). An unknown
+    tick (None): the value itself."""
+    v = float(value_ns)
+    if tick_ns is None:
+        return v, v
+    if tick_ns <= 0:
+        raise ValueError(f"tick_ns must be > 0, got {tick_ns!r}")
+    if v < 1.5 * tick_ns:  # one tick (a truncated 41 or 42 of a 41.67 ns tick): from 0
+        return 0.0, v + tick_ns
+    return v - tick_ns, v + tick_ns
+
+
+def percentile_bounds(table: dict, name: str, *, tick_ns: float | None = None,
+                      samples: int | None = None) -> tuple[float, float, str]:
+    """``(low, high, what)``: the values percentile ``name`` of a published ``table``
+    (name -> ns: ``p50``, ``p99``, ..., ``max``) can have. Read on a clock of ``tick_ns``:
+    :func:`tick_interval`. From fewer ``samples`` than it needs (:func:`supported`): only
+    bounded by its neighbours, the nearest lower percentile the count supports and the
+    ``max`` (every percentile lies between them), each to its tick."""
+    v = float(table[name])
+    if samples is None or name == "max" or supported(quantile_of(name), samples):
+        lo, hi = tick_interval(v, tick_ns)
+        what = (f"{name} {v:g} ns +-1 tick of {tick_ns:.4g} ns" if tick_ns else f"{name} {v:g} ns")
+        return lo, hi, what
+    below = sorted((quantile_of(k), k) for k in table
+                   if k != "max" and quantile_of(k) < quantile_of(name)
+                   and supported(quantile_of(k), samples))
+    lo = tick_interval(float(table[below[-1][1]]), tick_ns)[0] if below else 0.0
+    hi = tick_interval(float(table["max"]), tick_ns)[1] if "max" in table else math.inf
+    what = (f"{name} from {samples:,} samples (it needs {min_count(quantile_of(name)):,}): only "
+            f"between {below[-1][1] if below else '0'} and {'max' if 'max' in table else 'inf'}")
+    return lo, hi, what
+
+
+def ratio_bounds(num: tuple[float, float], den: tuple[float, float], *,
+                 ordered: bool = False) -> tuple[float, float]:
+    """The interval of ``num / den`` when each lies in its interval; ``ordered``: the two are
+    percentiles of one distribution, the numerator's the higher quantile, so the ratio is at
+    least 1 whatever the ticks allow."""
+    lo = num[0] / den[1] if den[1] > 0 else math.inf
+    hi = num[1] / den[0] if den[0] > 0 else math.inf
+    return (max(lo, 1.0) if ordered else lo), hi
+
+
+def quantised_factor(percentiles: dict, tick_ns: float | None,
+                     ratio: Sequence[str] | None = None) -> tuple[float, float]:
+    """``(low, high)``: how far the ticks of a clock of ``tick_ns`` let a figure made of
+    ``percentiles`` (name -> ns) move, as factors on the figure. ``ratio`` (numerator,
+    denominator names): exactly, from :func:`tick_interval` of each; else every percentile may
+    push either way (``1 - t/p`` down, ``1 / (1 - t/p)`` up each: a bound whatever its role).
+    An unknown tick: (1, 1)."""
+    if tick_ns is None or not percentiles:
+        return 1.0, 1.0
+    if ratio is not None:
+        a, b = (float(percentiles[k]) for k in ratio)
+        lo, hi = ratio_bounds(tick_interval(a, tick_ns), tick_interval(b, tick_ns))
+        return lo / (a / b), hi / (a / b)
+    lo = hi = 1.0
+    for p in percentiles.values():
+        e = tick_ns / float(p) if p else math.inf
+        lo *= max(0.0, 1 - e)
+        hi = hi / (1 - e) if e < 1 else math.inf
+    return lo, hi
 
 
 # --- A/A controls -------------------------------------------------------------------------------

@@ -927,7 +927,8 @@ def claims(lineage: Sequence[str], limit_pair: Sequence[str], comp: dict, lim: d
         if both:  # the coarser of the two grids, with the two p99s the ratio uses
             coarse = max(both, key=lambda c: c["tick_ns"] or 0)
             clock = {**coarse, "percentiles": {f"{k}/p99": by[e]["p99"]
-                                               for k, e in (("v1", s01), ("v2", s12))}}
+                                               for k, e in (("v1", s01), ("v2", s12))},
+                     "ratio": ["v1/p99", "v2/p99"]}
         out["s001_v1_v2_p99"] = measurement(
             by[s01]["p99"] / by[s12]["p99"], clock=clock,
             diagnostics={**cd, "count": int(by[s12]["count"])}, detail=f"p99 {s01} / {s12}")

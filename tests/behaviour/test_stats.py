@@ -189,7 +189,68 @@ def test_clock_grid_is_robust_to_hdr_rounding_above_2048():
 
 def test_clock_grid_finds_no_grid_in_continuous_durations():
     g = S.clock_grid(np.random.default_rng(5).uniform(100, 2000, 5000))
-    assert g["tick_ns"] is None and "no grid" in g["what"]
+    assert g["tick_ns"] is None and g["saw"] == "continuous" and "no grid" in g["what"]
+
+
+def test_clock_grid_takes_no_peak_for_a_grid():
+    """The issue's notional_walk: one value 90% of the time is on a multiple of every step
+    that divides it (it read a 22.39 ns "grid"); the values off the peak decide."""
+    rng = np.random.default_rng(11)
+    n = 20000
+    peak = rng.random(n) < 0.9
+    cont = np.where(peak, 22.0, rng.uniform(15, 3000, n))  # the rest continuous
+    g = S.clock_grid(cont)
+    assert g["tick_ns"] is None and g["saw"] == "peaked"
+    assert g["what"].startswith("peaked, no grid: 22 ns holds 9") and "% of 20000" in g["what"]
+    ints = np.where(peak, 22.0, np.floor(rng.uniform(15, 3000, n)))  # the rest on whole ns
+    gi = S.clock_grid(ints)
+    assert gi["saw"] == "grid" and gi["tick_ns"] == pytest.approx(1.0, abs=0.01)
+    # a true grid whose p50 is one tick 90% of the time is still read as the grid
+    tick = 1e3 / 24
+    grid = np.floor(rng.integers(1, 60, n) * tick)
+    grid[peak] = 41.0
+    gg = S.clock_grid(grid)
+    assert gg["saw"] == "grid" and gg["tick_ns"] == pytest.approx(tick, rel=0.005)
+    # too few samples off the peak to show any grid
+    few = np.full(1000, 22.0)
+    few[:5] = [30.5, 47.25, 80.1, 123.7, 501.3]
+    assert S.clock_grid(few)["saw"] == "peaked"
+
+
+def test_a_percentile_is_the_interval_its_ticks_allow():
+    tick = 1e3 / 24
+    assert S.tick_interval(292, tick) == pytest.approx((292 - tick, 292 + tick))  # +-14%
+    assert S.tick_interval(41, tick) == pytest.approx((0.0, 41 + tick))  # "at most two ticks"
+    assert S.tick_interval(41, None) == (41.0, 41.0)
+    with pytest.raises(ValueError, match="tick_ns"):
+        S.tick_interval(41, 0)
+    # the issue's cancel_only: p99 19,007 over a one-tick p50 is at least 229, no upper end
+    t = {"p50": 41, "p99": 19007, "max": 834559}
+    lo, hi = S.ratio_bounds(S.percentile_bounds(t, "p99", tick_ns=tick)[:2],
+                            S.percentile_bounds(t, "p50", tick_ns=tick)[:2], ordered=True)
+    assert lo == pytest.approx((19007 - tick) / (41 + tick)) and lo > 229 and hi == np.inf
+    # a p99 from 500 samples is bounded by its neighbours only: p50 and max
+    mc = {"p50": 32591, "p99": 42271, "p99.9": 54463, "max": 54463}
+    p99 = S.percentile_bounds(mc, "p99", tick_ns=tick, samples=500)
+    assert p99[:2] == pytest.approx((32591 - tick, 54463 + tick))
+    assert "from 500 samples (it needs 1,000): only between p50 and max" in p99[2]
+    lo, hi = S.ratio_bounds(p99[:2], S.percentile_bounds(mc, "p50", tick_ns=tick,
+                                                         samples=500)[:2], ordered=True)
+    assert lo == 1.0 and hi == pytest.approx(1.67, abs=0.01)  # max / p50 bounds p99 / p50
+    assert S.quantile_of("p99.9") == 99.9 and S.quantile_of("max") == 100
+    with pytest.raises(ValueError, match="percentile name"):
+        S.quantile_of("p100")
+
+
+def test_quantised_factor_of_a_figure():
+    # p99 / p50 of 300 / 13 ns on a 1 ns grid: exactly, and bounded whatever the roles
+    lo, hi = S.quantised_factor({"p50": 13, "p99": 300}, 1.0, ("p99", "p50"))
+    assert lo == pytest.approx((299 / 14) / (300 / 13)) and hi == pytest.approx(
+        (301 / 12) / (300 / 13))
+    blo, bhi = S.quantised_factor({"p50": 13, "p99": 300}, 1.0)
+    assert blo <= lo and bhi >= hi
+    assert S.quantised_factor({"p50": 10}, 10.0)[1] == np.inf  # a one-tick figure
+    assert S.quantised_factor({"p50": 13}, None) == (1.0, 1.0)
 
 
 def test_at_clock_floor_is_ten_ticks():

@@ -4,6 +4,7 @@ points, per-part judging, and the verdicts claims.yaml's own definitions give.""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -38,7 +39,7 @@ def test_every_verdict_branch_is_reached():
         "not reproduced": C.judge(c, _m(0.5, 0.4, 0.6, diagnostics=ok)),
         "not comparable": C.judge(c, _m(2.1, 2.0, 2.2, diagnostics={"count": 10})),
         "not comparable: at the clock floor": C.judge(c, _m(
-            2.1, 2.0, 2.2, diagnostics=ok, clock={"tick_ns": 10.0, "percentiles": {"p50": 60}})),
+            2.1, 2.0, 2.2, diagnostics=ok, clock={"tick_ns": 10.0, "percentiles": {"p50": 10}})),
         "not comparable: different mechanism": C.judge(c, _m(
             2.1, 2.0, 2.2, diagnostics=ok, mechanisms=["bitmap_best_price"])),
         "not measured": C.judge(c, None),
@@ -87,14 +88,48 @@ def test_clock_floor_on_the_seeds_side():
 
 
 def test_clock_floor_on_lobs_side_uses_the_measured_tick():
-    c = _claim()
+    c = _claim()  # seed 2.0 +-25%: 1.5-2.5, pivot 1
     at = C.judge(c, _m(2.1, 2.0, 2.2, clock={"tick_ns": 41.667, "percentiles": {"p50": 83}}))
     assert at.verdict == "not comparable: at the clock floor"
-    assert "lob's p50 83 ns is 2.0 ticks of its measured 41.67 ns" in at.reason
+    assert ("lob's interval 2-2.2 becomes 0.996-4.418 at its clock's ticks (p50 83 ns +-1 tick "
+            "of 41.67 ns), which holds the pivot") in at.reason
+    # a coarse tick that still decides: the interval its ticks allow is judged
+    ten = C.judge(c, _m(2.0, 1.9, 2.1, clock={"tick_ns": 10.0, "percentiles": {"p50": 83}}))
+    assert ten.verdict == "reproduced" and "at its clock's ticks" in ten.reason
+    wide = C.judge(c, _m(2.3, 2.2, 2.4, clock={"tick_ns": 10.0, "percentiles": {"p50": 83}}))
+    assert wide.verdict == "inconclusive" and "2.5" in wide.reason
     fine = C.judge(c, _m(2.1, 2.0, 2.2, clock={"tick_ns": 1.0, "percentiles": {"p50": 83}}))
     assert fine.verdict == "reproduced"
+    # p99 / p50 recorded by name: the exact interval of the ratio, not the bound
+    r = C.judge(c, _m(2.1, 2.0, 2.2, clock={"tick_ns": 10.0, "percentiles": {"p50": 100,
+                                                                            "p99": 210}}))
+    # 2.0 x (200 / 110) / (210 / 100) and 2.2 x (220 / 90) / (210 / 100)
+    assert "taken to 1.732-2.561" in r.reason
     with pytest.raises(ValueError, match="tick_ns"):
         C.measurement(1.0, clock={"percentiles": {}})
+
+
+def test_the_seeds_figure_is_the_interval_its_ticks_allow_on_both_sides_of_a_verdict():
+    # a ratio whose seed interval lies on one side of the pivot is judged on that interval
+    c = replace(_claim(value=10.0, pivot=1.0, tolerance=0.3), seed_bounds=(9.0, 11.0),
+                seed_bounds_what="w")  # strict 7.7-11.7, loose 6.3-14.3
+    assert C.judge(c, _m(10, 9, 11)).verdict == "reproduced"
+    assert C.judge(c, _m(4, 3, 5)).verdict == "direction only"
+    mid = C.judge(c, _m(7, 6.9, 7.5))
+    assert mid.verdict == "inconclusive" and "known to 9-11" in mid.reason
+    # one-sided: a one-tick p50 leaves p99 / p50 at least 229 and no upper end (cancel_only)
+    one = replace(_claim(value=463.6, pivot=10.0, tolerance=0.5), seed_bounds=(229.4, math.inf),
+                  seed_bounds_what="w")
+    assert C.judge(one, _m(40, 35, 45)).verdict == "direction only"  # below 229 x 0.5
+    assert C.judge(one, _m(5, 4, 6)).verdict == "not reproduced"  # the other side of 10
+    up = C.judge(one, _m(300, 250, 350))
+    assert up.verdict == "inconclusive" and "magnitude cannot be told" in up.reason
+    # an interval that holds the pivot decides nothing: the clock floor (s001_v2_tail's 3-inf)
+    nothing = replace(_claim(value=6.95, pivot=10.0, tolerance=0.5), seed_bounds=(2.99, math.inf),
+                      seed_bounds_what="p50 42 ns +-1 tick")
+    v = C.judge(nothing, _m(5, 4, 6))
+    assert v.verdict == "not comparable: at the clock floor"
+    assert "known only to 2.99-inf" in v.reason and "direction is not known" in v.reason
 
 
 def test_clock_record_measures_the_tick_from_durations_or_a_histogram():
@@ -213,16 +248,18 @@ def test_the_issues_mechanism_claims_are_not_comparable():
     assert "validation_hardening" in stp.reason and "bitmap_best_price" in stp.reason
 
 
-def test_the_seeds_one_tick_percentiles_are_at_the_clock_floor():
+def test_the_seeds_one_tick_percentiles_are_judged_as_intervals():
     by = _by()
-    for cid in ("s001_v2_tail", "s001_v1_v2_p99"):
-        v = C.judge(by[cid], _good(by[cid]))
-        assert v.verdict == "not comparable: at the clock floor", (cid, v.reason)
+    v = C.judge(by["s001_v2_tail"], _good(by["s001_v2_tail"]))  # 292 / one tick: 3-inf vs 10
+    assert v.verdict == "not comparable: at the clock floor", v.reason
     assert by["s001_v2_tail"].seed_tick_ns == pytest.approx(1e3 / 24, rel=1e-3)
-    # a narrow-tail claim whose seed percentiles are tens of ticks is compared (unless its
-    # p99 rests on too few samples: mass_cancel_burst's, in the test below)
-    assert C.judge(by["s000_tail_stp_sweep"], _good(by["s000_tail_stp_sweep"])).verdict == \
-        "reproduced"
+    # the issue's: a p99 of 7 ticks is known to +-14%, inside a +-50% tolerance: compared
+    p99 = by["s001_v1_v2_p99"]
+    assert p99.seed_bounds == pytest.approx((19958.3 / 333.7, 20041.7 / 250.3), rel=1e-3)
+    assert C.judge(p99, _good(p99)).verdict == "reproduced"
+    # cancel_only: p99 19,007 over a one-tick p50 is at least 229 and unbounded above
+    lo, hi = by["s000_tail_cancel_only"].seed_bounds
+    assert lo == pytest.approx(229.4, abs=0.1) and hi == math.inf
 
 
 def test_matching_mechanism_claims_are_compared():
@@ -307,9 +344,9 @@ def test_measurement_checks_its_aa_and_runs():
 def test_a_different_mechanism_also_names_the_clock_floor():
     c = _claim(mechanism=("skip_list_levels",), lob_mechanisms=())
     v = C.judge(c, _m(2.1, 2.0, 2.2, runs=5,
-                      clock={"tick_ns": 10.0, "percentiles": {"p50": 40.0}}))
+                      clock={"tick_ns": 10.0, "percentiles": {"p50": 10.0}}))
     assert v.verdict == "not comparable: different mechanism"
-    assert "also at the clock floor: lob's p50 40 ns is 4.0 ticks" in v.reason
+    assert "also at the clock floor: lob's interval 2-2.2 becomes 0-inf" in v.reason
     assert "also at the clock floor" not in C.judge(c, _m(2.1, 2.0, 2.2, runs=5)).reason
 
 
@@ -332,7 +369,18 @@ def test_an_aa_band_wider_than_two_is_not_measurable_naming_the_spread():
     assert "more repeats or a quieter machine would settle it" not in v.reason
 
 
-def test_a_seed_percentile_from_too_few_samples_is_not_compared():
+def test_a_seed_percentile_from_too_few_samples_is_bounded_by_its_neighbours():
+    # claims.yaml's own: the seed's mass_cancel_burst p99 rests on its 500 bursts, so only
+    # p50 <= p99 <= max bounds it: p99 / p50 in [1, max / p50 = 1.67]
+    mc = C.get("s000_tail_mass_cancel_burst")
+    assert mc.seed_samples == 500
+    assert mc.seed_bounds == pytest.approx((1.0, 54504.67 / 32549.33), rel=1e-4)
+    assert "only between p50 and max" in mc.seed_bounds_what
+    ok = {"count": 1000, "resting_before_mass_cancel_mean": 1100}
+    assert C.judge(mc, _m(1.2, 1.1, 1.3, runs=9, diagnostics=ok)).verdict == "reproduced"
+    assert C.judge(mc, _m(3.0, 2.8, 3.3, runs=9, diagnostics=ok)).verdict == "direction only"
+    assert C.judge(mc, _m(2.1, 1.8, 2.4, runs=9, diagnostics=ok)).verdict == "inconclusive"
+    # a seed figure no neighbour bounds (not a ratio of two percentiles) is not compared
     c = _claim(seed_percentiles=(("p50", 32591.0), ("p99", 42271.0)), seed_tick_ns=41.667,
                seed_samples=500)
     v = C.judge(c, _m(2.1, 2.0, 2.2, runs=9))
@@ -340,8 +388,3 @@ def test_a_seed_percentile_from_too_few_samples_is_not_compared():
     assert "the seed's p99 come(s) from 500 samples (a p99 needs 1,000)" in v.reason
     assert C.judge(replace(c, seed_samples=1000), _m(2.1, 2.0, 2.2, runs=9)).verdict == \
         "reproduced"
-    # claims.yaml's own: the seed's mass_cancel_burst p99 rests on its 500 bursts
-    mc = C.get("s000_tail_mass_cancel_burst")
-    assert mc.seed_samples == 500
-    assert C.judge(mc, _m(2.1, 1.8, 2.4, runs=9, diagnostics={
-        "count": 1000, "resting_before_mass_cancel_mean": 1100})).verdict == "not comparable"

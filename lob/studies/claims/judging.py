@@ -26,10 +26,19 @@ reads them back (:func:`lob.studies.claims.collecting.collect`) and judges each 
   lob's measured step does not have (the step's mechanisms come from its engines' toggles,
   ``lob_step``, or the measurement's ``mechanisms``): a figure from another cause is not the
   seed's finding, whatever its size;
-* ``not comparable: at the clock floor``: a percentile entering the figure is fewer than
-  :data:`lob.measure.stats.CLOCK_FLOOR_TICKS` ticks of the clock that timed it, on the
-  seed's side (its published timer tick) or lob's (the tick measured from its samples,
-  :func:`lob.measure.stats.clock_grid`, recorded as ``clock``);
+* ``not comparable: at the clock floor``: only where the clock's ticks decide nothing. A
+  percentile is the interval its ticks allow (:func:`lob.measure.stats.tick_interval`: +-1
+  tick, a one-tick p50 "at most two ticks"); the seed's figure, a ratio of two of its
+  percentiles, is the interval they allow (``Claim.seed_bounds``; a percentile from fewer
+  samples than it needs only bounded by its neighbours, e.g. p50 <= p99 <= max), and lob's
+  interval is widened by what its own measured tick allows (``clock``,
+  :func:`lob.measure.stats.clock_grid`). The claim is judged on those intervals:
+  ``reproduced`` when lob's lies inside the tolerance band whatever the seed's true figure,
+  ``direction only`` when outside it whatever that figure, ``inconclusive`` between (or when
+  the seed's ticks leave its magnitude wider than the tolerance). It is ``not comparable: at
+  the clock floor`` when the seed's interval holds the pivot (its direction is not known),
+  when lob's ticks alone take its interval across the pivot, or for a seed figure of another
+  form with a percentile under :data:`lob.measure.stats.CLOCK_FLOOR_TICKS` ticks;
 * ``inconclusive: single point``: a ratio or direction claim whose lob figure has no noise
   interval: one measurement can neither reproduce nor refute a figure;
 * ``not measured``: no run recorded the claim.
@@ -70,6 +79,8 @@ from lob.measure.stats import (
     at_clock_floor,
     change_beyond_aa,
     min_count,
+    quantile_of,
+    quantised_factor,
     supported,
 )
 from lob.studies.claims.model import _UNSET, Claim, _equal, _show, for_experiment
@@ -235,8 +246,8 @@ def judge(claim: Claim, m: dict | None, *, link: str = "", machine: str = "") ->
     else:
         lob_fig = f"{_show(v)}{_interval_note(claim, m)}{detail}"
     fails = [f for r in claim.regime if (f := r.failure(diags))]
-    if (why := _seed_samples_failure(claim)):
-        fails.append(why)
+    if claim.seed_bounds is None and (why := _seed_samples_failure(claim)):
+        fails.append(why)  # a figure the seed's neighbouring percentiles cannot bound
     if claim.kind == "absolute":
         fails.insert(0, f"machine: the seed's figure is from {claim.machine}, lob's from "
                         f"{machine or 'this machine'}; absolute figures of two machines are "
@@ -326,23 +337,58 @@ def _seed_samples_failure(c: Claim) -> str | None:
 
 
 def _floor_failure(c: Claim, m: dict) -> str | None:
-    """None when every percentile in the figure is >= CLOCK_FLOOR_TICKS ticks of its clock
-    (the seed's published tick; lob's measured one when recorded), else which are not."""
+    """None unless the clock's ticks leave the figure's direction undecided, else why.
+
+    The seed's side: a ratio of two of its percentiles is the interval its ticks allow
+    (``Claim.seed_bounds``); only when that interval holds the pivot does it decide nothing.
+    A seed figure of another form (no bounds) is still ruled out when a percentile in it is
+    under CLOCK_FLOOR_TICKS ticks. lob's side: its interval widened by its own ticks
+    (:func:`_lob_quantised`) holding the pivot when its noise interval alone does not."""
     out = []
-    for name, ns in c.seed_percentiles:
-        if at_clock_floor(ns, c.seed_tick_ns):
-            out.append(f"the seed's {name} {fmt(ns)} ns is {ns / c.seed_tick_ns:.1f} ticks of "
-                       f"its {c.seed_tick_ns:.4g} ns timer")
+    if c.seed_bounds is not None:
+        lo, hi = c.seed_bounds
+        if c.pivot is not None and lo <= c.pivot <= hi:
+            out.append(f"the seed's {fmt(c.value)} is known only to {_fine(lo)}-{_fine(hi)} "
+                       f"({c.seed_bounds_what}), which holds the pivot {fmt(c.pivot)}: its "
+                       "direction is not known")
+    else:
+        for name, ns in c.seed_percentiles:
+            if at_clock_floor(ns, c.seed_tick_ns):
+                out.append(f"the seed's {name} {fmt(ns)} ns is {ns / c.seed_tick_ns:.1f} ticks "
+                           f"of its {c.seed_tick_ns:.4g} ns timer (< {CLOCK_FLOOR_TICKS} ticks: "
+                           "known to a tick, 10% or worse, in a figure no interval bounds)")
+    ci = _ci(m)
+    q = _lob_quantised(c, m)
+    if q and ci and c.pivot is not None and not ci[0] <= c.pivot <= ci[1]:
+        lo, hi, what = q
+        if lo <= c.pivot <= hi:
+            out.append(f"lob's interval {_fine(ci[0])}-{_fine(ci[1])} becomes {_fine(lo)}-"
+                       f"{_fine(hi)} at its clock's ticks ({what}), which holds the pivot "
+                       f"{fmt(c.pivot)}")
+    return "; ".join(out) or None
+
+
+def _lob_quantised(c: Claim, m: dict) -> tuple[float, float, str] | None:
+    """lob's noise interval widened by what its clock's ticks allow its percentiles
+    (:func:`lob.measure.stats.quantised_factor`: a different error from the noise, not
+    counted in it), and how; None without a clock record with a tick and percentiles."""
     clock = m.get("clock") or {}
-    tick = clock.get("tick_ns")
-    for name, ns in (clock.get("percentiles") or {}).items():
-        if ns is not None and at_clock_floor(ns, tick):
-            out.append(f"lob's {name} {fmt(ns)} ns is {ns / tick:.1f} ticks of its measured "
-                       f"{tick:.4g} ns clock grid")
-    if not out:
+    tick, pcts = clock.get("tick_ns"), {k: v for k, v in (clock.get("percentiles") or {}).items()
+                                        if v is not None}
+    ci = _ci(m)
+    if not tick or not pcts or not ci:
         return None
-    return ("; ".join(out) + f" (< {CLOCK_FLOOR_TICKS} ticks: known to a tick, 10% or worse, "
-            "so no ratio of it is compared)")
+    ratio = clock.get("ratio")
+    if ratio is None and len(pcts) == 2:  # p99 and p50: a higher percentile over a lower one
+        try:
+            qs = {k: quantile_of(k) for k in pcts}
+        except ValueError:
+            qs = {}
+        if len(set(qs.values())) == 2:
+            ratio = sorted(qs, key=qs.get, reverse=True)
+    flo, fhi = quantised_factor(pcts, tick, ratio)
+    shown = ", ".join(f"{k} {fmt(v)} ns" for k, v in pcts.items())
+    return ci[0] * flo, ci[1] * fhi, f"{shown} +-1 tick of {tick:.4g} ns"
 
 
 def _judge_parts(c: Claim, parts: dict[str, dict]) -> tuple[str, str, str]:
@@ -392,18 +438,23 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
                                 f"reaches into the A/A control's band {_fine(aa['low'])}-"
                                 f"{_fine(aa['high'])} (the same engine measured twice in the "
                                 "same interleaving): not told apart from noise")
+    q = _lob_quantised(c, m) if c.kind == "ratio" else None
+    ticked = ""
+    if q:  # lob's own ticks: its interval is what they allow around the noise interval
+        ticked = (f" (its noise interval {_fine(ci[0])}-{_fine(ci[1])} taken to "
+                  f"{_fine(q[0])}-{_fine(q[1])} at its clock's ticks: {q[2]})")
+        ci = q[:2]
+    lo_e, hi_e = _edges(c)[1] if c.kind == "ratio" else (None, None)
     if pivot is not None and ci and ci[0] <= pivot <= ci[1]:
         # both directions inside the noise: inconclusive (a rerun could land on either side)
         # unless the interval also rules out the seed's whole tolerance band
-        why = (f"lob {fmt(v)}, but its noise interval {_fine(ci[0])}-{_fine(ci[1])} "
+        why = (f"lob {fmt(v)}, but its interval {_fine(ci[0])}-{_fine(ci[1])} "
                f"contains {fmt(pivot)}: no direction either way")
-        if c.kind == "ratio":
-            lo_e, hi_e = c.value * (1 - c.tolerance), c.value * (1 + c.tolerance)
-            if ci[1] < lo_e or ci[0] > hi_e:
-                return "not reproduced", (why + f", and it excludes the seed's band "
-                                          f"{_fine(lo_e)}-{_fine(hi_e)}: the seed's effect "
-                                          "is ruled out")
-        return "inconclusive", why
+        if c.kind == "ratio" and (ci[1] < lo_e or ci[0] > hi_e):
+            return "not reproduced", (why + f", and it excludes the seed's band "
+                                      f"{_fine(lo_e)}-{_fine(hi_e)}: the seed's effect "
+                                      "is ruled out" + ticked)
+        return "inconclusive", why + ticked
     if c.kind == "direction":
         want = 1 if c.direction == "up" else -1
         ok = _side(v, pivot) == want
@@ -413,34 +464,61 @@ def _compare(c: Claim, v, m: dict) -> tuple[str, str]:
     # ratio: judged on the whole interval (a point alone is a single point)
     if ci is None:
         return "inconclusive: single point", f"lob {fmt(v)}: no noise interval"
-    return _compare_interval(c, v, ci, m)
+    verdict, why = _compare_interval(c, v, ci, m)
+    return verdict, why + ticked
+
+
+def _edges(c: Claim) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The tolerance band around the seed's figure, twice: ``strict`` (inside it whatever
+    value the seed's ticks allow its figure, :attr:`Claim.seed_bounds`; empty, low > high,
+    when those allow more than the tolerance) and ``loose`` (inside it for some value they
+    allow). Without bounds both are ``value * (1 +- tolerance)``."""
+    lo, hi = c.seed_bounds or (c.value, c.value)
+    t = c.tolerance
+    return (hi * (1 - t), lo * (1 + t)), (lo * (1 - t), hi * (1 + t))
 
 
 def _compare_interval(c: Claim, v: float, ci: tuple[float, float], m: dict) -> tuple[str, str]:
-    """A ratio claim judged on lob's whole noise interval (which does not contain the pivot:
-    :func:`_compare` has ruled that out): inside the tolerance band ``reproduced``, entirely
-    outside it ``direction only`` (``not reproduced`` on the other side of the pivot or for a
-    magnitude-only claim), across an edge ``inconclusive``."""
+    """A ratio claim judged on lob's whole interval (which does not contain the pivot:
+    :func:`_compare` has ruled that out) against the seed's figure, itself an interval when
+    its clock's ticks leave it one (:func:`_edges`): inside the tolerance band whatever the
+    seed's true figure ``reproduced``; outside it whatever that figure ``direction only``
+    (``not reproduced`` on the other side of the pivot or for a magnitude-only claim); else
+    ``inconclusive``, naming the edge, or saying that the seed's ticks leave its magnitude
+    wider than the tolerance."""
     lo, hi = ci
-    edges = (c.value * (1 - c.tolerance), c.value * (1 + c.tolerance))
+    (s_lo, s_hi), (l_lo, l_hi) = _edges(c)
     eps = 1e-12 * c.value
     shown = f"{_fine(lo)}-{_fine(hi)}"
-    why = (f"lob {fmt(v)}, interval {shown}, vs seed {fmt(c.value)}: tolerance +-"
-           f"{c.tolerance:.0%} is {_fine(edges[0])}-{_fine(edges[1])}")
+    seed = fmt(c.value)
+    if c.seed_bounds is not None and c.seed_bounds[0] != c.seed_bounds[1]:
+        seed += f" (known to {_fine(c.seed_bounds[0])}-{_fine(c.seed_bounds[1])})"
+    band = (f"{_fine(s_lo)}-{_fine(s_hi)}" if s_lo <= s_hi
+            else f"at most {_fine(l_lo)}-{_fine(l_hi)}")
+    why = (f"lob {fmt(v)}, interval {shown}, vs seed {seed}: tolerance +-"
+           f"{c.tolerance:.0%} is {band}")
     if c.pivot is not None and _side((lo + hi) / 2, c.pivot) != _side(c.value, c.pivot):
         return "not reproduced", why + f"; the interval is on the other side of {fmt(c.pivot)}"
-    if edges[0] - eps <= lo and hi <= edges[1] + eps:
+    if s_lo <= s_hi and s_lo - eps <= lo and hi <= s_hi + eps:
         return "reproduced", why + "; the whole interval is inside"
-    if hi < edges[0] - eps or lo > edges[1] + eps:
+    if hi < l_lo - eps or lo > l_hi + eps:
         if c.pivot is None:
             return "not reproduced", why + "; the whole interval is outside"
         ex = _explain(m)
         return "direction only", (why + "; the whole interval is outside"
                                   + (f"; measured: {ex}" if ex else ""))
+    if s_lo > s_hi:
+        return "inconclusive", (why + "; the seed's clock ticks leave its figure wider than "
+                                "the tolerance, so its magnitude cannot be told (the direction "
+                                "agrees); a finer timer on the seed's side would settle it")
+    edges = (s_lo, s_hi)
     cut = [e for e in edges if lo - eps <= e <= hi + eps]
     edge = (f"the tolerance edge {_fine(cut[0])}" if len(cut) == 1 else
             f"both tolerance edges {_fine(edges[0])} and {_fine(edges[1])}")
-    return "inconclusive", (f"interval {shown} straddles {edge} (seed {fmt(c.value)} +-"
+    if c.seed_bounds is not None and c.seed_bounds[0] != c.seed_bounds[1] and not cut:
+        edge = f"the edges the seed's ticks leave ({_fine(l_lo)}-{_fine(s_lo)} or " \
+               f"{_fine(s_hi)}-{_fine(l_hi)})"
+    return "inconclusive", (f"interval {shown} straddles {edge} (seed {seed} +-"
                             f"{c.tolerance:.0%}; lob {fmt(v)}): noise alone could flip the "
                             "verdict; more repeats or a quieter machine would settle it")
 

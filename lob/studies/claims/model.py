@@ -140,6 +140,10 @@ class Claim:
     # how many samples the seed's percentiles come from, when published (a percentile from
     # fewer than it needs, lob.measure.stats.min_count, is not compared: the seed's either)
     seed_samples: int | None = None
+    # the seed's figure as the interval its percentiles' ticks (and, from too few samples,
+    # their neighbours) allow: a ratio claim of two seed percentiles, else None
+    seed_bounds: tuple[float, float] | None = None
+    seed_bounds_what: str = ""
 
     @property
     def seed_figure(self) -> str:
@@ -300,6 +304,8 @@ def _claim(d: dict, machines: dict, where: str, published: dict | None = None) -
             raise ValueError(f"{where}: seed_samples must be a count >= 1, got {x!r}")
         samples = x
 
+    bounds, bounds_what = _seed_bounds(d.get("value"), pcts, published, base, where,
+                                       float(tick) if tick is not None else None, samples)
     return Claim(id=str(d["id"]), seed=str(d["seed"]), finding=text("finding"),
                  machine=machines[d["machine"]], metric=str(d["metric"]),
                  workload=str(d["workload"]), size=str(d["size"]),
@@ -309,7 +315,39 @@ def _claim(d: dict, machines: dict, where: str, published: dict | None = None) -
                  caveat=text("caveat"), mechanism=names("mechanism"), lob_mechanisms=lob_mech,
                  seed_engine=text("seed_engine"), lob_engine_lacks=text("lob_engine_lacks"),
                  seed_percentiles=tuple(pcts),
-                 seed_tick_ns=float(tick) if tick is not None else None, seed_samples=samples)
+                 seed_tick_ns=float(tick) if tick is not None else None, seed_samples=samples,
+                 seed_bounds=bounds, seed_bounds_what=bounds_what)
+
+
+def _seed_bounds(v, pcts, published: dict, base: str, where: str, tick: float | None,
+                 samples: int | None) -> tuple[tuple[float, float] | None, str]:
+    """A ``{ratio: [a, b]}`` value of two of the claim's ``seed_percentiles``: the interval
+    the seed's figure can have (:func:`lob.measure.stats.percentile_bounds` of each, within
+    its own published table, and :func:`~lob.measure.stats.ratio_bounds`; two percentiles of
+    one table give a ratio of at least 1), and how it was bounded; else (None, "")."""
+    from lob.measure.stats import percentile_bounds, quantile_of, ratio_bounds
+
+    if not (isinstance(v, dict) and "ratio" in v) or not pcts:
+        return None, ""
+    names = [str(x) for x in v["ratio"]]
+    if not set(names) <= {n for n, _ in pcts}:
+        return None, ""
+    ends = []
+    for path in names:
+        parent, _, name = path.rpartition("/")
+        table = figure(published, parent, base, where) if parent else figure(
+            published, base, "", where)
+        try:
+            quantile_of(name)
+        except ValueError:
+            return None, ""
+        ends.append((parent, name, percentile_bounds(table, name, tick_ns=tick,
+                                                     samples=samples)))
+    (pa, na, a), (pb, nb, b) = ends
+    ordered = pa == pb and quantile_of(na) >= quantile_of(nb)
+    lo, hi = ratio_bounds(a[:2], b[:2], ordered=ordered)
+    return (lo, hi), f"{a[2]}; {b[2]}" + ("; a higher percentile over a lower one is >= 1"
+                                          if ordered else "")
 
 
 # the mechanism each toggle value brings (lob.engines.toggles' vocabulary)
