@@ -523,7 +523,8 @@ def convert(ev: np.ndarray, *, n_ids: int, tick: int | None = None,
         chk = np.zeros(len(ev), np.bool_)
     pre_s = np.asarray(pre_s, np.int64)
     pre_px = np.asarray(pre_p, np.int64) // tick - lo
-    n_out = 2 * len(ev) + len(pre_s) + 1
+    # one command per event at most, two for a replace
+    n_out = len(ev) + int(np.count_nonzero(ev["kind"] == EV.REPLACE)) + len(pre_s) + 1
     out = np.zeros(n_out, COMMAND_DTYPE)
     vid = np.full(n_out, -1, np.int64)
     fills = np.zeros(len(ev) + 1, FILL_DTYPE)

@@ -48,7 +48,7 @@ from lob.workloads.feed import EV, EVENT_DTYPE, F_BAD_BOOK, F_FILL_RESTATED, F_S
 __all__ = ["FORMATS", "Parsed", "parse_time", "read"]
 
 CHUNK_ROWS = 1_000_000
-CHUNK_BYTES = 64 << 20
+CHUNK_BYTES = 32 << 20
 
 
 @dataclass
@@ -82,16 +82,16 @@ def parse_time(text: str | None) -> float | None:
     return v
 
 
-def _window(ev: np.ndarray, ts_day_ns: np.ndarray, t_from, t_to) -> np.ndarray:
+def _window(ev: np.ndarray, ts_day_ns: np.ndarray, t_from, t_to) -> int:
     """Events before ``t_from`` become untimed (they build the book); the stream ends at the
-    first event at or after ``t_to``. Returns the index of events to keep."""
+    first event at or after ``t_to``. Returns how many events to keep."""
     n = len(ev)
     if t_to is not None:
         past = np.flatnonzero(ts_day_ns >= int(t_to * 1e9))
         n = int(past[0]) if len(past) else n
     if t_from is not None:
         ev["timed"][:n] &= (ts_day_ns[:n] >= int(t_from * 1e9)).astype(np.uint8)
-    return np.arange(n)
+    return n
 
 
 # --- LOBSTER -------------------------------------------------------------------------------
@@ -102,54 +102,111 @@ _LOBSTER_EV = np.array([-1, EV.ADD, EV.REDUCE, EV.DELETE, EV.EXEC, EV.HIDDEN, EV
 _EMPTY_ASK, _EMPTY_BID = 9_999_999_999, -9_999_999_999
 
 
-def _csv_fault(path: Path, start: int, ncol: int, names: list[str]) -> FeedError:
-    """The first row (from ``start``, 1-based in the file) whose fields are not what they
-    should be, as one line."""
-    import csv
+@numba.njit(cache=True)
+def _parse_csv(buf, final, out, ncol, fixed_first):
+    """Parse the complete rows of ``buf`` (a headerless CSV of integers; with
+    ``fixed_first`` the first column is a decimal number of seconds, kept as ns) into
+    ``out``. Returns (rows, bytes used, bad row or -1, its field, why): why 1 not a number,
+    2 a field missing, 3 a field too many. A row cut by the chunk's end waits for the next
+    (``final``: it is the file's last)."""
+    n = buf.shape[0]
+    pos = 0
+    r = 0
+    while pos < n and r < out.shape[0]:
+        end = pos
+        while end < n and buf[end] != 10:
+            end += 1
+        if end == n and not final:
+            break
+        stop = end
+        if stop > pos and buf[stop - 1] == 13:
+            stop -= 1
+        if stop == pos:  # an empty line
+            pos = end + 1
+            continue
+        f = 0
+        i = pos
+        while True:
+            if f >= ncol:
+                return r, pos, r, f, 3
+            neg = False
+            if i < stop and buf[i] == 45:
+                neg = True
+                i += 1
+            v = np.int64(0)
+            nd = 0
+            while i < stop and 48 <= buf[i] <= 57:
+                v = v * 10 + (buf[i] - 48)
+                i += 1
+                nd += 1
+            if fixed_first and f == 0:
+                v *= 1_000_000_000
+                if i < stop and buf[i] == 46:
+                    i += 1
+                    scale = 100_000_000
+                    while i < stop and 48 <= buf[i] <= 57:
+                        v += (buf[i] - 48) * scale
+                        scale //= 10
+                        i += 1
+                        nd += 1
+            elif i < stop and buf[i] == 46:  # a whole number written as 123.0
+                i += 1
+                while i < stop and buf[i] == 48:
+                    i += 1
+            if nd == 0 or (i < stop and buf[i] != 44):
+                return r, pos, r, f, 1
+            out[r, f] = -v if neg else v
+            f += 1
+            if i >= stop:
+                break
+            i += 1  # the comma
+            if i >= stop:  # a trailing comma: an empty field
+                return r, pos, r, f, 1
+        if f < ncol:
+            return r, pos, r, f, 2
+        r += 1
+        pos = end + 1
+    return r, pos, -1, 0, 0
 
-    with open(path, newline="") as f:
-        for k, row in enumerate(csv.reader(f), start=1):
-            if k < start:
-                continue
-            if ncol and len(row) != ncol:
-                return FeedError(f"{path.name}: row {k}: {len(row)} fields, expected {ncol} "
-                                 "(truncated or not a LOBSTER file?)")
-            for j, v in enumerate(row):
-                try:
-                    float(v)
-                except ValueError:
-                    what = names[j] if j < len(names) else f"column {j + 1}"
-                    return FeedError(f"{path.name}: row {k}, field {what}: {v!r} is not a "
-                                     "number")
-    return FeedError(f"{path.name}: unreadable from row {start}")
 
-
-def _csv_chunks(path: Path, ncol: int | None = None, names: list[str] | None = None):
-    """(first row number, float array) per chunk of a headerless numeric CSV; ``ncol``
-    None: as many columns as the first row has."""
-    import pandas as pd
-
+def _csv_chunks(path: Path, ncol: int | None = None, names: list[str] | None = None,
+                fixed_first: bool = False):
+    """(first row number, int64 array) per chunk of a headerless numeric CSV, parsed by
+    :func:`_parse_csv`; ``ncol`` None: as many columns as the first row has. A bad field
+    raises :class:`FeedError` naming its row (1-based) and field."""
+    size = path.stat().st_size
+    if size == 0:
+        raise FeedError(f"{path.name}: empty file")
     row = 1
-    try:
-        for df in pd.read_csv(path, header=None, chunksize=CHUNK_ROWS, dtype=np.float64):
-            a = df.to_numpy(np.float64)
-            ncol = ncol or a.shape[1]
+    carry = b""
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(CHUNK_BYTES)
+            final = not block
+            data = carry + block
+            if not data:
+                break
+            buf = np.frombuffer(data, np.uint8)
+            if ncol is None:
+                first = data.split(b"\n", 1)[0]
+                ncol = first.count(b",") + 1
             names = names or [f"column {j + 1}" for j in range(ncol)]
-            if a.shape[1] != ncol:
-                raise _csv_fault(path, row, ncol, names)
-            if np.isnan(a).any():
-                bad = int(np.flatnonzero(np.isnan(a).any(axis=1))[0])
-                j = int(np.flatnonzero(np.isnan(a[bad]))[0])
-                raise FeedError(f"{path.name}: row {row + bad}, field {names[j]}: missing "
-                                "(truncated file?)")
-            yield row, a
-            row += len(a)
-    except FeedError:
-        raise
-    except pd.errors.EmptyDataError:
-        raise FeedError(f"{path.name}: empty file") from None
-    except (ValueError, pd.errors.ParserError):
-        raise _csv_fault(path, row, ncol or 0, names or []) from None
+            out = np.empty((data.count(b"\n") + 1, ncol), np.int64)
+            k, used, bad, fld, why = _parse_csv(buf, final, out, ncol, fixed_first)
+            if bad >= 0:
+                text = data[used:].split(b"\n", 1)[0].decode(errors="replace").strip()
+                what = names[fld] if fld < len(names) else f"column {fld + 1}"
+                msg = {1: f"field {what}: not a number",
+                       2: f"field {what}: missing ({text.count(',') + 1} fields, expected "
+                          f"{ncol}: truncated file?)",
+                       3: f"{text.count(',') + 1} fields, expected {ncol}"}[why]
+                raise FeedError(f"{path.name}: row {row + bad}, {msg} ({text[:60]!r})")
+            if k:
+                yield row, out[:k]
+                row += k
+            carry = data[used:]
+            if final:
+                break
 
 
 def read_lobster(path: str | os.PathLike, *, book: str | os.PathLike | None = None,
@@ -160,43 +217,50 @@ def read_lobster(path: str | os.PathLike, *, book: str | os.PathLike | None = No
         raise FeedError(f"{path.name}: a LOBSTER file of {ticker}, not {symbol} (one ticker "
                         "per file)")
     parts, n_read = [], 0
-    for row, a in _csv_chunks(path, 6, _LOBSTER_COLS):
-        typ = a[:, 1].astype(np.int64)
-        bad = np.flatnonzero((typ < 1) | (typ > 7) | (a[:, 1] != typ))
+    for row, a in _csv_chunks(path, 6, _LOBSTER_COLS, fixed_first=True):
+        typ = a[:, 1]
+        bad = np.flatnonzero((typ < 1) | (typ > 7))
         if len(bad):
             raise FeedError(f"{path.name}: row {row + int(bad[0])}, field type: "
-                            f"{a[bad[0], 1]:g} is not a LOBSTER event type 1..7")
+                            f"{typ[bad[0]]} is not a LOBSTER event type 1..7")
         d = a[:, 5]
         bad = np.flatnonzero((d != 1) & (d != -1))
         if len(bad):
             raise FeedError(f"{path.name}: row {row + int(bad[0])}, field direction: "
-                            f"{d[bad[0]]:g} (expected 1 or -1)")
+                            f"{d[bad[0]]} (expected 1 or -1)")
         sz = a[:, 3]
-        bad = np.flatnonzero(((sz <= 0) & (typ < 7)) | (sz != np.floor(sz)))
+        bad = np.flatnonzero((sz <= 0) & (typ < 7))
         if len(bad):
             raise FeedError(f"{path.name}: row {row + int(bad[0])}, field size: "
-                            f"{sz[bad[0]]:g} (expected a positive whole number)")
-        e = np.zeros(len(a), EVENT_DTYPE)
-        e["kind"] = _LOBSTER_EV[typ]
-        e["side"] = (d < 0).astype(np.uint8)
-        e["timed"] = 1
-        e["oid"] = a[:, 2].astype(np.int64)
-        e["oid2"] = -1
-        e["price"] = np.rint(a[:, 4]).astype(np.int64)
-        e["qty"] = sz.astype(np.int64)
-        e["aux"] = np.where(typ == 7, e["price"], -1)
-        e["ts"] = np.rint(a[:, 0] * 1e9).astype(np.int64)
+                            f"{sz[bad[0]]} (expected a positive whole number)")
+        e = np.empty(len(a), EVENT_DTYPE)
+        _lobster_events(a, _LOBSTER_EV, e)
         parts.append(e)
         n_read += len(a)
         if progress:
             progress(n_read)
     ev = np.concatenate(parts) if parts else np.zeros(0, EVENT_DTYPE)
-    keep = _window(ev, ev["ts"], t_from, t_to)
-    ev = ev[keep]
+    ev = ev[:_window(ev, ev["ts"], t_from, t_to)]
     out = Parsed(ev, symbol or ticker, n_read)
     if book is not None:
         _lobster_book(Path(book), out, n_read)
     return out
+
+
+@numba.njit(cache=True)
+def _lobster_events(a, kinds, e):
+    for i in range(a.shape[0]):
+        r = e[i]
+        r["kind"] = kinds[a[i, 1]]
+        r["side"] = a[i, 5] < 0
+        r["timed"] = 1
+        r["flags"] = 0
+        r["oid"] = a[i, 2]
+        r["oid2"] = -1
+        r["price"] = a[i, 4]
+        r["qty"] = a[i, 3]
+        r["aux"] = a[i, 4] if a[i, 1] == 7 else -1
+        r["ts"] = a[i, 0]
 
 
 BOOK_BUDGET = 32_000_000  # book values kept for the level-by-level check (int64 each)
@@ -225,7 +289,7 @@ def _lobster_book(path: Path, out: Parsed, n_msgs: int) -> None:
             raise FeedError(f"{path.name}: row {row}: {a.shape[1]} fields, expected {ncol}")
         k = np.arange(seen, seen + len(a))
         sel = (k < n) & ((k % stride == 0) | (k == n - 1))
-        rows.append(a[sel].astype(np.int64))
+        rows.append(a[sel])
         idx.append(k[sel])
         seen += len(a)
     if ncol is None:
@@ -240,7 +304,7 @@ def _lobster_book(path: Path, out: Parsed, n_msgs: int) -> None:
         px[(px == _EMPTY_ASK) | (px == _EMPTY_BID) | (px < 0)] = 0
     depth = ncol // 4
     # the pre-load: the first row, less the first message's own change
-    f = first.astype(np.int64)
+    f = first
     lv = {}
     for d in range(depth):
         for side, j in ((1, 4 * d), (0, 4 * d + 2)):
@@ -315,7 +379,7 @@ def _itch_walk(buf, lens, offs, types, locs):
             return k, pos, pos
         offs[k] = pos + 2
         types[k] = t
-        locs[k] = (np.int64(buf[pos + 3]) << 8) | np.int64(buf[pos + 4])
+        locs[k] = (np.uint16(buf[pos + 3]) << 8) | np.uint16(buf[pos + 4])
         k += 1
         pos += 2 + ln
     return k, pos, -1
@@ -350,10 +414,10 @@ def read_itch(path: str | os.PathLike, *, symbol: str | None = None, t_from=None
                 else np.frombuffer(block, np.uint8)
             if not len(buf):
                 break
-            cap = len(buf) // 3 + 1
+            cap = len(buf) // 14 + 1  # the shortest ITCH 5.0 message is 12 bytes + 2
             offs = np.empty(cap, np.int64)
             types = np.empty(cap, np.uint8)
-            locs = np.empty(cap, np.int64)
+            locs = np.empty(cap, np.uint16)
             k, used, bad = _itch_walk(buf, _LEN, offs, types, locs)
             if bad >= 0:
                 ln = int(buf[bad]) << 8 | int(buf[bad + 1])
@@ -391,8 +455,7 @@ def read_itch(path: str | os.PathLike, *, symbol: str | None = None, t_from=None
     if locate < 0:
         raise FeedError(f"{path.name}: no stock directory message (R) for {symbol!r}")
     ev = np.concatenate(parts) if parts else np.zeros(0, EVENT_DTYPE)
-    keep = _window(ev, ev["ts"], t_from, t_to)
-    return Parsed(ev[keep], symbol, n_msgs)
+    return Parsed(ev[:_window(ev, ev["ts"], t_from, t_to)], symbol, n_msgs)
 
 
 _ITCH_KIND = {b"A": EV.ADD, b"F": EV.ADD, b"E": EV.EXEC, b"C": EV.EXEC, b"X": EV.REDUCE,
@@ -513,7 +576,7 @@ def read_dbn(path: str | os.PathLike, *, symbol: str | None = None, t_from=None,
     day = ev["ts"] % (86_400 * 10**9)
     keep = _window(ev, day, t_from, t_to)
     name = symbol or (str(parts[0][1]) if parts else "?")
-    return Parsed(ev[keep], name, n_rec)
+    return Parsed(ev[:keep], name, n_rec)
 
 
 def _instrument(meta, symbol, path) -> int | None:

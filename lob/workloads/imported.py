@@ -61,7 +61,7 @@ def _dense(ev: np.ndarray) -> int:
 
 def convert_parsed(parsed) -> Conversion:
     """The :class:`~lob.workloads.feed.Conversion` of a reader's output."""
-    ev = parsed.events.copy()
+    ev = parsed.events  # the reader's own array: made dense in place
     n_ids = _dense(ev)
     if parsed.book is None:
         return convert(ev, n_ids=n_ids, preload=parsed.preload)
