@@ -132,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from lob.paths import absolute_env
+
+    absolute_env()  # paths in the environment, resolved once, here: children inherit them
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -12,7 +12,30 @@ import os
 from pathlib import Path
 
 __all__ = ["repo_root", "experiments_dir", "artifacts_dir", "notebooks_dir", "cache_dir",
-           "file_sha256"]
+           "file_sha256", "absolute_env", "PATH_VARIABLES"]
+
+# environment variables that name files or folders (LOB_ENGINES_TOML: a list of them)
+PATH_VARIABLES = ("LOB_ARTIFACTS", "LOB_BISECT_CACHE", "LOB_CACHE", "LOB_DATA_DIR",
+                  "LOB_ENGINES_TOML", "LOB_EXPERIMENTS_DIR", "XDG_CACHE_HOME")
+
+
+def absolute_env(environ=None) -> dict[str, str]:
+    """Make every path in :data:`PATH_VARIABLES` absolute, against the current folder, in
+    ``environ`` (default ``os.environ``): done once, where the command line is read, so that
+    a notebook's kernel (started in ``notebooks/``) or any child finds what the user named,
+    never a path of the same name under its own folder. Returns what it changed."""
+    env = os.environ if environ is None else environ
+    changed = {}
+    for var in PATH_VARIABLES:
+        value = env.get(var)
+        if not value:
+            continue
+        parts = value.split(os.pathsep) if var == "LOB_ENGINES_TOML" else [value]
+        fixed = os.pathsep.join(os.path.abspath(os.path.expanduser(p)) if p else p
+                                for p in parts)
+        if fixed != value:
+            env[var] = changed[var] = fixed
+    return changed
 
 
 def repo_root() -> Path:

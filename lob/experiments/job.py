@@ -117,6 +117,11 @@ def git_sha() -> str:
 
 
 def _kernel_env() -> None:
+    # the kernel starts in notebooks/: a relative path in the environment would name another
+    # file there, so every path is made absolute against this process's folder first
+    from lob.paths import absolute_env
+
+    absolute_env()
     # the kernel must import the same lob as this process, installed or not
     src = str(Path(__file__).resolve().parents[2])
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]

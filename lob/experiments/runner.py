@@ -125,6 +125,27 @@ def check_values(experiment: str, params: dict) -> None:
         if key in _WORKLOAD_KEYS + _ENGINE_KEYS + _AT_LEAST_1 and isinstance(value, list) \
                 and not value:
             bad(key, "is an empty list")
+    _study_check(experiment, params)
+
+
+def _study_check(experiment: str, params: dict) -> None:
+    """The study's own up-front check of its parameters, when its module
+    (``lob.studies.<experiment>``) has one (``check_params``): what its notebook would refuse
+    only after its kernel started is refused here, in one line."""
+    import importlib
+    import importlib.util
+
+    name = f"lob.studies.{experiment}"
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        found = False
+    check = getattr(importlib.import_module(name), "check_params", None) if found else None
+    if check is not None:
+        try:
+            check(params)
+        except ValueError as e:
+            raise ValueError(f"{experiment}: {e}") from None
 
 
 def plan(names: Iterable[str], preset: str = "default", overrides: dict | None = None,

@@ -263,6 +263,9 @@ def _compiled_functions(out_dir: Path) -> list[dict]:
     return funcs
 
 
+MAX_SECONDS = 600.0  # kernel seconds a stream is sampled for at most (2.4M samples at 4 kHz)
+
+
 def _child(engine: str, workload: str, scale: float, seconds: float, out: str) -> None:
     from lob.engines.registry import get_engine
     from lob.workloads import build as build_workload
@@ -302,8 +305,9 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
     from lob.engines.registry import engine_spec
     from lob.workloads import check_scale
 
-    if not seconds > 0:
-        raise ValueError(f"seconds must be above 0, got {seconds}")
+    if not 0 < seconds <= MAX_SECONDS:  # nan and inf fail here too
+        raise ValueError(f"seconds must be above 0 and at most {MAX_SECONDS:g} (the kernel "
+                         f"time sampled), got {seconds}")
     backend = engine_spec(engine).backend  # ValueError for a name no engine has
     if backend != "numba":
         raise ValueError(f"{engine} is a {backend} engine: hotspots maps numba's compiled "
@@ -318,7 +322,12 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
         cmd = [*_RECORD, "-F", str(frequency), "-o", str(data), "--", sys.executable, "-m",
                "lob.measure.hotspots", "--child", engine, workload, repr(scale), repr(seconds),
                str(meta)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                  env=env)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"sampling {engine} on {workload} did not end within "
+                               f"{timeout:g} s; it was stopped") from None
         if proc.returncode != 0 or not meta.exists():
             tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
             raise RuntimeError(f"sampling {engine} on {workload} failed "

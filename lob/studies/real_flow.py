@@ -76,7 +76,7 @@ def synthetic_names() -> list[str]:
 
 def check_parameters(compare: Sequence[str], candidates: Sequence[str], real_scale: float,
                      scale: float, candidate_scale: float, repeat: int,
-                     speedups: Sequence[float]) -> list[str]:
+                     speedups: Sequence[float], open_loop_s: float | None = None) -> list[str]:
     """One clear ValueError for parameters that do not fit together; returns the candidate
     list (``candidates`` or, when empty, :func:`synthetic_names`)."""
     from lob.studies.study import at_least_one, need
@@ -101,7 +101,25 @@ def check_parameters(compare: Sequence[str], candidates: Sequence[str], real_sca
     if any(not (isinstance(s, int | float) and s > 0) for s in speedups):
         raise ValueError(f"speedups must be > 0 (1: the venue's pace; math.inf: unpaced), "
                          f"got {list(speedups)!r}")
+    if open_loop_s is not None:
+        _check_open_loop_s(open_loop_s)
     return cands
+
+
+def _check_open_loop_s(v) -> None:
+    if not (isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < math.inf):
+        raise ValueError(f"open_loop_s must be a number of seconds > 0, got {v!r}")
+
+
+def check_params(params: Mapping) -> None:
+    """The experiment runner's up-front check (before any kernel starts): the parameters
+    ``params`` sets, held to :func:`check_parameters` (a parameter it leaves out is the
+    notebook's default, checked by the notebook itself)."""
+    given = dict(params)
+    check_parameters(given.get("compare", ["mixed_70_20_10"]), given.get("candidates", []),
+                     given.get("real_scale", 1.0), given.get("scale", 1.0),
+                     given.get("candidate_scale", 1.0), given.get("repeat", 1),
+                     given.get("speedups", [1.0]), given.get("open_loop_s"))
 
 
 # --- the conversion --------------------------------------------------------------------------
@@ -627,6 +645,7 @@ def measure_open_loop(engine: str, real_scale: float, speedups: Sequence[float],
     (default: one :class:`~lob.pipeline.PipelineSession` for every row, its rows given
     ``due_ns``; called as ``run(engine, wl, due_ns)``, it returns a
     :class:`~lob.pipeline.PipelineRun`) is injectable for tests."""
+    _check_open_loop_s(max_s)
     from lob.workloads import bitstamp, build
 
     full = build(REAL, scale=real_scale)

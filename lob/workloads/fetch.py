@@ -84,14 +84,24 @@ def _sha256(path: Path) -> str:
     return file_sha256(path)
 
 
+def _why(e: OSError) -> str:
+    return {IsADirectoryError: "a folder sits at its path", FileNotFoundError: "it is gone",
+            PermissionError: "permission denied"}.get(type(e), e.strerror or str(e))
+
+
 def _elsewhere(ds: Dataset) -> str:
     return (f"run `{ds.command}` on a machine that reaches the package index and copy "
             f"{ds.filename} into {data_dir()} (or point {ENV} at a folder holding it)")
 
 
 def _verify(ds: Dataset, path: Path) -> None:
-    """Raise DataFetchError unless ``path`` is the pinned file with intact members."""
-    got = _sha256(path)
+    """Raise DataFetchError unless ``path`` is the pinned file with intact members (also
+    when it cannot be read: a folder in its place, no permission, gone meanwhile)."""
+    try:
+        got = _sha256(path)
+    except OSError as e:
+        raise DataFetchError(f"{path}: cannot read it ({_why(e)}); delete or fix it and run "
+                             "`lob data fetch`") from None
     if got != ds.sha256:
         raise DataFetchError(
             f"{path}: sha256 {got[:16]}... is not the pinned {ds.sha256[:16]}... of "
@@ -114,9 +124,12 @@ def status(ds: Dataset = OB_ANALYTICS) -> str:
         return f"{ds.requirement}: not fetched (would be {p}; `lob data fetch`)"
     try:
         _verify(ds, p)
+        size = p.stat().st_size
     except DataFetchError as e:
         return f"{ds.requirement}: BAD: {e}"
-    return f"{ds.requirement}: {p} ({p.stat().st_size:,} bytes, sha256 {ds.sha256}) ok"
+    except OSError as e:
+        return f"{ds.requirement}: BAD: {p}: {_why(e)}"
+    return f"{ds.requirement}: {p} ({size:,} bytes, sha256 {ds.sha256}) ok"
 
 
 def fetch(ds: Dataset = OB_ANALYTICS, *, force: bool = False, log=print) -> Path:
@@ -132,6 +145,14 @@ def fetch(ds: Dataset = OB_ANALYTICS, *, force: bool = False, log=print) -> Path
         log(f"{ds.requirement}: already cached at {dest} ({dest.stat().st_size:,} bytes, "
             f"sha256 {ds.sha256})")
         return dest
+    try:
+        return _download(ds, dest, log)
+    except OSError as e:  # a read-only cache, a folder in the wheel's place, a full disk
+        raise DataFetchError(f"cannot save {ds.filename} into {dest.parent} ({_why(e)}); "
+                             f"make it writable, or point {ENV} at a folder that is") from None
+
+
+def _download(ds: Dataset, dest: Path, log) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     log(f"fetching {ds.requirement} ({ds.filename}, {ds.size:,} bytes, sha256 {ds.sha256}) "
         f"with `{ds.command}` into {dest.parent}; {ds.licence}; not installed, only read")
@@ -176,8 +197,13 @@ def ensure(ds: Dataset = OB_ANALYTICS, *, download: bool = True, log=None) -> Pa
 
 def read_member(path: Path, member: str) -> bytes:
     """The bytes of one member of the (verified) wheel, read without installing it."""
-    with zipfile.ZipFile(path) as z:
-        return z.read(member)
+    try:
+        with zipfile.ZipFile(path) as z:
+            return z.read(member)
+    except (OSError, zipfile.BadZipFile, KeyError) as e:  # gone or replaced since verified
+        why = _why(e) if isinstance(e, OSError) else type(e).__name__
+        raise DataFetchError(f"{path}: cannot read {member} ({why}); run `lob data status`"
+                             ) from None
 
 
 def _cmd_fetch(args) -> int:
@@ -196,11 +222,18 @@ def _cmd_status(args) -> int:
 
 def _cmd_clear(args) -> int:
     p = _path(OB_ANALYTICS)
-    if p.exists():
+    if p.is_dir() and not p.is_symlink():
+        print(f"lob data clear: {p} is a folder, not the cached wheel; left alone",
+              file=sys.stderr)
+        return 1
+    try:
         p.unlink()
         print(f"removed {p}")
-    else:
+    except FileNotFoundError:
         print(f"nothing to remove ({p} is not there)")
+    except OSError as e:
+        print(f"lob data clear: cannot remove {p} ({_why(e)})", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -759,8 +759,9 @@ def test_adapter_build_without_compiler_or_index_says_so(tmp_path, monkeypatch, 
         monkeypatch.setenv(k, v)
     with pytest.raises(BuildUnavailable) as e:
         build(OC)
-    assert str(e.value).startswith("cannot fetch orderly-chaos==0.2.0 from the package index: ")
-    assert "\n" not in str(e.value)
+    assert str(e.value).startswith("cannot fetch orderly-chaos==0.2.0: pip could not download "
+                                   "it (offline or no package index?): ERROR: ")
+    assert "\n" not in str(e.value) and "put the pinned sdist" in str(e.value)
     hint = ("engine 'orderly_chaos' is not built yet: run `lob engines build orderly_chaos` "
             "(fetches orderly-chaos 0.2.0 from PyPI with pip and compiles lob's shim with g++)")
     with pytest.raises(ForeignEngineError) as e:
@@ -856,3 +857,41 @@ def test_bench_c_engine_beside_v2_numba(toml):
     print(f"  v2@numba / {NAME}: {report['ratio_min']:.2f}x (min), "
           f"{report['ratio_median']:.2f}x (median)")
     print(f"  {c['cpu_model']}, {c['cpu_count']} cpus, load {c['load_avg']}")
+
+
+PIP_BUILD_DEPS_OFFLINE = """\
+  error: subprocess-exited-with-error
+
+  x pip subprocess to install build dependencies did not run successfully.
+  | exit code: 1
+  +-> [3 lines of output]
+      Looking in links: /tmp/fl
+      ERROR: Could not find a version that satisfies the requirement setuptools>=77 (from versions: none)
+      ERROR: No matching distribution found for setuptools>=77
+      [end of output]
+
+  note: This error originates from a subprocess, and is likely not a problem with pip.
+error: subprocess-exited-with-error
+
+note: This error originates from a subprocess, and is likely not a problem with pip.
+"""  # noqa: E501  (what pip printed here, reaching the sdist but not its build backend)
+
+
+def test_an_offline_build_names_the_missing_build_dependency_and_the_workaround(
+        tmp_path, monkeypatch):
+    """Issue 44: not pip's boilerplate, but its cause, and that the pinned sdist placed in the
+    cache makes the build work offline."""
+    from lob.engines.foreign import adapters as A
+
+    monkeypatch.setenv("LOB_CACHE", str(tmp_path))
+    monkeypatch.setattr(A.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
+        cmd, 1, "", PIP_BUILD_DEPS_OFFLINE))
+    with pytest.raises(A.BuildUnavailable) as e:
+        A._sdist(A.adapter(OC), lambda m: None)
+    msg = str(e.value)
+    assert "\n" not in msg and "originates from a subprocess" not in msg
+    assert msg.startswith("cannot fetch orderly-chaos==0.2.0: pip reached the sdist but could "
+                          "not get its build dependency setuptools>=77 (offline, or no "
+                          "package index holds it)")
+    assert (f"put the pinned sdist orderly_chaos-0.2.0.tar.gz (sha256 "
+            f"{A.adapter(OC).sha256}) into {tmp_path / 'sdists'}") in msg

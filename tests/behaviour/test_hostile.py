@@ -111,3 +111,32 @@ def test_the_dask_recipe_binds_to_loopback_and_warns():
     sched = [ln for ln in starts if "dask scheduler" in ln]
     assert sched and all("--dashboard-address 127.0.0.1" in ln for ln in sched)
     assert "0.0.0.0" in section and "no authentication" in section and "TLS" in section
+
+
+# --- issue 44: relative paths are resolved once, at the command line ---------------------------
+
+def test_relative_paths_in_the_environment_are_made_absolute_for_every_child(tmp_path,
+                                                                             monkeypatch):
+    import os
+
+    from lob.cli import main
+    from lob.experiments import job as J
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").mkdir()
+    monkeypatch.setenv("LOB_ENGINES_TOML", os.pathsep.join(["mine/a.toml", "b.toml"]))
+    monkeypatch.setenv("LOB_CACHE", "relcache")
+    monkeypatch.setenv("LOB_DATA_DIR", "~/data")
+    main(["experiments", "list"])
+    assert os.environ["LOB_ENGINES_TOML"] == os.pathsep.join(
+        [str(tmp_path / "mine" / "a.toml"), str(tmp_path / "b.toml")])
+    assert os.environ["LOB_CACHE"] == str(tmp_path / "relcache")
+    assert os.environ["LOB_DATA_DIR"] == os.path.expanduser("~/data")
+    # a batch started from Python (no command line) gives its kernel absolute paths too
+    monkeypatch.setenv("LOB_CACHE", "other")
+    seen = {}
+    monkeypatch.setattr(J, "_papermill", lambda pm, job, out: seen.update(
+        cache=os.environ["LOB_CACHE"]))
+    J.execute_notebook(J.Job("e", "n.ipynb", "quick", {}, "r", str(tmp_path / "run"),
+                             str(tmp_path)))
+    assert seen["cache"] == str(tmp_path / "other")

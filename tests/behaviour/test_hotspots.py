@@ -132,8 +132,9 @@ def test_bad_arguments_are_refused_before_anything_runs(monkeypatch):
     monkeypatch.setattr(hs, "available", lambda: ran.append(1))
     with pytest.raises(ValueError, match="python engine"):
         hs.hotspots("v2", "lobster_replay", scale=0.01)
-    with pytest.raises(ValueError, match="seconds must be above 0"):
-        hs.hotspots("v5@numba", "lobster_replay", seconds=0)
+    for bad in (0, float("nan"), float("inf"), hs.MAX_SECONDS + 1):
+        with pytest.raises(ValueError, match="seconds must be above 0 and at most 600"):
+            hs.hotspots("v5@numba", "lobster_replay", seconds=bad)
     with pytest.raises(ValueError, match="unknown engine"):
         hs.hotspots("no-such-engine", "lobster_replay")
     with pytest.raises(ValueError, match="unknown workload"):

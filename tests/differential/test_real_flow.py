@@ -348,3 +348,43 @@ def test_open_loop_rows_follow_the_venue_clock(wheel):
     # the compiled transport for a compiled engine (the seed's pipeline), named in the table
     assert ol["transport"] == "compiled" and "compiled transport" in rf.open_loop_table(ol).name
     assert rf.measure_open_loop("v3", REAL_SMALL, [1.0], 2.0, run=run)["transport"] == "python"
+
+
+# --- issue 44: lob data keeps its one-line errors ------------------------------------------
+
+def test_lob_data_says_one_line_for_a_folder_a_read_only_cache_and_a_vanished_wheel(
+        tmp_path, monkeypatch, capsys):
+    import errno
+
+    from lob.cli import main
+
+    monkeypatch.setenv(fetch.ENV, str(tmp_path))
+    (tmp_path / OB_ANALYTICS.filename).mkdir()  # a folder where the wheel goes
+    assert main(["data", "status"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and "BAD" in out[0] and "a folder sits at its path" in out[0]
+    assert main(["data", "fetch"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a folder sits at its path" in err[0], err
+    assert main(["data", "clear"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a folder" in err[0]
+    assert (tmp_path / OB_ANALYTICS.filename).is_dir()
+    (tmp_path / OB_ANALYTICS.filename).rmdir()
+
+    def read_only(*a, **k):  # as a read-only cache answers (root ignores chmod, so injected)
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(fetch.tempfile, "TemporaryDirectory", read_only)
+    assert main(["data", "fetch"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot save" in err[0] and "permission denied" in err[0], err
+    monkeypatch.undo()
+    # the wheel disappears between its check and its reading
+    monkeypatch.setenv(fetch.ENV, str(tmp_path))
+    gone = tmp_path / OB_ANALYTICS.filename
+    with pytest.raises(DataFetchError, match="it is gone") as e:
+        fetch.read_member(gone, OB_ANALYTICS.members[0])
+    assert "\n" not in str(e.value)
+    with pytest.raises(DataFetchError, match="it is gone"):
+        fetch._verify(OB_ANALYTICS, gone)

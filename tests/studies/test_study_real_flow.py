@@ -285,3 +285,21 @@ def test_every_engine_is_checked_against_the_venue_before_it_is_timed(monkeypatc
     with pytest.raises(ValueError, match="no engine reproduces the venue's trades"):
         rf.measure_streams(["bad"], ["a"], 0.1, 0.01, 1, None, capture=capture,
                            diagnose=lambda wl, e: {}, check=check)
+
+
+def test_the_runner_checks_real_flows_parameters_before_any_kernel_starts():
+    """Issue 44: what the notebook would refuse only after its kernel started (or, for
+    open_loop_s=-1, not at all) is refused when the batch is planned, in one line."""
+    from lob.experiments.runner import plan
+
+    for override, msg in (({"compare": ["nosuch"]}, "unknown workloads"),
+                          ({"candidates": ["nosuch"]}, "unknown workloads"),
+                          ({"real_scale": 5.0}, "real_scale must be in"),
+                          ({"speedups": [0.0]}, "speedups must be > 0"),
+                          ({"open_loop_s": -1}, "open_loop_s must be a number of seconds > 0")):
+        with pytest.raises(ValueError, match=f"^real_flow: {msg}") as e:
+            plan(["real_flow"], "quick", override, "/nonexistent/art")
+        assert "\n" not in str(e.value)
+    assert plan(["real_flow"], "quick", {"open_loop_s": 1.5}, "/nonexistent/art")
+    with pytest.raises(ValueError, match="open_loop_s must be"):
+        rf.measure_open_loop("v3", 0.01, [1.0], -1)

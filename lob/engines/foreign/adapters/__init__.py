@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -120,6 +121,22 @@ def compiler() -> str:
     return path
 
 
+def _pip_cause(text: str) -> str:
+    """The cause in pip's output, not its boilerplate: a build dependency it could not get
+    (pip prepares an sdist's metadata, which installs the build backend first), else the
+    first ERROR line."""
+    missing = re.findall(r"No matching distribution found for (\S+)", text)
+    if "install build dependencies" in text:
+        dep = f" {missing[0]}" if missing else ""
+        return (f"pip reached the sdist but could not get its build dependency{dep} "
+                "(offline, or no package index holds it), which pip installs to read the "
+                "sdist's metadata")
+    errors = [x.strip() for x in text.splitlines() if x.strip().startswith("ERROR:")]
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    last = errors[-1] if errors else lines[-1] if lines else "pip failed"
+    return f"pip could not download it (offline or no package index?): {last}"
+
+
 def _sdist(a: Adapter, log) -> Path:
     """The verified sdist in the cache, downloaded with pip when missing."""
     dest = cache_dir() / "sdists"
@@ -131,16 +148,20 @@ def _sdist(a: Adapter, log) -> Path:
     with tempfile.TemporaryDirectory(dir=dest) as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
                "--disable-pip-version-check", "-q", "-d", tmp, f"{a.package}=={a.version}"]
+        workaround = (f"; to build offline, put the pinned sdist {a.sdist_name}.tar.gz "
+                      f"(sha256 {a.sha256}) into {dest} (fetched where the index is "
+                      f"reachable: pip download --no-deps --no-binary :all: "
+                      f"{a.package}=={a.version}) and run the build again")
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired:
             raise BuildUnavailable(f"cannot fetch {a.package}=={a.version}: pip download took "
-                                   f"over 300 s (package index unreachable?)") from None
+                                   f"over 300 s (package index unreachable?)"
+                                   + workaround) from None
         got = list(Path(tmp).glob(f"{a.sdist_name}.tar.gz"))
         if r.returncode != 0 or not got:
-            lines = [x for x in (r.stderr or r.stdout).splitlines() if x.strip()]
-            raise BuildUnavailable(f"cannot fetch {a.package}=={a.version} from the package "
-                                   f"index: {lines[-1].strip() if lines else 'pip failed'}")
+            raise BuildUnavailable(f"cannot fetch {a.package}=={a.version}: "
+                                   f"{_pip_cause(r.stdout + chr(10) + r.stderr)}" + workaround)
         digest = hashlib.sha256(got[0].read_bytes()).hexdigest()
         if digest != a.sha256:
             raise BuildError(f"{got[0].name} from the package index has SHA-256 {digest}, "
