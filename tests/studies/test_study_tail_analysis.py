@@ -4,6 +4,7 @@ capture on the reference engine checks the wiring)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -206,13 +207,15 @@ def test_clock_of_measures_the_tick_or_says_why_not():
     c = ta.clock_of(np.full(500, 7000), {"p50": 7000.0, "p99": 7000.0})
     assert c["tick_ns"] is None and c["what"] == ("0 durations under 4096 ns: too few to "
                                                   "measure a grid")
-    # a one-tick p50 leaves lob's p99 / p50 unbounded above: across the pivot of 10
-    verdict = C.judge(C.get("s000_tail_stp_sweep"), C.measurement(
+    # a one-tick p50 leaves lob's p99 / p50 unbounded above: across the pivot of 10 (the
+    # stp_sweep claim's rule, without the mechanism its seed figure has and lob lacks)
+    stp = replace(C.get("s000_tail_stp_sweep"), mechanism=())
+    verdict = C.judge(stp, C.measurement(
         1.3, ci=(1.2, 1.4), runs=5, diagnostics={"count": 2000},
         clock=ta.clock_of(fast(), {"p50": 10.0, "p99": 20.0})))
     assert verdict.verdict == "not comparable: at the clock floor"
     # four and five ticks still bound it below the pivot: judged on that interval
-    verdict = C.judge(C.get("s000_tail_stp_sweep"), C.measurement(
+    verdict = C.judge(stp, C.measurement(
         1.3, ci=(1.2, 1.4), runs=5, diagnostics={"count": 2000},
         clock=ta.clock_of(fast(), {"p50": 40.0, "p99": 50.0})))
     assert verdict.verdict != "not comparable: at the clock floor"

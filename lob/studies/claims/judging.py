@@ -90,14 +90,22 @@ MIN_RUNS = 5  # a figure judged against a seed's comes from at least this many i
 VERDICTS = ("reproduced", "direction only", "inconclusive", "inconclusive: single point",
             "not reproduced", "not comparable", "not comparable: different mechanism",
             "not comparable: at the clock floor", "not measurable on this machine",
-            "not measured")
+            "not measured", "sanity check: holds", "sanity check: fails")
+SANITY = ("sanity check: holds", "sanity check: fails")  # counted apart from the verdicts
+
+# Mechanisms whose point is memory: an allocator or a cache. A pure-Python engine allocates an
+# object per node and walks pointers whatever its design, so its ratio of such a step is the
+# interpreter's, not the seed's mechanism (as an allocation counter that is not the seed's
+# kind is not compared).
+MEMORY_MECHANISMS = ("node_pool", "packed_layout", "per_order_heap_allocation")
 
 
 def measurement(value, *, diagnostics: dict | None = None, explain: dict | None = None,
                 detail: str = "", ci: tuple[float, float] | None = None,
                 ci_what: str = "", mechanisms: list[str] | tuple[str, ...] | None = None,
                 clock: dict | None = None, parts: dict[str, dict] | None = None,
-                aa: dict | None = None, runs: int | None = None) -> dict:
+                aa: dict | None = None, runs: int | None = None,
+                backend: str | None = None) -> dict:
     """The record a notebook stores under ``summary["claims"][id]``.
 
     ``value``: lob's figure in the claim's metric (a ratio, or a dict of counters);
@@ -115,7 +123,9 @@ def measurement(value, *, diagnostics: dict | None = None, explain: dict | None 
     experiment's A/A control, :func:`lob.measure.stats.aa_band` of the ratios of the same
     engine measured twice in the same interleaving (a claim about a change, pivot 1, is then
     called only when lob's whole interval lies beyond that band); ``runs``: how many
-    independent runs (fresh captures, interleaved) the figure comes from.
+    independent runs (fresh captures, interleaved) the figure comes from; ``backend``:
+    ``"python"`` or ``"compiled"``, the engines' backend (else read from claims.yaml's
+    ``engine``: a lineage name without ``@`` is pure Python).
     """
     def plain(v):
         if hasattr(v, "item"):
@@ -151,6 +161,10 @@ def measurement(value, *, diagnostics: dict | None = None, explain: dict | None 
         if int(runs) < 1:
             raise ValueError(f"runs must be >= 1, got {runs!r}")
         rec["runs"] = int(runs)
+    if backend is not None:
+        if backend not in ("python", "compiled"):
+            raise ValueError(f"backend must be 'python' or 'compiled', got {backend!r}")
+        rec["backend"] = backend
     return rec
 
 
@@ -231,7 +245,23 @@ def _explain(m: dict) -> str:
 
 
 def judge(claim: Claim, m: dict | None, *, link: str = "", machine: str = "") -> Verdict:
-    """The verdict on ``claim`` given lob's measurement record (None: not measured)."""
+    """The verdict on ``claim`` given lob's measurement record (None: not measured). A claim
+    lob's method guarantees (``sanity_check`` in claims.yaml) reads ``sanity check: holds``
+    where it would read ``reproduced`` and ``sanity check: fails`` where it would read ``not
+    reproduced`` or ``direction only`` (a guaranteed claim that fails says the method is
+    broken), naming why the method guarantees it; tallies count it apart."""
+    v = _judge(claim, m, link=link, machine=machine)
+    if not claim.sanity_check:
+        return v
+    to = {"reproduced": "sanity check: holds", "not reproduced": "sanity check: fails",
+          "direction only": "sanity check: fails"}.get(v.verdict)
+    if to is None:
+        return v
+    return replace(v, verdict=to, reason=f"{v.reason}. A sanity check, not a finding: "
+                                         f"{claim.sanity_check}")
+
+
+def _judge(claim: Claim, m: dict | None, *, link: str = "", machine: str = "") -> Verdict:
     if m is None:
         return Verdict(claim, "not measured", "-", "-",
                        f"no complete run of {claim.experiment} recorded {claim.id}", link,
@@ -308,9 +338,18 @@ def _engines(c: Claim) -> str:
 
 
 def _mechanism_failure(c: Claim, m: dict) -> str | None:
-    """None when the claim credits no mechanism or lob's step has one it credits, else why."""
+    """None when the claim credits no mechanism or lob's step has one it credits, else why.
+    A pure-Python measurement of a step the seed credits to an allocator or a cache
+    (:data:`MEMORY_MECHANISMS`) is not the seed's mechanism whatever its toggles say."""
     if not c.mechanism:
         return None
+    memory = [x for x in c.mechanism if x in MEMORY_MECHANISMS]
+    if memory and _backend(c, m) == "python":
+        return (f"the seed credits {' and '.join(c.mechanism)}; lob measured it on pure-Python "
+                f"engines, where {', '.join(memory)} is not the seed's mechanism (the "
+                "interpreter allocates an object per node and walks pointers whatever the "
+                "design): a pure-Python ratio of an allocator or cache step is flagged as not "
+                "the seed's, as an allocation counter of another kind is")
     have = m.get("mechanisms")
     have = tuple(have) if have is not None else c.lob_mechanisms
     if have and set(have) & set(c.mechanism):
@@ -319,6 +358,18 @@ def _mechanism_failure(c: Claim, m: dict) -> str | None:
     got = ", ".join(have) if have else "none of them" if have is not None else "not declared"
     return (f"the seed credits {want}; what lob measured (engine or step) has {got}: a "
             "figure from another cause is not the seed's finding")
+
+
+def _backend(c: Claim, m: dict) -> str:
+    """``python`` or ``compiled``: the measurement's ``backend``, else claims.yaml's
+    ``engine`` (lineage names such as ``v0, v1`` without a backend suffix are pure Python)."""
+    if m.get("backend"):
+        return str(m["backend"])
+    from lob.engines.toggles import VERSIONS
+
+    names = [x.strip() for x in c.engine.replace("->", ",").split(",") if x.strip()]
+    pure = names and all("@" not in x and x in VERSIONS for x in names)
+    return "python" if pure else "compiled"
 
 
 def _seed_samples_failure(c: Claim) -> str | None:
@@ -527,10 +578,16 @@ def reproduction_markdown(vs: list[Verdict]) -> str:
     """The reproduction table (Markdown) with a tally line above it."""
     from lob.studies.conclude import markdown
 
-    tally = {k: sum(v.verdict == k for v in vs) for k in VERDICTS}
+    found = [v for v in vs if v.verdict not in SANITY]
+    checks = [v for v in vs if v.verdict in SANITY]
+    tally = {k: sum(v.verdict == k for v in found) for k in VERDICTS}
     machines = sorted({v.machine for v in vs if v.machine})
-    head = (f"{len(vs)} claims: " + ", ".join(f"{n} {k}" for k, n in tally.items() if n)
-            + (f". lob figures measured on {', '.join(machines)}." if machines else "."))
+    sane = ("; sanity checks (guaranteed by lob's method, counted apart): "
+            + ", ".join(f"{sum(v.verdict == k for v in checks)} "
+                        f"{k.removeprefix('sanity check: ')}" for k in SANITY
+                        if any(v.verdict == k for v in checks))) if checks else ""
+    head = (f"{len(found)} claims: " + ", ".join(f"{n} {k}" for k, n in tally.items() if n)
+            + sane + (f". lob figures measured on {', '.join(machines)}." if machines else "."))
     return head + "\n\n" + markdown([v.row() for v in vs])
 
 

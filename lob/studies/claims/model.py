@@ -35,7 +35,7 @@ KINDS = ("ratio", "direction", "exact", "ceiling", "band", "absolute")
 FIELDS = {"id", "seed", "finding", "machine", "metric", "workload", "size", "experiment",
           "engine", "kind", "value", "detail", "pivot", "tolerance", "direction", "regime",
           "caveat", "figures", "mechanism", "lob_step", "lob_mechanisms", "seed_engine",
-          "lob_engine_lacks", "seed_percentiles", "seed_samples"}
+          "lob_engine_lacks", "seed_percentiles", "seed_samples", "sanity_check"}
 REQUIRED = ("id", "seed", "finding", "machine", "metric", "workload", "size", "experiment",
             "kind", "detail")
 _UNSET = object()
@@ -144,6 +144,9 @@ class Claim:
     # their neighbours) allow: a ratio claim of two seed percentiles, else None
     seed_bounds: tuple[float, float] | None = None
     seed_bounds_what: str = ""
+    # why lob's method guarantees the claim (empty: it can fail): a sanity check, counted
+    # apart from the verdicts
+    sanity_check: str = ""
 
     @property
     def seed_figure(self) -> str:
@@ -316,7 +319,8 @@ def _claim(d: dict, machines: dict, where: str, published: dict | None = None) -
                  seed_engine=text("seed_engine"), lob_engine_lacks=text("lob_engine_lacks"),
                  seed_percentiles=tuple(pcts),
                  seed_tick_ns=float(tick) if tick is not None else None, seed_samples=samples,
-                 seed_bounds=bounds, seed_bounds_what=bounds_what)
+                 seed_bounds=bounds, seed_bounds_what=bounds_what,
+                 sanity_check=text("sanity_check"))
 
 
 def _seed_bounds(v, pcts, published: dict, base: str, where: str, tick: float | None,
