@@ -41,6 +41,7 @@ __all__ = ["SEED_COMMANDS", "COMPREHENSIVE", "LIMIT_ONLY", "TAIL_PIVOT", "SWEEP_
            "measure_comprehensive", "comprehensive_table", "v1_v2_interval", "v1_v2_pairs_table",
            "regime", "claim_edges", "measure_limit_pairs", "limit_interval", "limit_aa",
            "limit_table", "machine_effect", "machine_effect_table", "counters_table",
+           "limit_split", "limit_split_table", "measure_cpp_v1_v2", "CPP_V1_V2", "built",
            "with_grid", "measure_latency", "latency_table", "copy_latency_table",
            "measure_depth_sweep", "seed_sweep_row", "depth_sweep_table",
            "plot_v1_v2_vs_depth", "measure_fok_depth", "fok_depth_table", "plot_fok_vs_depth",
@@ -89,13 +90,16 @@ def fok_of(engine: str) -> str:
 
 
 def step(a: str, b: str) -> str:
-    """The toggles that differ between two versions (``"levels, best"``), or
-    ``"another engine"`` when either is outside lob's lineage."""
+    """The toggles that differ between two versions (``"levels, best"``), ``"another engine"``
+    when either is outside lob's lineages, ``"another backend (numba)"`` across backends."""
+    from lob.engines.registry import engine_spec
     from lob.engines.toggles import NAMES
 
     ta, tb = toggles_of(a), toggles_of(b)
     if not ta or not tb:
         return "another engine"
+    if engine_spec(a).backend != engine_spec(b).backend:  # e.g. the numba twin beside C++
+        return f"another backend ({engine_spec(b).backend})"
     return ", ".join(k for k in NAMES if ta.get(k) != tb.get(k))
 
 
@@ -340,7 +344,8 @@ def _clears(ci, edges) -> bool:
 
 def measure_limit_pairs(limit_pair: Sequence[str], limit_scale: float, limit_repeat: int, *,
                         limit_max_repeat: int | None = None, edges: Sequence[float] | None = None,
-                        confidence: float = 0.9, replay=None) -> dict:
+                        confidence: float = 0.9, replay=None,
+                        split: Sequence[str] = ()) -> dict:
     """Interleaved rounds of the pair on the limit-only stream (each replay from a collected
     heap), the order alternating (AB, BA: ABBA over two rounds), with a sequential rule:
     ``limit_repeat`` rounds, then two more (one ABBA block) while the interval of the ratio
@@ -348,6 +353,9 @@ def measure_limit_pairs(limit_pair: Sequence[str], limit_scale: float, limit_rep
     pivot and tolerance edges, :func:`claim_edges`), up to ``limit_max_repeat`` rounds. Each
     look's interval is at :func:`lob.measure.stats.sequential_level` of ``confidence`` over
     the looks the cap allows, so that looking again does not inflate false calls.
+
+    ``split``: single-step engines between the pair (``v0+pool``, ``v0+bitmap``), run in
+    the same rounds, so that the pair's ratio splits into its steps (:func:`limit_split`).
 
     Returns ``{"commands", "orders": [[engine, ...] per round], "ns_op": {engine: [ns per
     round]}, "counters": {engine: counters}, "load", "level", "looks", "cap", "cleared"}``
@@ -361,7 +369,7 @@ def measure_limit_pairs(limit_pair: Sequence[str], limit_scale: float, limit_rep
     level = sequential_level(confidence, 1 + (cap - limit_repeat + 1) // 2)
     lim = build(LIMIT_ONLY, scale=limit_scale)
     load = os.getloadavg()[0]
-    names = list(limit_pair)
+    names = list(dict.fromkeys([*limit_pair, *split]))
     ns: dict = {e: [] for e in names}
     orders: list = []
     last: dict = {}
@@ -394,6 +402,56 @@ def limit_interval(lim: dict, limit_pair: Sequence[str]) -> tuple[list[float], d
     mi = _limit_figure(lim["ns_op"], limit_pair, lim.get("level", 0.9))
     l0, l1 = limit_pair
     return [a / b for a, b in zip(lim["ns_op"][l0], lim["ns_op"][l1], strict=True)], mi
+
+
+def limit_split(lim: dict, limit_pair: Sequence[str], split: Sequence[str]) -> list[dict]:
+    """The pair's ratio split into single steps, one route per engine of ``split`` (v0 ->
+    middle -> v1): per step the median of its per-round ratios (first engine's ns/op over the
+    second's within a round) with its order-statistics interval at the pairs' level, and
+    its share of the pair's gain in log terms (log of the step's median over log of the
+    pair's median). Returns one record per step, routes in ``split`` order."""
+    l0, l1 = limit_pair
+    ns, level = lim["ns_op"], lim.get("level", 0.9)
+    whole = _limit_figure(ns, limit_pair, level)["median"]
+    rows = []
+    for mid in split:
+        for a, b in ((l0, mid), (mid, l1)):
+            mi = median_interval([x / y for x, y in zip(ns[a], ns[b], strict=True)], level,
+                                 of="interleaved rounds")
+            ci = mi["ci"]
+            rows.append({"route": f"via {mid}", "step": f"{a} -> {b}", "what": step(a, b),
+                         "ratio": mi["median"], "interval_low": ci[0] if ci else None,
+                         "interval_high": ci[1] if ci else None,
+                         "share_of_gain": (float(np.log(mi["median"]) / np.log(whole))
+                                           if whole > 0 and whole != 1 else None),
+                         "n": mi["n"]})
+    return rows
+
+
+def limit_split_table(lim: dict, limit_pair: Sequence[str], split: Sequence[str]
+                      ) -> K.Conclusion:
+    """:func:`limit_split` as a table; sentences: per route, each step's ratio with its
+    interval and its share of the pair's gain."""
+    rows = limit_split(lim, limit_pair, split)
+    l0, l1 = limit_pair
+    t = K.Conclusion("limit_split", rows, key="step",
+                     kinds={"route": "label", "step": "label", "what": "label",
+                            "ratio": "ratio", "interval_low": "ratio", "interval_high": "ratio",
+                            "share_of_gain": "ratio", "n": "count"},
+                     note=f"ratio: the first engine's ns/op over the second's within a round "
+                          f"of the limit-only stream; share of gain: log of the step's ratio "
+                          f"over log of {l0} / {l1} (the two steps of a route add to about "
+                          f"1); intervals: order statistics of the rounds' ratios.")
+    if not rows:
+        return t.say("No single-step engines were measured: the pair's ratio is not split.")
+    for r in rows:
+        k = r["step"]
+        ci = (f" (interval {t.cell(k, 'interval_low')}-{t.cell(k, 'interval_high')})"
+              if r["interval_low"] is not None else " (too few rounds for an interval)")
+        share = (f", {t.cell(k, 'share_of_gain')} of the gain" if r["share_of_gain"]
+                 is not None else "")
+        t.say(f"{k} ({t.cell(k, 'what')}): {t.cell(k, 'ratio')}x{ci}{share}.")
+    return t
 
 
 def limit_aa(lim: dict, limit_pair: Sequence[str]) -> tuple[list[float], dict]:
@@ -451,37 +509,82 @@ def limit_table(lim: dict, limit_pair: Sequence[str]) -> K.Conclusion:
                  f"{t.cell('median', 'aa_high')}x (the A/A band); {words[call]}.")
 
 
-# --- the machine effect: the seed's own v1/v2 on another machine --------------------------------
+# --- the machine effect: the seed's design built by lob, on this machine ---------------------
 
-REBUILT = "seed001/rebuilt_v1_v2"  # claims.yaml's published: the seed's own v1/v2, rebuilt
+CPP_V1_V2 = ("v1@cpp", "v2@cpp")  # lob's C++ build of the seed's v1 and v2 (lob.engines.native)
 
 
-def machine_effect(*, published: dict | None = None, claim=None) -> dict:
-    """How far machines alone moved the seed's own v1/v2: its published ratio (its machine)
-    and the same C++ v1 and v2 rebuilt and run with its own benchmark on the same stream on
-    another machine (claims.yaml ``published.seed001.rebuilt_v1_v2``: ``low``, ``high``,
-    ``machine``). Returns ``{"seed", "seed_machine", "low", "high", "machine",
-    "factor_low", "factor_high", "tolerance"}``."""
+def built(engines: Sequence[str], *, say=print) -> list[str]:
+    """``engines`` when lob's C++ engines among them can be built here, else ``[]`` after
+    one line saying why (no C++ compiler): the run goes on without them."""
+    from lob.engines.native import NATIVE, not_built_hint
+
+    for e in engines:
+        hint = not_built_hint(e) if e in NATIVE else None
+        if hint:
+            say(f"{hint}; this run goes on without {', '.join(engines)}")
+            return []
+    return list(engines)
+
+
+def measure_cpp_v1_v2(comp: dict, lineage: Sequence[str], wl, pairs: int, *,
+                      engines: Sequence[str] = CPP_V1_V2, replay=None) -> dict:
+    """v1/v2 of lob's C++ build of the seed's design (``engines``) on ``wl``, measured in this
+    run: :func:`v1_v2_interval` of the comprehensive pairs when ``lineage``'s v1 and v2 are
+    those engines (nothing run again), else ``max(pairs, 5)`` interleaved rounds of the two
+    and v2's A/A copy. Returns :func:`v1_v2_interval`'s dict plus ``"engines"`` and
+    ``"commands"``."""
+    v1, v2 = engines
+    if tuple(lineage[1:3]) == (v1, v2) and comp.get("pairs"):
+        return {**v1_v2_interval(comp, lineage), "engines": [v1, v2],
+                "commands": comp["commands"]}
+    names = [v1, v2, aa_name(v2)]
+    k = max(pairs, 5)
+    t = interleaved_throughput(names, wl, k, replay=_aa_replay(replay))
+    mine = {"commands": len(wl.commands),
+            "pairs": {"orders": rotations(names, k),
+                      "ns_op": {e: t[e]["ns_per_op"] for e in names}}}
+    return {**v1_v2_interval(mine, ["", v1, v2]), "engines": [v1, v2],
+            "commands": len(wl.commands)}
+
+
+def _aa_replay(replay=None):
+    """A replay that runs ``aa_name(e)`` as ``e`` (the A/A copy is the same engine)."""
+    from lob.engines.registry import replay as lob_replay
+
+    base = replay or lob_replay
+
+    def run(name, wl):
+        return base(_engine_of(name), wl)
+
+    return run
+
+
+def machine_effect(cpp: dict | None, *, claim=None) -> dict:
+    """How far machines alone move the seed's v1/v2: its published ratio (its machine, its
+    code under clang) against lob's C++ build of the same design measured in this run on
+    this machine (``cpp``: :func:`measure_cpp_v1_v2`, its interval ``ci`` and ratio).
+    Returns ``{"seed", "seed_machine", "low", "high", "machine", "factor_low",
+    "factor_high", "tolerance"}`` (``low``/``high`` None without an interval)."""
     if claim is None:
         from lob.studies.claims import get
 
         claim = get("s001_v1_v2_comprehensive")
-    if published is None:
-        from lob.studies.claims import figure
-        from lob.studies.published import figures
-
-        published = figure(figures(), REBUILT)
-    lo, hi = float(published["low"]), float(published["high"])
+    ci = (cpp or {}).get("ci")
+    lo, hi = (float(ci[0]), float(ci[1])) if ci else (None, None)
+    machine = (f"this machine: {' / '.join(cpp['engines'])}, g++ -O3, "
+               f"{cpp['commands']:,} commands") if cpp else "this machine"
     return {"seed": float(claim.value), "seed_machine": claim.machine, "low": lo, "high": hi,
-            "machine": published["machine"], "factor_low": lo / claim.value,
-            "factor_high": hi / claim.value, "tolerance": float(claim.tolerance)}
+            "machine": machine, "factor_low": lo / claim.value if ci else None,
+            "factor_high": hi / claim.value if ci else None,
+            "tolerance": float(claim.tolerance)}
 
 
 def _beyond_machines(ci: tuple[float, float] | None, me: dict) -> str:
     """lob's interval against the seed's own ratio on the other machine, widened by the
     claim's tolerance: ``above`` / ``below`` (beyond what machines alone explain),
     ``within`` (machines alone could explain it) or ``no interval``."""
-    if not ci:
+    if not ci or me["low"] is None:
         return "no interval"
     if ci[0] > me["high"] * (1 + me["tolerance"]):
         return "above"
@@ -490,52 +593,61 @@ def _beyond_machines(ci: tuple[float, float] | None, me: dict) -> str:
     return "within"
 
 
-def machine_effect_table(vi: dict, me: dict) -> K.Conclusion:
-    """The seed's v1/v2 on its machine, the seed's own v1 and v2 rebuilt on another machine,
-    and lob's interval, each over the published figure; sentences: how far machines alone
-    moved the seed's ratio (against the claim's tolerance) and whether lob's figure lies
-    beyond that."""
+def machine_effect_table(vi: dict, me: dict, lineage: Sequence[str] = ("v0", "v1", "v2")
+                         ) -> K.Conclusion:
+    """The seed's v1/v2 on its machine, lob's C++ build of the same design measured in this
+    run on this machine (:func:`machine_effect`), and the interval of the lineage the run
+    measured (``vi``, :func:`v1_v2_interval`), each over the published figure; sentences:
+    how far the machine (and compiler) alone moved the seed's ratio, against the claim's
+    tolerance, and whether the lineage's figure lies beyond the C++ build's."""
     ci = vi["ci"]
+    cpp = "lob's C++ build of the seed's design"
     rows = [{"figure": f"seed 001 as published ({me['seed_machine']})", "v1/v2": me["seed"],
-             "over published": 1.0},
-            {"figure": f"seed 001 rebuilt, low ({me['machine']})", "v1/v2": me["low"],
-             "over published": me["factor_low"]},
-            {"figure": f"seed 001 rebuilt, high ({me['machine']})", "v1/v2": me["high"],
-             "over published": me["factor_high"]}]
-    if ci:
-        rows += [{"figure": f"lob, interval {end} (this machine)", "v1/v2": x,
-                  "over published": x / me["seed"], "over rebuilt": x / ref}
+             "over published": 1.0}]
+    if me["low"] is not None:
+        rows += [{"figure": f"{cpp}, interval {end}", "v1/v2": x, "over published": f}
+                 for end, x, f in (("low", me["low"], me["factor_low"]),
+                                   ("high", me["high"], me["factor_high"]))]
+    s01, s12 = lineage[1], lineage[2]
+    lob = f"{s01} / {s12}"
+    if ci and me["low"] is not None:
+        rows += [{"figure": f"{lob}, interval {end}", "v1/v2": x,
+                  "over published": x / me["seed"], "over C++ build": x / ref}
                  for end, x, ref in (("low", ci[0], me["high"]), ("high", ci[1], me["low"]))]
     t = K.Conclusion("machine_effect", rows, key="figure",
                      kinds={"figure": "label", "v1/v2": "ratio", "over published": "ratio",
-                            "over rebuilt": "ratio"},
+                            "over C++ build": "ratio"},
                      note=f"The claim's tolerance: +-{me['tolerance']:.0%} of the published "
-                          "figure. Rebuilt: the seed's own C++ v1 and v2, run with its own "
-                          "benchmark on the same 2M-command stream. Over rebuilt: lob's low "
-                          "end over the rebuilt high, lob's high end over the rebuilt low.")
+                          f"figure. {cpp}: {me['machine']} (lob/engines/native, written from "
+                          "the seed's description of its design). Over C++ build: the "
+                          "lineage's low end over the build's high, its high end over the "
+                          "build's low.")
+    if me["low"] is None:
+        return t.say(f"{cpp} has no interval in this run (too few rounds), so no call on "
+                     "how far the machine moves the seed's ratio.")
     pub, lo_r, hi_r = rows[0]["figure"], rows[1]["figure"], rows[2]["figure"]
-    moved = (f"Machines alone moved the seed's own v1/v2 from {t.cell(pub, 'v1/v2')}x "
-             f"to {t.cell(lo_r, 'v1/v2')}-{t.cell(hi_r, 'v1/v2')}x, "
-             f"{t.cell(lo_r, 'over published')}-{t.cell(hi_r, 'over published')}x the published "
-             "figure")
+    moved = (f"On this machine the seed's design gives v1/v2 {t.cell(lo_r, 'v1/v2')}-"
+             f"{t.cell(hi_r, 'v1/v2')}x against {t.cell(pub, 'v1/v2')}x published, "
+             f"{t.cell(lo_r, 'over published')}-{t.cell(hi_r, 'over published')}x the "
+             "published figure")
     tol = me["tolerance"]
     if me["factor_high"] > 1 + tol or me["factor_low"] < 1 - tol:
         t.say(f"{moved}: more than the claim's tolerance of +-{tol:.0%}, so a ratio measured "
-              "on another machine can miss the seed's by more than the tolerance with no "
-              "difference in the code.")
+              "on another machine (and compiler) can miss the seed's by more than the "
+              "tolerance with no difference in the design.")
     else:
         t.say(f"{moved}: within the claim's tolerance of +-{tol:.0%}.")
     where = _beyond_machines(ci, me)
     if where == "no interval":
-        return t.say("lob's v1/v2 has no interval here, so no call on it.")
-    lob = (f"lob's {t.cell('lob, interval low (this machine)', 'v1/v2')}-"
-           f"{t.cell('lob, interval high (this machine)', 'v1/v2')}x is "
-           f"{t.cell('lob, interval low (this machine)', 'over rebuilt')}-"
-           f"{t.cell('lob, interval high (this machine)', 'over rebuilt')}x the rebuilt seed's")
-    return t.say({"above": f"{lob}: beyond what machines alone explain (above).",
-                  "below": f"{lob}: beyond what machines alone explain (below).",
-                  "within": f"{lob}: within what machines alone (and the tolerance) "
-                            "explain."}[where])
+        return t.say(f"{lob} has no interval here, so no call on it.")
+    said = (f"{lob}'s {t.cell(f'{lob}, interval low', 'v1/v2')}-"
+            f"{t.cell(f'{lob}, interval high', 'v1/v2')}x is "
+            f"{t.cell(f'{lob}, interval low', 'over C++ build')}-"
+            f"{t.cell(f'{lob}, interval high', 'over C++ build')}x the C++ build's")
+    return t.say({"above": f"{said}: beyond what the machine alone explains (above).",
+                  "below": f"{said}: beyond what the machine alone explains (below).",
+                  "within": f"{said}: within what the machine alone (and the tolerance) "
+                            "explains."}[where])
 
 
 # --- the published counters --------------------------------------------------------------------
@@ -854,8 +966,24 @@ def plot_fok_vs_depth(fd: dict):
 
 # --- the claims ---------------------------------------------------------------------------------
 
+def _split_explain(lim: dict, limit_pair: Sequence[str], split: Sequence[str]) -> dict | None:
+    """The limit-only claim's split into single steps (beyond the seed, which could not
+    split its 2.12x), for its explanation: step -> "ratio (interval), share of the gain"."""
+    if not split:
+        return None
+    out = {}
+    for r in limit_split(lim, limit_pair, split):
+        ci = (f" ({r['interval_low']:.3g}-{r['interval_high']:.3g})"
+              if r["interval_low"] is not None else "")
+        share = (f", {r['share_of_gain']:.2f} of the gain" if r["share_of_gain"] is not None
+                 else "")
+        out[f"{r['step']} ({r['what']})"] = f"{r['ratio']:.3g}x{ci}{share}"
+    return out
+
+
 def claims(lineage: Sequence[str], limit_pair: Sequence[str], comp: dict, lim: dict,
-           sweep: list[dict], seed: dict, lat: dict, me: dict | None = None) -> dict[str, dict]:
+           sweep: list[dict], seed: dict, lat: dict, me: dict | None = None,
+           split: Sequence[str] = ()) -> dict[str, dict]:
     """claim id -> :func:`lob.studies.claims.measurement` of every claim this run measured
     (the tail claims only when the latency engines include v2, and v1 for the p99 ratio).
 
@@ -872,7 +1000,7 @@ def claims(lineage: Sequence[str], limit_pair: Sequence[str], comp: dict, lim: d
     cd = {"commands": comp["commands"]}
     ns = comp["ns_op"]
     shallow, deep = sweep[0], sweep[-1]
-    me = me or machine_effect()
+    me = me or machine_effect(None)
     v12 = {"value": ns[s01] / ns[s12], "detail": f"{s01} / {s12} ns/op, one round"}
     if comp.get("pairs"):
         vi = v1_v2_interval(comp, lineage)
@@ -880,17 +1008,18 @@ def claims(lineage: Sequence[str], limit_pair: Sequence[str], comp: dict, lim: d
         v12 = {"value": vi["ratio"], "ci": ci, "ci_what": vi["what"], "aa": vi["aa"],
                "runs": vi["n"], "detail": f"{s01} / {s12} ns/op, ratio of the medians"}
         where = _beyond_machines(ci, me)
-        lob_x = (f"{ci[0] / me['high']:.3g}-{ci[1] / me['low']:.3g}" if ci else "no interval")
+        have = ci and me["low"] is not None
+        lob_x = f"{ci[0] / me['high']:.3g}-{ci[1] / me['low']:.3g}" if have else "no interval"
         v12["explain"] = {
-            f"the seed's own v1/v2 rebuilt on {me['machine']}":
-                f"{me['low']:.3g}-{me['high']:.3g}",
-            "machines alone moved the seed's ratio (x)":
-                f"{me['factor_low']:.3g}-{me['factor_high']:.3g}",
-            "lob's interval over the rebuilt seed's (x)": lob_x,
-            "beyond what machines alone explain": {"above": "yes (above)",
-                                                   "below": "yes (below)",
-                                                   "within": "no",
-                                                   "no interval": "no call"}[where]}
+            f"the seed's design in lob's C++ build ({me['machine']})":
+                f"{me['low']:.3g}-{me['high']:.3g}" if have else "no interval",
+            "the machine alone moved the seed's ratio (x)":
+                f"{me['factor_low']:.3g}-{me['factor_high']:.3g}" if have else "no interval",
+            "lob's interval over the C++ build's (x)": lob_x,
+            "beyond what the machine alone explains": {"above": "yes (above)",
+                                                       "below": "yes (below)",
+                                                       "within": "no",
+                                                       "no interval": "no call"}[where]}
     v12_explain = {f"v1 scan cost / v2 op cost here ({comp['commands']:,} commands)":
                    deep["scan_over_rest"],
                    "the same in the seed's figures": seed["scan_over_rest"],
@@ -904,6 +1033,7 @@ def claims(lineage: Sequence[str], limit_pair: Sequence[str], comp: dict, lim: d
             mi["median"], diagnostics={"commands": lim["commands"], "step": step(l0, l1),
                                        "load_avg": round(lim["load"], 2)},
             ci=mi["ci"], ci_what=mi["what"], aa=laa, runs=mi["n"],
+            explain=_split_explain(lim, limit_pair, split),
             detail=f"{l0} / {l1} ns/op, median pair ratio"),
         "s001_v0_v1_comprehensive": measurement(
             ns[v0] / ns[s01], diagnostics={**cd, "step": step(v0, s01)},

@@ -590,3 +590,37 @@ def test_pinning_claim_pairs_pinnings_within_one_engine_loop_mode():
     assert set(m["parts"]) == {"chunk", "command"}
     assert all("6 per-round" in p["detail"] for p in m["parts"].values())
     assert all(p["value"] == pytest.approx(1.2) for p in m["parts"].values())
+
+
+def test_s001_claims_are_judged_on_lobs_cpp_build_and_quote_the_seed():
+    """Each s001 claim names lob's C++ engines; a claim crediting a mechanism quotes the
+    seed's sentence, which every verdict's reason carries; a C++ lineage step has the
+    mechanisms its toggles change."""
+    assert C.step_mechanisms("v0@cpp -> v1@cpp") == ("node_pool", "bitmap_best_price")
+    assert C.step_mechanisms("v0@cpp -> v0+bitmap@cpp") == ("bitmap_best_price",)
+    assert C.step_mechanisms("v1@cpp -> v2@cpp") == ("fok_early_exit",)
+    assert C.step_mechanisms("v0 -> v1") == ("node_pool", "bitmap_best_price")
+    with pytest.raises(ValueError, match="lob's C\\+\\+ engines"):
+        C.step_mechanisms("v0@cpp -> v1")
+    s001 = [c for c in C.load() if c.id.startswith("s001")]
+    assert len(s001) == 6 and all("@cpp" in c.engine for c in s001)
+    for c in s001:
+        assert {t for t, _ in c.mechanism_quotes} == set(c.mechanism), c.id
+    c = C.get("s001_v1_v2_comprehensive")
+    v = C.judge(c, C.measurement(c.value, ci=(c.value * 0.99, c.value * 1.01),
+                                 diagnostics={"commands": 2_000_000}))
+    assert v.verdict == "reproduced"
+    assert 'the seed credits fok_early_exit: "A single line in availableToFill' in v.reason
+
+
+def test_a_mechanism_mapping_must_quote_a_sentence(tmp_path):
+    import yaml
+
+    data = C.read()
+    claim = next(d for d in data["claims"] if d["id"] == "s001_v1_v2_comprehensive")
+    claim["mechanism"] = {"fok_early_exit": ""}
+    data["claims"] = [claim]
+    p = tmp_path / "claims.yaml"
+    p.write_text(yaml.safe_dump(data, allow_unicode=True))
+    with pytest.raises(ValueError, match="quotes the seed's sentence"):
+        C.load(p)

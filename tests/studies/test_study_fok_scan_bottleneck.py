@@ -87,6 +87,8 @@ def test_step_and_fok_rule(monkeypatch):
     monkeypatch.setattr(fok, "toggles_of", lambda e: {} if e == "c" else real(e))
     assert fok.step("v2", "c") == "another engine"
     assert fok.fok_of("c") == "own"
+    assert fok.step("v0@cpp", "v1@cpp") == "levels, best"  # lob's C++ build: its toggles
+    assert fok.step("v2@cpp", "v2@numba") == "another backend (numba)"
 
 
 # --- the comprehensive stream -------------------------------------------------------------------
@@ -407,43 +409,110 @@ ME = {"seed": 13.1, "seed_machine": "M", "low": 20.0, "high": 21.0, "machine": "
       "factor_low": 20.0 / 13.1, "factor_high": 21.0 / 13.1, "tolerance": 0.3}
 
 
-def test_machine_effect_reads_the_published_rebuild():
-    from lob.studies.claims import figure, get
-    from lob.studies.published import figures
+def test_machine_effect_comes_from_the_cpp_build_measured_in_the_run():
+    from lob.studies.claims import get
 
-    me = fok.machine_effect()
     c = get("s001_v1_v2_comprehensive")
-    pub = figure(figures(), fok.REBUILT)
+    cpp = {"ci": (20.0, 21.0), "engines": ["v1@cpp", "v2@cpp"], "commands": 2_000_000}
+    me = fok.machine_effect(cpp)
     assert (me["seed"], me["tolerance"], me["seed_machine"]) == (c.value, c.tolerance,
                                                                   c.machine)
-    assert (me["low"], me["high"]) == (pub["low"], pub["high"]) and me["low"] <= me["high"]
-    assert me["factor_high"] == pytest.approx(pub["high"] / c.value)
+    assert (me["low"], me["high"]) == (20.0, 21.0)
+    assert me["factor_high"] == pytest.approx(21.0 / c.value)
+    assert me["machine"] == "this machine: v1@cpp / v2@cpp, g++ -O3, 2,000,000 commands"
+    none = fok.machine_effect(None)  # no C++ build here (no compiler): no figure, no call
+    assert none["low"] is None and none["factor_low"] is None
+
+
+def test_the_cpp_pair_reuses_the_lineages_rounds_or_runs_its_own():
+    c = with_pairs(FIVE, FLAT, AA)
+    lineage = ["v0@cpp", "v1@cpp", "v2@cpp"]
+    c["pairs"]["ns_op"] = {"v1@cpp": list(FIVE), "v2@cpp": list(FLAT),
+                           fok.aa_name("v2@cpp"): list(AA)}
+    got = fok.measure_cpp_v1_v2(c, lineage, None, 5, replay=lambda e, w: 1 / 0)  # no replay
+    assert got["ratio"] == fok.v1_v2_interval(c, lineage)["ratio"] and got["n"] == 5
+    from lob.workloads import build
+
+    wl = build(fok.COMPREHENSIVE, scale=0.00025)
+    ran = []
+
+    def replay(name, w):
+        ran.append(name)
+        return lob.replay("v2", w)
+
+    got = fok.measure_cpp_v1_v2(comp(), LINEAGE, wl, 2, engines=["v1", "v2"], replay=replay)
+    assert got["n"] == 5 and got["engines"] == ["v1", "v2"]  # at least 5 rounds
+    assert set(ran) == {"v1", "v2"}  # the A/A copy runs as v2
 
 
 @pytest.mark.parametrize(("ci", "end"), [
-    ((90.0, 110.0), "beyond what machines alone explain (above)."),
-    ((5.0, 9.0), "beyond what machines alone explain (below)."),
-    ((18.0, 30.0), "within what machines alone (and the tolerance) explain."),
+    ((90.0, 110.0), "beyond what the machine alone explains (above)."),
+    ((5.0, 9.0), "beyond what the machine alone explains (below)."),
+    ((18.0, 30.0), "within what the machine alone (and the tolerance) explains."),
 ])
 def test_machine_effect_table_places_lob_beside_the_machine_effect(ci, end):
-    t = checked(fok.machine_effect_table({"ci": ci}, ME))
+    t = checked(fok.machine_effect_table({"ci": ci}, ME, LINEAGE))
     assert t.sentences[0] == (
-        "Machines alone moved the seed's own v1/v2 from 13.1x to 20-21x, 1.53-1.60x the "
-        "published figure: more than the claim's tolerance of +-30%, so a ratio measured on "
-        "another machine can miss the seed's by more than the tolerance with no difference "
-        "in the code.")
-    assert t.value("lob, interval low (this machine)", "over rebuilt") == ci[0] / 21.0
-    assert t.sentences[1].startswith(f"lob's {K.fmt(ci[0])}-{K.fmt(ci[1])}x is ")
+        "On this machine the seed's design gives v1/v2 20-21x against 13.1x published, "
+        "1.53-1.60x the published figure: more than the claim's tolerance of +-30%, so a "
+        "ratio measured on another machine (and compiler) can miss the seed's by more than "
+        "the tolerance with no difference in the design.")
+    assert t.value("v1 / v2, interval low", "over C++ build") == ci[0] / 21.0
+    assert t.sentences[1].startswith(f"v1 / v2's {K.fmt(ci[0])}-{K.fmt(ci[1])}x is ")
     assert t.sentences[1].endswith(end)
 
 
 def test_machine_effect_table_within_tolerance_and_without_an_interval():
     me = {**ME, "low": 14.0, "high": 15.0, "factor_low": 14 / 13.1, "factor_high": 15 / 13.1}
-    t = checked(fok.machine_effect_table({"ci": None}, me))
-    assert t.text == ("Machines alone moved the seed's own v1/v2 from 13.1x to 14-15x, "
-                      "1.07-1.15x the published figure: within the claim's tolerance of +-30%. "
-                      "lob's v1/v2 has no interval here, so no call on it.")
+    t = checked(fok.machine_effect_table({"ci": None}, me, LINEAGE))
+    assert t.text == ("On this machine the seed's design gives v1/v2 14-15x against 13.1x "
+                      "published, 1.07-1.15x the published figure: within the claim's "
+                      "tolerance of +-30%. v1 / v2 has no interval here, so no call on it.")
     assert len(t.rows) == 3
+    t = checked(fok.machine_effect_table({"ci": (1.0, 2.0)}, fok.machine_effect(None),
+                                         LINEAGE))
+    assert "has no interval in this run" in t.text and len(t.rows) == 1
+
+
+# --- v1's limit-only gain split between pool and bitmask -----------------------------------------
+
+def test_limit_split_gives_each_step_its_interval_and_share_of_the_gain():
+    lm = limit_with([400.0] * 6, [100.0, 101, 99, 100, 100.5, 99.5])
+    lm["ns_op"]["v0+pool"] = [200.0, 202, 198, 200, 201, 199]  # pool: 2x, bitmap then 2x
+    lm["ns_op"]["v0+bitmap"] = [360.0, 364, 356, 360, 362, 358]  # bitmap alone: ~1.1x
+    rows = fok.limit_split(lm, PAIR, ["v0+pool", "v0+bitmap"])
+    by = {r["step"]: r for r in rows}
+    assert [r["step"] for r in rows] == ["v0 -> v0+pool", "v0+pool -> v1", "v0 -> v0+bitmap",
+                                         "v0+bitmap -> v1"]
+    assert by["v0 -> v0+pool"]["ratio"] == pytest.approx(2.0)
+    assert by["v0 -> v0+pool"]["share_of_gain"] == pytest.approx(0.5, abs=0.01)
+    assert by["v0 -> v0+bitmap"]["share_of_gain"] == pytest.approx(np.log(400 / 360) / np.log(4),
+                                                                  rel=0.01)
+    low, high = by["v0+pool -> v1"]["interval_low"], by["v0+pool -> v1"]["interval_high"]
+    assert low <= by["v0+pool -> v1"]["ratio"] <= high
+    t = checked(fok.limit_split_table(lm, PAIR, ["v0+pool", "v0+bitmap"]))
+    assert len(t.sentences) == 4 and t.sentences[0].startswith("v0 -> v0+pool (")
+    assert "of the gain" in t.sentences[0]
+    m = fok.claims(LINEAGE, PAIR, comp(), lm, sweep(), SEED, lat_rows(["v3"]),
+                   split=["v0+pool"])
+    ex = m["s001_v0_v1_limit_only"]["explain"]
+    assert list(ex) == [f"v0 -> v0+pool ({fok.step('v0', 'v0+pool')})",
+                        f"v0+pool -> v1 ({fok.step('v0+pool', 'v1')})"]
+    assert ex[f"v0 -> v0+pool ({fok.step('v0', 'v0+pool')})"].startswith("2x (")
+    assert checked(fok.limit_split_table(lm, PAIR, [])).text.startswith("No single-step")
+
+
+def test_the_limit_rounds_carry_the_single_steps():
+    calls = []
+
+    def replay(name, w):
+        calls.append(name)
+        return lob.replay("v2", w)
+
+    lm = fok.measure_limit_pairs(PAIR, 0.0005, 2, limit_max_repeat=2, edges=(), replay=replay,
+                                 split=["v0+pool"])
+    assert set(lm["ns_op"]) == {"v0", "v1", "v0+pool"}
+    assert all(len(x) == 2 for x in lm["ns_op"].values())
 
 
 # --- the depth sweep ----------------------------------------------------------------------------
@@ -578,9 +647,9 @@ def test_claims_with_pairs_carry_interval_aa_runs_machine_effect_and_clock(tmp_p
     assert v12["aa"]["low"] == vi["aa"]["low"] and v12["aa"]["n"] == 5
     assert v12["detail"] == "v1 / v2 ns/op, ratio of the medians"
     ex = v12["explain"]
-    assert ex["the seed's own v1/v2 rebuilt on VM"] == "20-21"
-    assert ex["machines alone moved the seed's ratio (x)"] == "1.53-1.6"
-    assert ex["beyond what machines alone explain"] == "yes (above)"
+    assert ex["the seed's design in lob's C++ build (VM)"] == "20-21"
+    assert ex["the machine alone moved the seed's ratio (x)"] == "1.53-1.6"
+    assert ex["beyond what the machine alone explains"] == "yes (above)"
     assert ex["v1/v2 at mean depth 10"] == 1.5  # the depth explanation stays
     lo = m["s001_v0_v1_limit_only"]
     assert lo["runs"] == 6 and lo["aa"]["n"] == 6 and lo["value"] == 2.0
@@ -592,7 +661,7 @@ def test_claims_with_pairs_carry_interval_aa_runs_machine_effect_and_clock(tmp_p
 
     # judged: the pairs give an interval and the A/A band is far from it
     v = judge(get("s001_v1_v2_comprehensive"), v12)
-    assert v.verdict == "direction only" and "beyond what machines alone explain: yes" \
+    assert v.verdict == "direction only" and "beyond what the machine alone explains: yes" \
         in v.reason
 
 

@@ -329,7 +329,7 @@ def _number(v) -> bool:
 
 def _engines(c: Claim) -> str:
     """The reason's closing words: the seed's engine and what lob's has or lacks of it."""
-    out = []
+    out = [f'the seed credits {tag}: "{q}"' for tag, q in c.mechanism_quotes]
     if c.seed_engine:
         out.append(f"seed engine: {c.seed_engine}")
     if c.lob_engine_lacks:

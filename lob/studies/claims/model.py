@@ -128,6 +128,9 @@ class Claim:
     # the mechanism(s) the seed credits for its figure (a claim about a specific change, or
     # the design it blames for a tail); empty: no mechanism (a shape lob's engine can show)
     mechanism: tuple[str, ...] = ()
+    # (mechanism, the seed's sentence it rests on, quoted), when claims.yaml gives
+    # ``mechanism: {tag: "sentence"}``
+    mechanism_quotes: tuple[tuple[str, str], ...] = ()
     # the mechanisms lob's measured step has (from its engines' toggles, ``lob_step: a -> b``,
     # or typed as ``lob_mechanisms``); None: not declared (a measurement's ``mechanisms``
     # then decides)
@@ -282,6 +285,14 @@ def _claim(d: dict, machines: dict, where: str, published: dict | None = None) -
         x = d.get(k)
         return tuple(str(v) for v in ([x] if isinstance(x, str) else x or []))
 
+    mech = d.get("mechanism")
+    quotes = ()
+    if isinstance(mech, dict):  # tag -> the seed's sentence it rests on
+        if not all(isinstance(q, str) and q.strip() for q in mech.values()):
+            raise ValueError(f"{where}: each mechanism of a mapping quotes the seed's sentence "
+                             f"it rests on (a non-empty string), got {mech!r}")
+        quotes = tuple((str(k), str(q).strip()) for k, q in mech.items())
+        d = {**d, "mechanism": list(mech)}
     lob_mech = None
     if "lob_step" in d and "lob_mechanisms" in d:
         raise ValueError(f"{where}: give lob_step or lob_mechanisms, not both")
@@ -315,7 +326,8 @@ def _claim(d: dict, machines: dict, where: str, published: dict | None = None) -
                  experiment=str(d["experiment"]), kind=kind, detail=text("detail"),
                  engine=str(d.get("engine", "")), value=value, pivot=pivot, tolerance=tol,
                  direction=d.get("direction"), regime=tuple(regime),
-                 caveat=text("caveat"), mechanism=names("mechanism"), lob_mechanisms=lob_mech,
+                 caveat=text("caveat"), mechanism=names("mechanism"), mechanism_quotes=quotes,
+                 lob_mechanisms=lob_mech,
                  seed_engine=text("seed_engine"), lob_engine_lacks=text("lob_engine_lacks"),
                  seed_percentiles=tuple(pcts),
                  seed_tick_ns=float(tick) if tick is not None else None, seed_samples=samples,
@@ -362,19 +374,27 @@ TOGGLE_MECHANISMS = {("levels", "pool"): "node_pool", ("levels", "packed"): "pac
 
 def step_mechanisms(step: str) -> tuple[str, ...]:
     """The mechanisms lob's lineage step ``"a -> b"`` (version names, backend suffix allowed:
-    ``v0+pool@numba -> v1@numba``) changes, from :mod:`lob.engines.toggles`: one per toggle
-    whose value differs, named by :data:`TOGGLE_MECHANISMS` (``fok_early_exit``, ...)."""
-    from lob.engines.toggles import NAMES, VERSIONS
+    ``v0+pool@numba -> v1@numba``; lob's C++ engines by their registered names, ``v0@cpp ->
+    v1@cpp``) changes, from :mod:`lob.engines.toggles` (or the native engines' toggles,
+    :mod:`lob.engines.native`): one per toggle whose value differs, named by
+    :data:`TOGGLE_MECHANISMS` (``fok_early_exit``, ...)."""
+    from lob.engines.native import NATIVE
+    from lob.engines.toggles import VERSIONS
 
-    parts = [p.strip().split("@")[0] for p in str(step).split("->")]
-    if len(parts) != 2 or any(p not in VERSIONS for p in parts):
+    names = [p.strip() for p in str(step).split("->")]
+    native = len(names) == 2 and all(p in NATIVE for p in names)
+    parts = names if native else [p.split("@")[0] for p in names]
+    mixed = not native and any(p in NATIVE for p in names)  # a C++ engine and another
+    if len(parts) != 2 or mixed or not (native or all(p in VERSIONS for p in parts)):
         raise ValueError(f"lob_step must be 'a -> b' of lineage versions ({', '.join(VERSIONS)})"
-                         f", got {step!r}")
-    a, b = (VERSIONS[p] for p in parts)
+                         f" or of lob's C++ engines ({', '.join(NATIVE)}), got {step!r}")
+    a, b = (NATIVE[p].toggles if native else VERSIONS[p] for p in parts)
     out = []
-    for t in NAMES:
-        if a[t] != b[t]:
-            out.append(TOGGLE_MECHANISMS.get((t, b[t]), f"{t}_{b[t]}"))
+    for t in dict.fromkeys([*a, *b]):
+        if t in ("parent", "step"):
+            continue
+        if a.get(t) != b.get(t):
+            out.append(TOGGLE_MECHANISMS.get((t, b.get(t)), f"{t}_{b.get(t)}"))
     return tuple(out)
 
 
