@@ -92,8 +92,7 @@ def divergence(a: str, b: str, config: BookConfig, cmds: np.ndarray) -> Divergen
         return Divergence(("fills",), min(i, len(cmds) - 1),
                           f"fill {j}: {a} {_fill(fa, j)} vs {b} {_fill(fb, j)}")
     if sa != sb:
-        return Divergence(("book",), len(cmds), f"final books differ: {a} {_short(sa)} vs "
-                          f"{b} {_short(sb)}")
+        return Divergence(("book",), len(cmds), f"final books differ: {_book_diff(sa, sb, a, b)}")
     return None
 
 
@@ -113,10 +112,16 @@ def _fill(f, j) -> str:
     return "taker={} maker={} price={} qty={}".format(*(int(x) for x in f[j]))
 
 
-def _short(snap: dict) -> str:
-    return (f"bids {snap.get('bids', [])[:3]} asks {snap.get('asks', [])[:3]}"
-            + (" ..." if len(snap.get("bids", [])) > 3 or len(snap.get("asks", [])) > 3
-               else ""))
+def _book_diff(sa: dict, sb: dict, a: str, b: str) -> str:
+    """The first level (side, depth) whose (price, quantity, count) differs."""
+    for side in ("bids", "asks"):
+        la, lb = sa.get(side, []), sb.get(side, [])
+        for k in range(max(len(la), len(lb))):
+            x = la[k] if k < len(la) else None
+            y = lb[k] if k < len(lb) else None
+            if x != y:
+                return (f"{side} level {k + 1} (price, qty, orders): {a} {x} vs {b} {y}")
+    return "snapshots differ"
 
 
 class _Stream:

@@ -124,3 +124,57 @@ def test_agreeing_engines_have_nothing_to_shrink():
     wl = lob.workload("cpp_comprehensive", scale=0.001)
     with pytest.raises(ValueError, match="agree"):
         shrink("reference", "v3", wl.config, wl.commands)
+
+
+# --- the seed's engine with the two bugs the real one has (issue 43 point 8) ---------------
+
+NATIVE_SRC = ROOT / "lob" / "engines" / "native" / "s001_book.cpp"
+BUGS = {  # name -> (the line as lob writes it, the bug planted in its place)
+    "s001_fok32": ("    int64_t total = 0;", "    int32_t total = 0;  // a 32-bit FOK sum"),
+    "s001_level32": ("        int64_t qty = 0, count = 0;",
+                     "        int32_t qty = 0; int64_t count = 0;  // a 32-bit level sum"),
+}
+
+
+@pytest.fixture(scope="module")
+def seed_copies(tmp_path_factory) -> dict[str, str]:
+    """v1@cpp's source (pool, bitmask, full FOK scan) with each bug planted, built here."""
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("g++ not found: the seed's engine cannot be built")
+    d = tmp_path_factory.mktemp("s001")
+    text = NATIVE_SRC.read_text()
+    for name, (good, bad) in BUGS.items():
+        assert text.count(good + "\n") == 1, good
+        src = d / f"{name}.cpp"
+        src.write_text(text.replace(good + "\n", bad + "\n"))
+        lib = d / f"lib{name}.so"
+        r = subprocess.run([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", f"-I{HEADER}",
+                            "-DLOB_LEVELS_POOL=1", "-DLOB_BEST_BITMASK=1", "-DLOB_FOK_EARLY=0",
+                            str(src), "-o", str(lib)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        toml = d / f"{name}.toml"
+        toml.write_text(f'name = "{name}"\npath = "{lib.name}"\ndescription = "planted"\n')
+        if name not in lob.engine_names():
+            for spec in foreign_specs(toml):
+                lob.register_engine(spec)
+    return {n: n for n in BUGS}
+
+
+@pytest.mark.parametrize("bug,kind,most", [("s001_fok32", "outcome", 5),
+                                           ("s001_level32", "book", 4)])
+def test_seed_engine_bugs_found_within_its_declaration(seed_copies, bug, kind, most, tmp_path,
+                                                       capsys):
+    """The copies declare what the seed's engine runs (band 1..99, CANCEL_MAKER only, no
+    MODIFY): lob fuzz draws the `top` profile (quantities up to MAX_QTY) inside that, finds
+    each bug and shrinks it to a few commands."""
+    out = tmp_path / f"{bug}.json"
+    assert main(["fuzz", "--engines", f"reference,{bug}", "--profile", "top", "--commands",
+                 "20000", "--out", str(out)]) == 1
+    capsys.readouterr()
+    eng, config, cmds, doc = load_reproducer(out)
+    assert config.stp == StpMode.CANCEL_MAKER and 1 <= config.min_price <= config.max_price <= 99
+    assert len(cmds) <= most and doc["kind"][0] == kind
+    assert (cmds["qty"] > 2**28).any()  # it takes quantities whose sum passes 2**31
+    d = divergence("reference", bug, config, cmds)
+    assert d is not None and d.kind[0] == kind
