@@ -71,6 +71,8 @@ def parse_time(text: str | None) -> float | None:
         return None
     m = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}(?:\.\d*)?))?", text.strip())
     if m:
+        if int(m[1]) > 23 or int(m[2]) > 59 or float(m[3] or 0) >= 60:
+            raise FeedError(f"time {text!r}: not a time of day (00:00 to 23:59:59)")
         return int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3] or 0)
     try:
         v = float(text)

@@ -13,6 +13,7 @@ first: a failed import leaves nothing behind, and a name is listed only when bot
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -34,6 +35,13 @@ def imported_dir() -> Path:
     from lob.paths import cache_dir
 
     return cache_dir("workloads")
+
+
+def _check_name(name) -> None:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise FeedError(f"workload name {name!r}: letters, digits, '_', '.', '-' (up to 64)")
+    if name.endswith(".fills") or ".tmp" in name:  # the names of lob's own files here
+        raise FeedError(f"workload name {name!r}: may not end in '.fills' or hold '.tmp'")
 
 
 def _paths(name: str) -> tuple[Path, Path]:
@@ -83,8 +91,9 @@ def import_file(fmt: str, path, *, name: str, symbol: str | None = None,
     from lob.workloads import _SPECS, Workload, spec, workload_names
     from lob.workloads.formats import parse_time, read
 
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise FeedError(f"workload name {name!r}: letters, digits, '_', '.', '-' (up to 64)")
+    _check_name(name)
+    if book is not None and fmt != "lobster":
+        raise FeedError(f"--book is LOBSTER's orderbook file; a {fmt} file holds its own book")
     if name in workload_names() and spec(name)["family"] != "imported":
         raise FeedError(f"{name!r} is a built-in workload: choose another name")
     src = Path(path)
@@ -119,11 +128,13 @@ def import_file(fmt: str, path, *, name: str, symbol: str | None = None,
     tag = f".tmp{os.getpid()}"
     tw, tf = d / f"{name}{tag}.npz", d / f"{name}{tag}.fills.npz"
     try:
-        with open(tf, "wb") as f:
-            np.savez(f, fills=conv.expected_fills, venue_id=conv.venue_id)
+        with open(tf, "wb") as f:  # bound to its workload: the hash of the commands
+            np.savez(f, fills=conv.expected_fills, venue_id=conv.venue_id,
+                     commands_sha256=np.array(_commands_sha(conv.commands)))
         wl.save(tw)
-        os.replace(tf, fpath)
-        os.replace(tw, wpath)
+        with _pair_lock(d):  # two imports of one name never interleave their renames
+            os.replace(tf, fpath)
+            os.replace(tw, wpath)
     finally:
         for t in (tw, tf):
             t.unlink(missing_ok=True)
@@ -131,10 +142,26 @@ def import_file(fmt: str, path, *, name: str, symbol: str | None = None,
     return wl
 
 
+def _commands_sha(cmds: np.ndarray) -> str:
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(cmds).tobytes()).hexdigest()
+
+
+@contextlib.contextmanager
+def _pair_lock(d: Path):
+    import fcntl
+
+    with open(d / ".lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def remove(name: str) -> bool:
     """Delete an imported workload; True if it was there."""
     from lob.workloads import _SPECS
 
+    _check_name(name)  # a name, never a path
     hit = False
     for p in _paths(name):
         if p.exists():
@@ -152,8 +179,13 @@ def _load(name: str):
         wl = Workload.load(wpath)
         with np.load(fpath, allow_pickle=False) as z:
             fills = z["fills"]
+            bound = str(z["commands_sha256"][()]) if "commands_sha256" in z else None
     except (WorkloadFileError, OSError, KeyError, ValueError) as e:
         raise FeedError(f"imported workload {name!r}: {e}".splitlines()[0]) from None
+    if bound is not None and bound != _commands_sha(wl.commands):
+        raise FeedError(f"imported workload {name!r}: its expected fills belong to another "
+                        "import of that name (an import was killed or raced another); "
+                        "import it again")
     return wl, fills
 
 

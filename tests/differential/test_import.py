@@ -174,3 +174,56 @@ def test_cli_import_then_describe(cache, capsys):
     out = capsys.readouterr().out
     assert "4 of 4 executions reproduced fill by fill" in out and "sha256" in out
     assert main(["data", "remove", "t_cli"]) == 0 and "t_cli" not in workload_names()
+
+
+# --- issue 44 round 3: `lob data import` attacked as a hostile user would ----------------
+
+def test_names_paths_times_and_flags_a_hostile_user_gives(cache, capsys, tmp_path):
+    path = ff.write_itch(cache / "h.itch")
+    for name in ("my.tmp1", "x.fills"):  # lob's own file names there: the workload would
+        err = _cli_error(capsys, "itch", path, "--symbol", "LOBT", "--name", name)
+        assert "may not end in '.fills' or hold '.tmp'" in err  # import, then never list
+    victim = tmp_path / "keep.npz"
+    victim.write_bytes(b"not lob's")
+    rel = "../" * 12 + str(victim)[1:-4]
+    assert main(["data", "remove", rel]) == 2 and victim.exists()  # a name, not a path
+    assert "workload name" in capsys.readouterr().err
+    for bad in ("25:99", "12:60", "23:59:60"):
+        err = _cli_error(capsys, "itch", path, "--symbol", "LOBT", "--name", "hx", "--from",
+                         bad)
+        assert "not a time of day" in err
+    err = _cli_error(capsys, "itch", path, "--symbol", "LOBT", "--name", "hx", "--book",
+                     "/etc/hostname")
+    assert "--book is LOBSTER's orderbook file" in err
+    assert "hx" not in workload_names()
+
+
+def test_fills_of_another_import_of_the_name_are_refused(cache, monkeypatch):
+    """A kill between the two renames (or two imports of one name racing) leaves one
+    import's workload beside another's expected fills: refused, never validated against."""
+    import os
+
+    from lob.workloads import imported as I
+
+    m, b = ff.write_lobster(cache, "LOBP")
+    import_file("lobster", m, name="t_pair")
+    real = os.replace
+    calls = []
+
+    def killed_between(src, dst):  # the second import dies after its fills are in place
+        calls.append(dst)
+        if str(dst).endswith("t_pair.npz"):
+            raise KeyboardInterrupt
+        return real(src, dst)
+
+    monkeypatch.setattr(I.os, "replace", killed_between)
+    (cache / "other").mkdir()
+    other, _ = ff.write_lobster(cache / "other", "LOBP", book=False,
+                                rows=[r[:-2] for r in ff.lobster_rows()])  # another stream
+    with pytest.raises(KeyboardInterrupt):
+        import_file("lobster", other, name="t_pair")
+    monkeypatch.undo()
+    with pytest.raises(FeedError, match="belong to another import of that name"):
+        expected_fills("t_pair")
+    import_file("lobster", m, name="t_pair")  # imported again: whole
+    assert len(expected_fills("t_pair"))
