@@ -494,10 +494,16 @@ def limit_table(lim: dict, limit_pair: Sequence[str]) -> K.Conclusion:
             f"interleaved pairs (step: {t.cell('median', 'step')})")
     if not ci:
         return t.say(f"{head}; too few pairs for an interval.")
-    rule = ("the interval clears the claim's tolerance edges" if lim.get("cleared") else
-            "the rounds reached their cap with the interval still across a tolerance edge")
+    # said of the interval shown, the one the verdict judges (the sequential rule's looks are
+    # at a stricter level: it may have stopped on a narrower interval)
+    cut = [e for e in claim_edges() if ci[0] <= e <= ci[1]]
+    where = ("it lies clear of the claim's pivot and tolerance edges" if not cut else
+             f"it still holds {len(cut)} of the claim's pivot and tolerance edges (claims.yaml)"
+             ": no verdict on this interval")
+    rule = ("the rounds stopped when the sequential look's interval cleared them"
+            if lim.get("cleared") else "the rounds reached their cap")
     t.say(f"{head}; its interval is {t.cell('median', 'interval_low')}-"
-          f"{t.cell('median', 'interval_high')} ({rule}).")
+          f"{t.cell('median', 'interval_high')}: {where} ({rule}).")
     if aa["low"] is None:
         return t.say("Too few A/A ratios for a band: inconclusive.")
     call = change_beyond_aa(1 / ci[1], 1 / ci[0], aa)
@@ -820,28 +826,37 @@ def measure_depth_sweep(lineage: Sequence[str], comp: dict, wl_scale: float,
     return rows
 
 
-def seed_sweep_row() -> dict:
-    """The seed's own v1/v2 (its machine), as ratios only: the sweep table's last row."""
+def seed_sweep_row(sweep: list[dict] | None = None) -> dict:
+    """The seed's own v1/v2 (its machine), as ratios only: the sweep table's last row. The
+    seed ran this very stream, so its depth is the seed-sized stream's, read from ``sweep``
+    when a row of it has the seed's length (else None: not measured at this scale)."""
     from lob.studies.claims import get
     from lob.studies.published import SEED001_NS_PER_OP
 
     sv = get("s001_v1_v2_comprehensive")
     ns = SEED001_NS_PER_OP[COMPREHENSIVE]
+    full = [r for r in sweep or [] if r.get("commands") == SEED_COMMANDS]
     return {"stream": f"seed 001 ({sv.machine}), {SEED_COMMANDS:,} commands",
-            "commands": SEED_COMMANDS, "resting_mean": None, "resting_max": None,
+            "commands": SEED_COMMANDS,
+            "resting_mean": full[0]["resting_mean"] if full else None,
+            "resting_max": full[0]["resting_max"] if full else None,
             "v1/v2": sv.value, "scan_over_rest": (ns["v1"] - ns["v2"]) / ns["v2"],
             "machine": sv.machine}
 
 
 def depth_sweep_table(sweep: list[dict], lineage: Sequence[str], seed: dict) -> K.Conclusion:
-    """The sweep's rows and the seed's; sentences on how v1/v2 moves with the book's depth
-    and what the ratio means (one plus v1's scan cost in units of v2's whole cost)."""
+    """The sweep's rows and the seed's (at its own stream's depth when measured); sentences on
+    how v1/v2 moves with the book's depth and where the seed's stream sits."""
     s01, s12 = lineage[1], lineage[2]
     rows = [dict(r) for r in sweep] + [{k: v for k, v in seed.items() if k != "machine"}]
     t = K.Conclusion("depth_sweep", rows, key="stream",
                      kinds={"commands": "count", "resting_mean": "count",
                             "resting_max": "count", "v1/v2": "ratio",
-                            "scan_over_rest": "ratio"})
+                            "scan_over_rest": "ratio"},
+                     note="scan_over_rest: (v1 - v2) / v2 ns/op, v1's extra per-op cost in "
+                          "units of v2's; the seed's row is its published ns/op on its machine, "
+                          "at the depth of lob's seed-sized stream (the same commands) when "
+                          "this run measured it")
     shallow, deep, sr = t.rows[0], t.rows[len(sweep) - 1], t.rows[-1]
     sh, dp = shallow["stream"], deep["stream"]
     if len(sweep) == 1:
@@ -855,15 +870,18 @@ def depth_sweep_table(sweep: list[dict], lineage: Sequence[str], seed: dict) -> 
         t.say(f"{s01}/{s12} does not grow with the book here: {t.cell(sh, 'v1/v2')}x at a "
               f"mean depth of {t.cell(sh, 'resting_mean')} resting orders, "
               f"{t.cell(dp, 'v1/v2')}x at {t.cell(dp, 'resting_mean')}.")
-    return t.say(f"v1/v2 is one plus v1's extra cost over v2 in units of v2's cost: on the "
-                 f"deepest stream here v1 spends {t.cell(dp, 'scan_over_rest')}x v2's whole "
-                 f"per-op cost on FOK scanning; in the seed's figures that factor is "
-                 f"{t.cell(sr['stream'], 'scan_over_rest')}, hence its "
-                 f"{t.cell(sr['stream'], 'v1/v2')}x.")
+    if sr["resting_mean"] is None:
+        return t.say(f"The seed's {t.cell(sr['stream'], 'v1/v2')}x was measured on the "
+                     f"{SEED_COMMANDS:,}-command stream, whose depth this run did not reach "
+                     "(a smaller scale): lob's ratio at the seed's depth is not measured here.")
+    return t.say(f"The seed's {t.cell(sr['stream'], 'v1/v2')}x (its machine) is at its "
+                 f"stream's mean depth of {t.cell(sr['stream'], 'resting_mean')} resting "
+                 f"orders, where lob's is {t.cell(dp, 'v1/v2')}x.")
 
 
 def plot_v1_v2_vs_depth(sweep: list[dict], lineage: Sequence[str], seed: dict):
-    """v1/v2 against the mean resting orders of each stream, the seed's ratio as a line."""
+    """v1/v2 against the mean resting orders of each stream; the seed's ratio as one point at
+    its own stream's depth (when measured; else said in the title)."""
     from lob.studies import plots as lp
 
     s01, s12 = lineage[1], lineage[2]
@@ -871,14 +889,19 @@ def plot_v1_v2_vs_depth(sweep: list[dict], lineage: Sequence[str], seed: dict):
     ys = [float(r["v1/v2"]) for r in sweep]
     fig, ax = lp.subplots(panel=(7.5, 3.8))
     ax.plot(xs, ys, "o-", label=f"lob {s01} / {s12}")
-    ax.update_datalim([(xs[0], seed["v1/v2"])])  # the y range takes in the seed's line
-    ax.autoscale_view()
+    title = "FOK early exit: payoff against book depth"
+    if seed.get("resting_mean") is not None:
+        sx = float(seed["resting_mean"])
+        ax.plot([sx], [seed["v1/v2"]], "D", color="black",
+                label=f"seed 001 v1/v2, its {SEED_COMMANDS // 1_000_000}M-command stream "
+                      f"({seed['machine']})")
+        xs, ys = [*xs, sx], [*ys, seed["v1/v2"]]
+    else:
+        title += "\n(the seed's stream is deeper than any here: its point is not drawn)"
     lp.value_axis(ax, xs, axis="x")
-    lp.value_axis(ax, [*ys, seed["v1/v2"]])
-    lp.reference(ax, seed["v1/v2"],
-                 f"seed 001 v1/v2 at {SEED_COMMANDS // 1_000_000}M commands\n({seed['machine']})")
+    lp.value_axis(ax, ys)
     ax.set(xlabel="mean resting orders over the stream", ylabel="v1 ns/op / v2 ns/op",
-           title="FOK early exit: payoff against book depth")
+           title=title)
     lp.legend_outside(ax)
     return fig
 
@@ -920,6 +943,10 @@ def _sorted_depth_rows(rows: list[dict]) -> list[dict]:
         for r in mine:
             num = isinstance(r["p50"], float | int) and isinstance(base, float | int)
             r["p50_vs_shallowest"] = r["p50"] / base if num and base else None
+            # every check walks the whole crossing side (depth orders) unless it reads the
+            # level sums (it walks levels, not orders)
+            walks = fok_of(e) != "level_sums" and isinstance(r["p50"], float | int)
+            r["ns_per_order_walked"] = r["p50"] / r["depth"] if walks and r["depth"] else None
             out.append(r)
     return out
 
@@ -929,8 +956,11 @@ def fok_depth_table(fd: dict) -> K.Conclusion:
     shallowest and the deepest book."""
     rows = _sorted_depth_rows(fd["rows"])
     t = K.Conclusion("fok_depth", rows, key=["engine", "depth"],
-                     kinds={"depth": "count", "p50_vs_shallowest": "ratio"},
-                     note=K.clock_line(fd["clock"]))
+                     kinds={"depth": "count", "p50_vs_shallowest": "ratio",
+                            "ns_per_order_walked": "absolute"},
+                     note="ns_per_order_walked: p50 / depth, for the checks that walk every "
+                          "resting order of the crossing side (not the level sums, which walk "
+                          "levels); " + K.clock_line(fd["clock"]))
     lo_d, hi_d = min(r["depth"] for r in rows), max(r["depth"] for r in rows)
     for e in dict.fromkeys(r["engine"] for r in rows):
         lo, hi = (e, lo_d), (e, hi_d)
@@ -939,9 +969,11 @@ def fok_depth_table(fd: dict) -> K.Conclusion:
             t.say(f"{e} ({fok_of(e)}): too few probes for a p50 at depth "
                   f"{t.cell(lo, 'depth')} or {t.cell(hi, 'depth')}.")
             continue
+        per = (f", {t.cell(hi, 'ns_per_order_walked')} ns per order walked"
+               if t.value(hi, "ns_per_order_walked") is not None else "")
         t.say(f"{e} ({fok_of(e)}): p50 {t.cell(lo, 'p50')} ns at depth {t.cell(lo, 'depth')}, "
               f"{t.cell(hi, 'p50')} ns at {t.cell(hi, 'depth')} "
-              f"({t.cell(hi, 'p50_vs_shallowest')}x).")
+              f"({t.cell(hi, 'p50_vs_shallowest')}x{per}).")
     return t
 
 

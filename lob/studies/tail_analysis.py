@@ -134,10 +134,26 @@ def clock_of(durations, percentiles: Mapping[str, float]) -> dict:
     return clock_record(low, percentiles)
 
 
-def grid_line(grid: dict | None, *, marked: bool = True) -> str:
-    """The sentence under a latency table: the grid the durations fall on, measured from the
-    samples (never the clock's nominal resolution), and the clock floor it sets (``marked``:
-    the table has the :data:`FLOOR` column naming the percentiles under it)."""
+def read_cost(clock: dict | None) -> str:
+    """What one read of the timing clock costs (its median, from the capture's own clock
+    record), said under every latency table: every sample holds one read, never subtracted."""
+    med = (clock or {}).get("overhead_median_ns", (clock or {}).get("median_ns"))
+    if med is None:
+        return "Clock read cost: not reported by this engine. "
+    return (f"Clock {clock.get('source', '?')}: one read costs {K.fmt(med)} ns (median), in "
+            "every sample, never subtracted. ")
+
+
+def grid_line(grid: dict | None, *, marked: bool = True, clock: dict | None = None) -> str:
+    """The sentence under a latency table: what one clock read costs (``clock``: the
+    capture's clock record, :func:`read_cost`), the grid the durations fall on, measured from
+    the samples (never the clock's nominal resolution), and the clock floor it sets
+    (``marked``: the table has the :data:`FLOOR` column naming the percentiles under it)."""
+    head = read_cost(clock) if clock is not None else ""
+    return head + _grid_words(grid, marked)
+
+
+def _grid_words(grid: dict | None, marked: bool) -> str:
     if not grid or grid.get("tick_ns") is None:
         why = (f" ({grid['what']})" if grid else
                f" (fewer than {GRID_MIN} of them under {K.fmt(GRID_MAX_NS)} ns)")
@@ -290,7 +306,8 @@ def regime_table(reg: dict) -> K.Conclusion:
                             "p99/p50": "ratio", "ci_low": "ratio", "ci_high": "ratio",
                             FLOOR: "label", "market_empty_pct": "ratio",
                             "cancel_hit_pct": "ratio", "resting_before_mass_cancel": "count"},
-                     note=grid_line(reg.get("grid")) + _interval_note(reg)
+                     note=grid_line(reg.get("grid"), clock=reg.get("clock") or {})
+                     + _interval_note(reg)
                      + f" A wide tail: p99 / p50 at least {K.fmt(TAIL_PIVOT)} (the claims' "
                        "pivot).")
     K.conclude_extremes(t, "p99/p50", what="tail (p99 / p50)", lower_is="narrowest",
@@ -470,7 +487,7 @@ def percentiles_table(vers: dict) -> K.Conclusion:
     rows = [{k: v for k, v in r.items() if k != "gc"} for r in vers["rows"] if r["gc"] == "on"]
     t = K.Conclusion("percentiles", rows, key=["scenario", "engine"],
                      kinds={"market_empty_pct": "ratio", FLOOR: "label"},
-                     note=grid_line(vers.get("grid")))
+                     note=grid_line(vers.get("grid"), clock=vers.get("clock") or {}))
     engines = list(dict.fromkeys(r["engine"] for r in t.rows))
     if len(engines) > 1:
         best: dict[str, list[str]] = {}
@@ -487,23 +504,27 @@ def percentiles_table(vers: dict) -> K.Conclusion:
 
 
 def gc_table(vers: dict, engine: str) -> K.Conclusion:
-    """``engine``'s rows with the GC on and off, and the max with the GC on over off per
-    scenario; says where that ratio is lowest and highest."""
+    """``engine``'s rows with the GC on and off, and the p99 with the GC on over off per
+    scenario (where both counts support a p99); says where that ratio is lowest and
+    highest. The max is shown but not compared: it is one sample each, and a ratio of two
+    single samples concludes nothing."""
     mine = [r for r in vers["rows"] if r["engine"] == engine]
-    off = {r["scenario"]: r["max"] for r in mine if r["gc"] == "off"}
+    off = {r["scenario"]: r["p99"] for r in mine if r["gc"] == "off"}
     rows = []
     for r in mine:
         ratio = None
-        if r["gc"] == "on" and off.get(r["scenario"]) and r["max"] is not None:
-            ratio = r["max"] / off[r["scenario"]]
+        if r["gc"] == "on" and isinstance(off.get(r["scenario"]), float) \
+                and isinstance(r["p99"], float) and off[r["scenario"]] > 0:
+            ratio = r["p99"] / off[r["scenario"]]
         rows.append({"scenario": r["scenario"], "gc": r["gc"], "count": r["count"],
                      "p50": r["p50"], "p99": r["p99"], "max": r["max"],
-                     "max_on_over_off": ratio, FLOOR: r.get(FLOOR, "")})
+                     "p99_on_over_off": ratio, FLOOR: r.get(FLOOR, "")})
     t = K.Conclusion(f"GC on / off ({engine})", rows, key="scenario",
-                     kinds={"max_on_over_off": "ratio", FLOOR: "label"},
-                     note=grid_line(vers.get("grid")))
-    return K.conclude_extremes(t, "max_on_over_off",
-                               what="max latency with the GC on over off")
+                     kinds={"p99_on_over_off": "ratio", FLOOR: "label"},
+                     note="max: one sample each (shown, never compared); "
+                          + grid_line(vers.get("grid"), clock=vers.get("clock") or {}))
+    return K.conclude_extremes(t, "p99_on_over_off",
+                               what="p99 latency with the GC on over off")
 
 
 # --- where the slowest 1% comes from -------------------------------------------------------
@@ -528,7 +549,9 @@ def measure_sources(engine: str, scenario: str, scale: float, *,
     """One capture of ``engine`` on ``scenario``: :func:`sources_frame` of it."""
     wl = (workload or _workload)(scenario, scale)
     cp = (capture or K.capture)(engine, wl)
-    return sources_frame(wl.commands, cp["replay"], cp["durations"])
+    po = sources_frame(wl.commands, cp["replay"], cp["durations"])
+    po.attrs["clock"] = cp.get("clock")  # its read cost, said under the table
+    return po
 
 
 def _p99(po) -> float | None:
@@ -559,7 +582,8 @@ def sources_table(po, scenario: str, engine: str) -> K.Conclusion:
                      **{f"rho_{k}": float(corr[k]) for k in WORK}})
     t = K.Conclusion(name, rows, key="group",
                      kinds={**{k: "ratio" for k in WORK}, **{f"rho_{k}": "ratio" for k in WORK}},
-                     note=grid_line(grid_of([po["latency_ns"].to_numpy()]), marked=False))
+                     note=grid_line(grid_of([po["latency_ns"].to_numpy()]), marked=False,
+                                    clock=po.attrs.get("clock") or {}))
     c = {(g, k): t.cell(g, k) for g in (REST, SLOWEST) for k in WORK}
     t.say(f"The slowest 1% averaged {c[SLOWEST, 'fills']} fills, {c[SLOWEST, 'levels']} "
           f"levels and depth {c[SLOWEST, 'depth']}, against {c[REST, 'fills']}, "

@@ -146,8 +146,9 @@ def test_regime_table_wide_and_narrow_with_empty_books_and_hidden_percentiles(mo
     assert t.sentences[3] == "Percentiles hidden for want of samples: n (p99.99); " \
                              "w (p99.99); f (p99, p99.9, p99.99)."  # five captures merged
     assert t.cell("f", "p99/p50") == "-" and t.cell("f", "ci_low") == "-"
-    assert t.note.startswith("Clock: durations fall on a 10.0 ns grid (measured from the "
-                             "samples: ")
+    assert t.note.startswith("Clock test clock: one read costs 20 ns (median), in every "
+                             "sample, never subtracted. Clock: durations fall on a 10.0 ns grid "
+                             "(measured from the samples: ")
     assert "under 10 ticks (100 ns) are marked in `under_10_ticks`" in t.note
     assert "ratios of 5 fresh capture(s) per scenario" in t.note and "93.8% interval" in t.note
 
@@ -322,7 +323,7 @@ def test_percentiles_table_names_the_lowest_p50_per_engine(monkeypatch):
         "s3": {("a", True): narrow() * 2, ("b", True): narrow()},
         "s4": {("a", True): few(10), ("b", True): few(10)}}, ["a", "b"])
     t = ta.percentiles_table(vers)
-    assert t.check() == [] and t.note.startswith("Clock: durations fall on a ")
+    assert t.check() == [] and t.note.startswith("Clock test clock: one read costs 20 ns")
     assert t.sentences[:2] == ["a has the lowest p50 in s1.", "b has the lowest p50 in s2, s3."]
     assert "s4" not in " ".join(t.sentences[:2])  # no p50 on either side: no winner
     assert t.sentences[2].startswith("Percentiles hidden for want of samples:")
@@ -336,23 +337,31 @@ def test_percentiles_table_with_one_engine_says_only_what_is_hidden(monkeypatch)
     assert t.sentences == ["Percentiles hidden for want of samples: s / a (p99.9, p99.99)."]
 
 
-def test_gc_table_sets_the_max_with_the_gc_on_over_off(monkeypatch):
+def test_gc_table_compares_p99s_never_single_max_samples(monkeypatch):
     vers = versions(monkeypatch, {
         "s1": {("a", True): narrow(), ("a", False): narrow()},
         "s2": {("a", True): wide(), ("a", False): narrow()}}, ["a"], gc_compare=True)
     t = ta.gc_table(vers, "a")
     assert t.name == "GC on / off (a)" and t.check() == []
-    ratios = [r["max_on_over_off"] for r in t.rows]
-    assert ratios == [1.0, None, pytest.approx(5000 / 120), None]
-    assert t.text == ("The lowest max latency with the GC on over off is s1's (1.00); the "
-                      "highest is s2's (41.7).")
-    one = versions(monkeypatch, {"s1": {("a", True): wide(), ("a", False): narrow()}}, ["a"],
-                   gc_compare=True)
-    assert ta.gc_table(one, "a").text == "Only s1 has a max latency with the GC on over off: " \
-                                         "41.7."
+    ratios = [r["p99_on_over_off"] for r in t.rows]
+    p99 = {(r["scenario"], r["gc"]): r["p99"] for r in t.rows}
+    assert ratios[0] == 1.0 and ratios[1] is None and ratios[3] is None
+    assert ratios[2] == pytest.approx(p99["s2", "on"] / p99["s2", "off"])
+    assert "max_on_over_off" not in t.columns
+    assert "max" not in t.text and "max: one sample each (shown, never compared)" in t.note
+    assert t.text.startswith("The lowest p99 latency with the GC on over off is s1's (1.00)")
     off = versions(monkeypatch, {"s1": narrow()}, ["a"])  # no GC-off rows
     assert ta.gc_table(off, "a").text == \
-        "No row has a max latency with the GC on over off to compare."
+        "No row has a p99 latency with the GC on over off to compare."
+
+
+def test_every_latency_table_says_what_a_clock_read_costs():
+    clock = {"source": "perf_counter_ns", "overhead_median_ns": 23.0}
+    assert ta.grid_line(None, clock=clock).startswith(
+        "Clock perf_counter_ns: one read costs 23 ns (median), in every sample, never "
+        "subtracted. Clock: the durations fall on no grid")
+    assert ta.grid_line(None, clock={}).startswith("Clock read cost: not reported")
+    assert ta.grid_line(None) .startswith("Clock: the durations")  # bisection's: no record
 
 
 # --- where the slowest 1% comes from -----------------------------------------------------------
