@@ -42,6 +42,7 @@ __all__ = ["SEED_COMMANDS", "COMPREHENSIVE", "LIMIT_ONLY", "TAIL_PIVOT", "SWEEP_
            "regime", "claim_edges", "measure_limit_pairs", "limit_interval", "limit_aa",
            "limit_table", "machine_effect", "machine_effect_table", "counters_table",
            "limit_split", "limit_split_table", "measure_cpp_v1_v2", "CPP_V1_V2", "built",
+           "measure_v01_pairs", "v01_table",
            "with_grid", "measure_latency", "latency_table", "copy_latency_table",
            "measure_depth_sweep", "seed_sweep_row", "depth_sweep_table",
            "plot_v1_v2_vs_depth", "measure_fok_depth", "fok_depth_table", "plot_fok_vs_depth",
@@ -342,10 +343,13 @@ def _clears(ci, edges) -> bool:
     return ci is not None and not any(ci[0] <= e <= ci[1] for e in edges)
 
 
+_STREAM_WORDS = {LIMIT_ONLY: "limit-only stream", COMPREHENSIVE: "comprehensive stream"}
+
+
 def measure_limit_pairs(limit_pair: Sequence[str], limit_scale: float, limit_repeat: int, *,
                         limit_max_repeat: int | None = None, edges: Sequence[float] | None = None,
                         confidence: float = 0.9, replay=None,
-                        split: Sequence[str] = ()) -> dict:
+                        split: Sequence[str] = (), stream: str = LIMIT_ONLY) -> dict:
     """Interleaved rounds of the pair on the limit-only stream (each replay from a collected
     heap), the order alternating (AB, BA: ABBA over two rounds), with a sequential rule:
     ``limit_repeat`` rounds, then two more (one ABBA block) while the interval of the ratio
@@ -356,6 +360,8 @@ def measure_limit_pairs(limit_pair: Sequence[str], limit_scale: float, limit_rep
 
     ``split``: single-step engines between the pair (``v0+pool``, ``v0+bitmap``), run in
     the same rounds, so that the pair's ratio splits into its steps (:func:`limit_split`).
+    ``stream``: the workload (the limit-only stream by default; the comprehensive one gives
+    the v0/v1 comprehensive claim its interval).
 
     Returns ``{"commands", "orders": [[engine, ...] per round], "ns_op": {engine: [ns per
     round]}, "counters": {engine: counters}, "load", "level", "looks", "cap", "cleared"}``
@@ -367,7 +373,7 @@ def measure_limit_pairs(limit_pair: Sequence[str], limit_scale: float, limit_rep
     cap = max(limit_repeat, limit_max_repeat or limit_repeat)
     edges = claim_edges() if edges is None else tuple(edges)
     level = sequential_level(confidence, 1 + (cap - limit_repeat + 1) // 2)
-    lim = build(LIMIT_ONLY, scale=limit_scale)
+    lim = build(stream, scale=limit_scale)
     load = os.getloadavg()[0]
     names = list(dict.fromkeys([*limit_pair, *split]))
     ns: dict = {e: [] for e in names}
@@ -388,8 +394,8 @@ def measure_limit_pairs(limit_pair: Sequence[str], limit_scale: float, limit_rep
             break
         k = min(2, cap - len(orders))
     load = max(load, os.getloadavg()[0])
-    _check_agree(last, "the limit-only stream")
-    return {"commands": len(lim.commands), "orders": orders, "ns_op": ns,
+    _check_agree(last, f"the {_STREAM_WORDS.get(stream, stream)}")
+    return {"commands": len(lim.commands), "stream": stream, "orders": orders, "ns_op": ns,
             "counters": {e: dict(r.counters) for e, r in last.items()}, "load": load,
             "level": level, "looks": looks, "cap": cap, "cleared": cleared}
 
@@ -464,7 +470,8 @@ def limit_aa(lim: dict, limit_pair: Sequence[str]) -> tuple[list[float], dict]:
     return ratios, aa_band(ratios)
 
 
-def limit_table(lim: dict, limit_pair: Sequence[str]) -> K.Conclusion:
+def limit_table(lim: dict, limit_pair: Sequence[str], name: str = "limit_only"
+                ) -> K.Conclusion:
     """One row per interleaved pair and the median row (the median pair ratio, its interval
     when the pairs are enough for one, the A/A band); sentences: the ratio, its
     interval, how many rounds the sequential rule took, and the change call against the A/A
@@ -481,7 +488,7 @@ def limit_table(lim: dict, limit_pair: Sequence[str]) -> K.Conclusion:
                  "ratio": mi["median"], "interval_low": ci[0] if ci else None,
                  "interval_high": ci[1] if ci else None, "aa_low": aa["low"],
                  "aa_high": aa["high"], "step": step(l0, l1)})
-    t = K.Conclusion("limit_only", rows, key="pair",
+    t = K.Conclusion(name, rows, key="pair",
                      kinds={"pair": "label", "order": "label", "commands": "count",
                             "ratio": "ratio", "interval_low": "ratio", "interval_high": "ratio",
                             "aa_low": "ratio", "aa_high": "ratio", "step": "label"},
@@ -489,7 +496,8 @@ def limit_table(lim: dict, limit_pair: Sequence[str]) -> K.Conclusion:
                           f"{mi['what']} (order statistics, no assumption on the noise's "
                           f"shape); A/A: each engine's second round of an ABBA block over its "
                           f"first ({aa['what']}).")
-    head = (f"On the limit-only stream ({t.cell('median', 'commands')} commands), {l1} is "
+    words = _STREAM_WORDS.get(lim.get("stream", LIMIT_ONLY), lim.get("stream"))
+    head = (f"On the {words} ({t.cell('median', 'commands')} commands), {l1} is "
             f"{t.cell('median', 'ratio')}x as fast as {l0}, the median of {len(ratios)} "
             f"interleaved pairs (step: {t.cell('median', 'step')})")
     if not ci:
@@ -998,6 +1006,41 @@ def plot_fok_vs_depth(fd: dict):
 
 # --- the claims ---------------------------------------------------------------------------------
 
+def measure_v01_pairs(lineage: Sequence[str], scale: float, v01_pairs: int, *,
+                      replay=None) -> dict | None:
+    """Interleaved rounds (AB, BA) of the lineage's v0 and v1 on the comprehensive stream at
+    ``scale`` (:func:`measure_limit_pairs` on that stream, the v0/v1 comprehensive claim's
+    edges), or None when ``v01_pairs`` is 0 (the claim then has the lineage's one round)."""
+    if not v01_pairs:
+        return None
+    return measure_limit_pairs(lineage[:2], scale, v01_pairs, limit_max_repeat=v01_pairs,
+                               edges=claim_edges("s001_v0_v1_comprehensive"),
+                               stream=COMPREHENSIVE, replay=replay)
+
+
+def v01_table(v01: dict, lineage: Sequence[str]) -> K.Conclusion:
+    """:func:`limit_table` of the v0/v1 rounds on the comprehensive stream."""
+    return limit_table(v01, lineage[:2], name="v0_v1_pairs")
+
+
+def _v01_measurement(comp: dict, v01: dict | None, v0: str, v1: str) -> dict:
+    """The v0/v1 comprehensive claim: from its interleaved rounds (``v01``,
+    :func:`measure_limit_pairs` on the comprehensive stream: the median round ratio, its
+    interval and A/A band) when measured, else the lineage's single round."""
+    from lob.studies.claims import measurement
+
+    cd = {"commands": comp["commands"], "step": step(v0, v1)}
+    explain = {"FOK share of timed submits %": comp["diag"]["fok_pct"]}
+    if not v01:
+        return measurement(comp["ns_op"][v0] / comp["ns_op"][v1], diagnostics=cd,
+                           explain=explain, detail=f"{v0} / {v1} ns/op")
+    _, mi = limit_interval(v01, [v0, v1])
+    _, aa = limit_aa(v01, [v0, v1])
+    return measurement(mi["median"], diagnostics={**cd, "commands": v01["commands"]},
+                       explain=explain, ci=mi["ci"], ci_what=mi["what"], aa=aa, runs=mi["n"],
+                       detail=f"{v0} / {v1} ns/op, median of interleaved rounds")
+
+
 def _split_explain(lim: dict, limit_pair: Sequence[str], split: Sequence[str]) -> dict | None:
     """The limit-only claim's split into single steps (beyond the seed, which could not
     split its 2.12x), for its explanation: step -> "ratio (interval), share of the gain"."""
@@ -1015,7 +1058,7 @@ def _split_explain(lim: dict, limit_pair: Sequence[str], split: Sequence[str]) -
 
 def claims(lineage: Sequence[str], limit_pair: Sequence[str], comp: dict, lim: dict,
            sweep: list[dict], seed: dict, lat: dict, me: dict | None = None,
-           split: Sequence[str] = ()) -> dict[str, dict]:
+           split: Sequence[str] = (), v01: dict | None = None) -> dict[str, dict]:
     """claim id -> :func:`lob.studies.claims.measurement` of every claim this run measured
     (the tail claims only when the latency engines include v2, and v1 for the p99 ratio).
 
@@ -1067,10 +1110,7 @@ def claims(lineage: Sequence[str], limit_pair: Sequence[str], comp: dict, lim: d
             ci=mi["ci"], ci_what=mi["what"], aa=laa, runs=mi["n"],
             explain=_split_explain(lim, limit_pair, split),
             detail=f"{l0} / {l1} ns/op, median pair ratio"),
-        "s001_v0_v1_comprehensive": measurement(
-            ns[v0] / ns[s01], diagnostics={**cd, "step": step(v0, s01)},
-            explain={"FOK share of timed submits %": comp["diag"]["fok_pct"]},
-            detail=f"{v0} / {s01} ns/op"),
+        "s001_v0_v1_comprehensive": _v01_measurement(comp, v01, v0, s01),
         "s001_v1_v2_comprehensive": measurement(
             v12.pop("value"), diagnostics=cd, explain=v12_explain, **v12),
     }

@@ -779,3 +779,31 @@ def test_stp_none_copy_of_the_real_stream_when_orderly_chaos_is_built():
     cp, note = declared.stp_none_copy(["v2", "orderly_chaos"], wl)
     assert cp.config.stp.name == "NONE" and cp.commands is wl.commands
     assert note.startswith("cpp_comprehensive: STP CANCEL_MAKER -> NONE")
+
+
+# --- v0/v1 on the comprehensive stream: its own interleaved rounds -----------------------------
+
+def test_v0_v1_comprehensive_rounds_give_the_claim_an_interval():
+    calls = []
+
+    def replay(name, w):
+        calls.append((name, len(w.commands)))
+        return lob.replay("v2", w)
+
+    assert fok.measure_v01_pairs(LINEAGE, 0.0005, 0, replay=replay) is None and not calls
+    v01 = fok.measure_v01_pairs(LINEAGE, 0.0005, 2, replay=replay)
+    assert v01["stream"] == fok.COMPREHENSIVE and v01["commands"] == 1000
+    assert {n for n, _ in calls} == {"v0", "v1"} and len(v01["ns_op"]["v0"]) == 2
+    t = checked(fok.v01_table(v01, LINEAGE))
+    assert t.name == "v0_v1_pairs" and t.sentences[0].startswith(
+        "On the comprehensive stream (1,000 commands), v1 is ")
+    lm = limit_with([200.0, 202, 198, 201, 199, 200], [100.0] * 6)
+    lm["stream"] = fok.COMPREHENSIVE
+    m = fok.claims(LINEAGE, PAIR, comp(), lim(2), sweep(), SEED, lat_rows(["v3"]), v01=lm)
+    got = m["s001_v0_v1_comprehensive"]
+    assert got["value"] == pytest.approx(2.0) and got["ci"] is not None and got["runs"] == 6
+    assert got["aa"]["n"] == 6 and got["diagnostics"]["step"] == "levels, best"
+    assert got["explain"] == {"FOK share of timed submits %": 25.0}
+    one = fok.claims(LINEAGE, PAIR, comp(), lim(2), sweep(), SEED, lat_rows(["v3"]))
+    assert one["s001_v0_v1_comprehensive"]["value"] == 2.0  # 100 / 50, one round
+    assert one["s001_v0_v1_comprehensive"].get("ci") is None
