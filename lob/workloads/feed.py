@@ -251,17 +251,17 @@ def _kernel(ev, n_ids, lo, width, tick, pre_side, pre_px, pre_qty, ob, ob_depth,
     n_pre = pre_side.shape[0]
     n_all = n_ids + n_pre
     lob = np.zeros(n_all, np.int64)  # lob id while resting, else 0
-    o_side = np.zeros(n_all, np.int64)
-    o_px = np.zeros(n_all, np.int64)  # band index (tick - lo)
+    o_side = np.zeros(n_all, np.int8)
+    o_px = np.zeros(n_all, np.int32)  # band index (tick - lo; a band is < 2**31 ticks)
     o_qty = np.zeros(n_all, np.int64)
-    o_prev = np.full(n_all, -1, np.int64)
-    o_next = np.full(n_all, -1, np.int64)
+    o_prev = np.full(n_all, -1, np.int32)  # links in the level's queue (ids < 2**31)
+    o_next = np.full(n_all, -1, np.int32)
     absorb = np.zeros(n_all, np.int64)  # filled quantity a later cancel restates (DBN)
-    lvl_head = np.full((2, width), -1, np.int64)
-    lvl_tail = np.full((2, width), -1, np.int64)
+    lvl_head = np.full((2, width), -1, np.int32)
+    lvl_tail = np.full((2, width), -1, np.int32)
     lvl_n = np.zeros((2, width), np.int64)
     lvl_q = np.zeros((2, width), np.int64)
-    pre_at = np.full((2, width), -1, np.int64)  # the pre-load order of a level
+    pre_at = np.full((2, width), -1, np.int32)  # the pre-load order of a level
     best_b, best_a = -1, width
     next_lob = 1
     nc = 0
@@ -468,7 +468,7 @@ def _kernel(ev, n_ids, lo, width, tick, pre_side, pre_px, pre_qty, ob, ob_depth,
 
 def price_tick(prices: np.ndarray) -> int:
     """The greatest common divisor of the (positive) prices: venue units per lob tick."""
-    p = np.unique(prices[prices > 0])
+    p = prices[prices > 0]
     if len(p) == 0:
         return 1
     return int(np.gcd.reduce(p)) or 1
@@ -488,6 +488,8 @@ def convert(ev: np.ndarray, *, n_ids: int, tick: int | None = None,
     every event (``check_rows``: only after the events it marks True).
     """
     ev = np.ascontiguousarray(ev, dtype=EVENT_DTYPE)
+    if n_ids + (0 if preload is None else len(preload[0])) >= 2**31 - 1:
+        raise FeedError(f"{n_ids:,} orders: more than lob's converter links (2**31)")
     pre_s, pre_p, pre_q = preload if preload is not None else (np.zeros(0, np.int64),) * 3
     priced = ev["price"][(ev["kind"] == EV.ADD) | (ev["kind"] == EV.REPLACE)
                          | (ev["kind"] == EV.MODIFY)]

@@ -57,14 +57,26 @@ def _sha256(path: Path) -> str:
 
 def _dense(ev: np.ndarray) -> int:
     """Venue ids -> dense 0..n-1 in place (-1 stays); returns n."""
-    ids = np.concatenate([ev["oid"], ev["oid2"]])
-    used = ids >= 0
-    uniq, inv = np.unique(ids[used], return_inverse=True)
-    out = np.full(len(ids), -1, np.int64)
-    out[used] = inv
     n = len(ev)
-    ev["oid"], ev["oid2"] = out[:n], out[n:]
-    return len(uniq)
+    has2 = bool((ev["oid2"] >= 0).any())
+    ids = np.concatenate([ev["oid"], ev["oid2"]]) if has2 else ev["oid"]
+    used = ids >= 0
+    top = int(ids.max()) if len(ids) else -1
+    if top < 4 * len(ids) + 1_000_000:  # ids of a bounded range: a direct map, no sort
+        seen = np.zeros(top + 2, bool)
+        seen[ids[used]] = True
+        rank = np.cumsum(seen) - 1
+        out = np.where(used, rank[np.where(used, ids, 0)], -1)
+        k = int(seen.sum())
+    else:
+        uniq, inv = np.unique(ids[used], return_inverse=True)
+        out = np.full(len(ids), -1, np.int64)
+        out[used] = inv
+        k = len(uniq)
+    ev["oid"] = out[:n]
+    if has2:
+        ev["oid2"] = out[n:]
+    return k
 
 
 def convert_parsed(parsed) -> Conversion:
