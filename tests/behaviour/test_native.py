@@ -104,6 +104,24 @@ def test_a_build_lands_atomically_in_the_cache(tmp_path, monkeypatch):
     assert load(lib).caps == registry.engine_capabilities("v0+bitmap@cpp")
 
 
+def test_a_library_replaced_in_the_cache_is_rebuilt_and_a_bad_cache_is_one_line(
+        tmp_path, monkeypatch):
+    """Issue 44 round 3 (the native engines attacked): the cache holds what lob's build
+    wrote, checked by its sha256 before use; a cache that cannot be written says so."""
+    monkeypatch.setenv("LOB_CACHE", str(tmp_path))
+    lib = native.build("v0+bitmap@cpp")
+    good = lib.read_bytes()
+    other = native.build("v1@cpp")
+    lib.unlink()
+    lib.write_bytes(other.read_bytes())  # another build under this engine's name
+    assert native.build("v0+bitmap@cpp") == lib and lib.read_bytes() == good  # rebuilt
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("LOB_CACHE", str(tmp_path / "afile"))  # a file, not a folder
+    with pytest.raises(native.BuildUnavailable, match="cannot build native engine 'v2@cpp' "
+                                                      "into .*point \$LOB_CACHE"):
+        native.build("v2@cpp")
+
+
 def test_without_a_compiler_the_engines_are_listed_as_not_built(tmp_path, monkeypatch):
     from lob.cli import engines_table
 

@@ -121,11 +121,16 @@ def build(name: str, *, force: bool = False) -> Path:
     :class:`BuildError` with the compiler's first errors."""
     n = native(name)
     lib = n.library
-    if lib.is_file() and not force:
+    if lib.is_file() and not force and _as_built(lib):
         return lib
     cxx = compiler()
-    lib.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".part-", suffix=".so")
+    try:
+        lib.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".part-", suffix=".so")
+    except OSError as e:  # LOB_CACHE a file, read-only, full
+        raise BuildUnavailable(f"cannot build native engine {name!r} into {lib.parent} "
+                               f"({e.strerror or e}): point $LOB_CACHE at a writable folder"
+                               ) from None
     os.close(fd)
     try:
         cmd = [cxx, *n.flags(), f"-I{HEADER.parent}", str(n.path), "-o", tmp]
@@ -134,11 +139,47 @@ def build(name: str, *, force: bool = False) -> Path:
             first = "\n".join(r.stderr.splitlines()[:15])
             raise BuildError(f"compiling native engine {name!r} failed:\n"
                                      f"{' '.join(cmd)}\n{first}")
+        _record(Path(tmp), lib)
         os.replace(tmp, lib)  # atomic: a concurrent build never sees half a file
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return lib
+
+
+def _record(built: Path, lib: Path) -> None:
+    """What this build wrote (its sha256), beside the library: :func:`_as_built` checks it."""
+    from lob.paths import file_sha256
+
+    lib.with_name(lib.name + ".sha256").write_text(file_sha256(built) + "\n")
+
+
+def _as_built(lib: Path) -> bool:
+    """The cached library is the file lob's build wrote (a library replaced or damaged in the
+    cache is rebuilt, never loaded); a library built before the record existed is trusted."""
+    from lob.paths import file_sha256
+
+    rec = lib.with_name(lib.name + ".sha256")
+    try:
+        st = lib.stat()
+        key = (str(lib), st.st_ino, st.st_size, st.st_mtime_ns)
+        if key in _VERIFIED:  # checked already, unchanged since
+            return True
+        want = rec.read_text().strip()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        ok = file_sha256(lib) == want
+    except OSError:
+        return False
+    if ok:
+        _VERIFIED.add(key)
+    return ok
+
+
+_VERIFIED: set = set()
 
 
 def build_all(force: bool = False) -> dict[str, Path]:
