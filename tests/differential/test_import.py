@@ -239,3 +239,21 @@ def test_dense_ids_by_map_and_by_sort():
         ev["oid2"] = [-1, -1, -1, base + 7, -1]
         assert _dense(ev) == 3
         assert ev["oid"].tolist() == [0, 2, 0, -1, 2] and ev["oid2"].tolist()[3] == 1
+
+
+def test_a_replace_at_the_same_price_loses_priority(cache):
+    """ITCH U at an unchanged price sends the order to the back of its level: the order that
+    was behind it is executed first, and lob's fills say so (maker by maker)."""
+    P = ff.P
+    story = [("add", 0, 21, 100 * P, 10, 0), ("add", 0, 22, 100 * P, 10, 0),
+             ("replace", 0, 21, 100 * P, 10, 23),  # same price and size: priority lost
+             ("exec", 0, 22, 100 * P, 10, 0), ("exec", 0, 23, 100 * P, 10, 0)]
+    path = cache / "prio.itch"
+    path.write_bytes(b"".join(ff.itch_messages(story, other=False)))
+    wl = import_file("itch", path, symbol="LOBT", name="t_prio")
+    c = counts(wl)
+    assert c["executions"] == 2 and c["executions_out_of_priority"] == 0
+    want = expected_fills("t_prio")
+    assert want["maker"].tolist() == [2, 3]  # 22 (lob id 2) first, then 23 (the replace)
+    for engine in ("reference", "v5@numba"):
+        assert validate("t_prio", engine)["ok"]
