@@ -118,7 +118,7 @@ def test_a_library_replaced_in_the_cache_is_rebuilt_and_a_bad_cache_is_one_line(
     (tmp_path / "afile").write_text("x")
     monkeypatch.setenv("LOB_CACHE", str(tmp_path / "afile"))  # a file, not a folder
     with pytest.raises(native.BuildUnavailable, match="cannot build native engine 'v2@cpp' "
-                                                      "into .*point \$LOB_CACHE"):
+                                                      r"into .*point \$LOB_CACHE"):
         native.build("v2@cpp")
 
 
