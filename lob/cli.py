@@ -142,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError, FileNotFoundError, PermissionError) as e:
         print(f"lob {args.cmd}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `lob engines | head`: the reader left; no traceback
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

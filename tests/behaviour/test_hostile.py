@@ -140,3 +140,12 @@ def test_relative_paths_in_the_environment_are_made_absolute_for_every_child(tmp
     J.execute_notebook(J.Job("e", "n.ipynb", "quick", {}, "r", str(tmp_path / "run"),
                              str(tmp_path)))
     assert seen["cache"] == str(tmp_path / "other")
+
+
+def test_a_reader_that_leaves_the_pipe_early_gets_no_traceback():
+    import subprocess
+    import sys
+
+    p = subprocess.run(f"{sys.executable} -m lob.cli engines | head -1", shell=True,
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.stdout.startswith("name") and "Traceback" not in p.stderr, p.stderr
