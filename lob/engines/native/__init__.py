@@ -18,6 +18,25 @@ name                toggles (levels, best, fok)            parent
 ``v2@cpp``          pool, bitmap, early_exit               ``v1@cpp``
 ==================  =====================================  ================
 
+The second family is orderbook-rs's mechanisms (seed 000, ``s000_book.cpp``): full lob
+semantics (every order type, modify, mass cancel of every scope, every STP mode) on a plain
+base, with one toggle per mechanism the seed credits for its tails and allocations. The chain
+adds one at a time, so a table can say which one makes a tail:
+
+================================  ==============================================  ===========
+name                              toggles (orders, levels, level_objects, index)  parent
+================================  ==============================================  ===========
+``ladder@cpp``                    pool, ladder, inline, flat                      -
+``ladder+heap@cpp``               heap, ladder, inline, flat                      the above
+``skiplist+heap@cpp``             heap, skiplist, inline, flat                    the above
+``skiplist+heap+levelobj@cpp``    heap, skiplist, refcounted, flat                the above
+``orderbook_rs@cpp``              heap, skiplist, refcounted, sharded             the above
+================================  ==============================================  ===========
+
+Every native library is linked with lob's allocation counter
+(:mod:`lob.engines.foreign.counting`): it counts its own code's malloc / free / new / delete
+calls, which :func:`lob.measure.alloc.count_allocations` reads (the seed's definition).
+
 Building: :func:`build` compiles one engine into ``<cache>/native/<name>-<key>/`` where the
 key hashes the source, ``lob_engine.h``'s declarations and the flags and defines (a changed
 source, header or flag is a new folder: never a stale library), writing to a temporary file
@@ -37,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lob.engines.base import EngineSpec
+from lob.engines.foreign import counting
 from lob.engines.foreign.adapters import BuildError, BuildUnavailable, compiler
 from lob.engines.foreign.library import HEADER, cache_dir, header_declarations, identity, load
 
@@ -65,11 +85,13 @@ class Native:
         return [*CXXFLAGS, *(f"-D{k}={v}" for k, v in self.defines)]
 
     def key(self) -> str:
-        """Hash of the source, the header's declarations and the flags."""
+        """Hash of the source, the header's declarations, the allocation counter's source
+        and the flags (the counter's link flags included)."""
         h = hashlib.sha256()
         h.update(self.path.read_bytes())
         h.update(header_declarations().encode())
-        h.update(" ".join(self.flags()).encode())
+        h.update(counting.SOURCE.read_bytes())
+        h.update(" ".join([*self.flags(), *counting.WRAPPED]).encode())
         return h.hexdigest()[:12]
 
     @property
@@ -91,6 +113,18 @@ def _s001(name: str, levels: str, best: str, fok: str, parent: str | None,
 S001_TOGGLES = {"levels": ("list", "pool"), "best": ("scan", "bitmap"),
                 "fok": ("full", "early_exit")}
 
+# toggle name -> (its -D define, the values the s000 family implements: the base's first)
+S000_TOGGLES = {"orders": ("LOB_HEAP_ORDERS", ("pool", "heap")),
+                "levels": ("LOB_SKIPLIST", ("ladder", "skiplist")),
+                "level_objects": ("LOB_LEVEL_OBJECTS", ("inline", "refcounted")),
+                "index": ("LOB_SHARDED_INDEX", ("flat", "sharded"))}
+
+
+def _s000(name: str, parent: str | None, step: str, **toggles: str) -> Native:
+    defines = tuple((d, vals.index(toggles[t])) for t, (d, vals) in S000_TOGGLES.items())
+    return Native(name, "s000_book.cpp", defines, parent, dict(toggles),
+                  f"orderbook-rs's mechanisms in C++: {step}")
+
 NATIVE: dict[str, Native] = {n.name: n for n in (
     _s001("v0@cpp", "list", "scan", "full", None,
           "v0: per side an array of 100 std::list<Order> (a heap node per order), an "
@@ -104,6 +138,24 @@ NATIVE: dict[str, Native] = {n.name: n for n in (
           "v1 = pool + bitmask (the seed's v1)"),
     _s001("v2@cpp", "pool", "bitmap", "early_exit", "v1@cpp",
           "v2 = v1 + the FOK availability scan stopping once it reaches the FOK's quantity"),
+    _s000("ladder@cpp", None,
+          "the plain base: an array ladder of levels over the band (best index cached), "
+          "orders in a node pool, a flat array id index",
+          orders="pool", levels="ladder", level_objects="inline", index="flat"),
+    _s000("ladder+heap@cpp", "ladder@cpp",
+          "+ one heap allocation per order (new on rest, delete on fill or cancel)",
+          orders="heap", levels="ladder", level_objects="inline", index="flat"),
+    _s000("skiplist+heap@cpp", "ladder+heap@cpp",
+          "+ price levels in a skip list of pointers (SkipMap) instead of the ladder",
+          orders="heap", levels="skiplist", level_objects="inline", index="flat"),
+    _s000("skiplist+heap+levelobj@cpp", "skiplist+heap@cpp",
+          "+ level objects allocated when a level appears and freed when it empties, "
+          "reference-counted (Arc<PriceLevel>)",
+          orders="heap", levels="skiplist", level_objects="refcounted", index="flat"),
+    _s000("orderbook_rs@cpp", "skiplist+heap+levelobj@cpp",
+          "+ the order index in 64 shards of open-addressing maps, a lock per shard (DashMap): "
+          "all four of orderbook-rs's mechanisms",
+          orders="heap", levels="skiplist", level_objects="refcounted", index="sharded"),
 )}
 
 
@@ -133,7 +185,8 @@ def build(name: str, *, force: bool = False) -> Path:
                                ) from None
     os.close(fd)
     try:
-        cmd = [cxx, *n.flags(), f"-I{HEADER.parent}", str(n.path), "-o", tmp]
+        cmd = [cxx, *n.flags(), f"-I{HEADER.parent}", str(n.path), *counting.link_args(),
+               "-o", tmp]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             first = "\n".join(r.stderr.splitlines()[:15])
@@ -238,6 +291,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["BACKEND", "CXXFLAGS", "NATIVE", "S001_TOGGLES", "BuildError", "BuildUnavailable",
-           "Native", "build", "build_all", "native", "not_built_hint", "specs", "unavailable",
-           "unbuilt"]
+__all__ = ["BACKEND", "CXXFLAGS", "NATIVE", "S000_TOGGLES", "S001_TOGGLES", "BuildError",
+           "BuildUnavailable", "Native", "build", "build_all", "native", "not_built_hint",
+           "specs", "unavailable", "unbuilt"]
