@@ -279,7 +279,22 @@ def measure_regime(engine: str, scenarios: Sequence[str], claim_scale: float,
         row[FLOOR] = under_floor(row, grid)
     return {"engine": engine, "captures": captures, "rows": rows, "diag": diag,
             "samples": samples, "ratios": ratios, "counts": counts, "interval": interval,
-            "clock": clock, "grid": grid, "clocks": clocks, "skipped": skipped}
+            "clock": clock, "grid": grid, "clocks": clocks, "skipped": skipped,
+            "mechanisms": _mechanisms(engine)}
+
+
+def _mechanisms(engine: str) -> list[str] | None:
+    """The mechanisms ``engine`` has, from its registered toggles (what a claim crediting a
+    mechanism is checked against); None for a name the registry does not know (a stand-in:
+    claims.yaml then decides)."""
+    from lob.engines import engine_spec
+    from lob.studies.claims import engine_mechanisms
+
+    try:
+        spec = engine_spec(engine)
+    except ValueError:
+        return None
+    return list(engine_mechanisms(spec.toggles))
 
 
 def _interval_note(reg: dict) -> str:
@@ -622,7 +637,9 @@ def claims(reg: dict) -> dict[str, dict]:
     """``s000_tail_<scenario>`` -> lob's measurement: the median of the per-capture p99 / p50
     on the regime engine with its interval and the count of captures it comes from
     (``runs``), the clock record of the merged samples (the clock-floor check), the regime
-    diagnostics its claim checks (``count``: the smallest capture's) and, to explain a
+    engine's mechanisms (``reg["mechanisms"]``, from its toggles: a claim crediting a
+    mechanism is judged only on an engine that has it), the regime diagnostics its claim
+    checks (``count``: the smallest capture's) and, to explain a
     narrow p50, the p50 in clock reads."""
     from lob.studies.claims import measurement
 
@@ -635,6 +652,7 @@ def claims(reg: dict) -> dict[str, dict]:
             r["p99/p50"], ci=ci,
             ci_what=mi["what"] if mi else "no interval: no capture supports a p99",
             runs=len(reg["ratios"][s]) or None, clock=reg["clocks"].get(s),
+            mechanisms=reg.get("mechanisms"),
             diagnostics={"count": min(reg["counts"][s]), "commands": dg["commands"],
                          "market_empty_pct": dg["market_empty_pct"],
                          "cancel_hit_pct": dg["cancel_hit_pct"],

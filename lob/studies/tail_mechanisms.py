@@ -14,8 +14,9 @@ capture gives its own p50, p99, p99.9, p99.99 (where its count supports them) an
 ratios p99 / p50 and p99.99 / p50. :func:`mechanism_table` shows, per cell, the medians over
 the captures and each ratio's interval (:func:`lob.measure.stats.median_interval`).
 :func:`step_call` says whether one step widens a tail: ``widens`` when the child's whole
-interval lies above the parent's, ``no widening`` when the child's median lies at or under
-the top of the parent's interval, ``undecided`` otherwise (or without intervals).
+interval lies above the parent's, ``no widening`` when it lies below, or when each median
+lies inside the other's interval (the captures cannot tell the two apart), ``undecided``
+otherwise (or without intervals).
 :func:`attributions` turns each seed attribution (:data:`ATTRIBUTIONS`, each quoting the
 seed's sentence) into a call, ``supported`` / ``not supported`` / ``not decidable``:
 
@@ -136,13 +137,16 @@ def capture_stats(durations) -> dict:
 
 
 def measure_mechanisms(engines: Sequence[str], scenarios: Sequence[str], scale: float,
-                       captures: int, *, steps: Sequence[dict] | None = None,
-                       workload: Callable | None = None,
+                       captures: int, scale_overrides: Mapping[str, float] | None = None, *,
+                       steps: Sequence[dict] | None = None, workload: Callable | None = None,
                        capture: Callable | None = None) -> dict:
-    """Every engine on every scenario at ``scale``, ``captures`` fresh captures per cell,
-    interleaved (round ``r`` captures every cell once, in :func:`rotations` order).
+    """Every engine on every scenario at ``scale`` (or its ``scale_overrides`` entry: e.g.
+    enough ops for a p99.99 in one scenario, fewer bursts in another), ``captures`` fresh
+    captures per cell, interleaved (round ``r`` captures every cell once, in
+    :func:`rotations` order).
 
-    Returns ``{"engines", "scenarios", "scale", "captures", "steps" (:func:`check_chain`),
+    Returns ``{"engines", "scenarios", "scale", "scales": {scenario: scale}, "captures",
+    "steps" (:func:`check_chain`),
     "cells": {scenario: {engine: [capture_stats of each capture]}}, "skipped":
     [{"scenario", "engine", "reason"}]}``. A cell outside the engine's declared capabilities
     is not run (``skipped``). ``steps``, ``workload`` and ``capture`` are injectable."""
@@ -156,7 +160,12 @@ def measure_mechanisms(engines: Sequence[str], scenarios: Sequence[str], scale: 
         def workload(name, scale):
             return build(name, scale=scale)
     capture = capture or K.capture
-    wls = {s: workload(s, scale) for s in scenarios}
+    scales = {s: float((scale_overrides or {}).get(s, scale)) for s in scenarios}
+    unknown = set(scale_overrides or {}) - set(scenarios)
+    if unknown:
+        raise ValueError(f"mechanism scale_overrides names scenarios not in `scenarios`: "
+                         f"{sorted(unknown)}")
+    wls = {s: workload(s, scales[s]) for s in scenarios}
     cells, skipped = [], []
     for s in scenarios:
         for e in engines:
@@ -170,7 +179,8 @@ def measure_mechanisms(engines: Sequence[str], scenarios: Sequence[str], scale: 
         for s, e in order:
             got[s].setdefault(e, []).append(capture_stats(capture(e, wls[s])["durations"]))
     return {"engines": list(engines), "scenarios": list(scenarios), "scale": scale,
-            "captures": captures, "steps": list(steps), "cells": got, "skipped": skipped}
+            "scales": scales, "captures": captures, "steps": list(steps), "cells": got,
+            "skipped": skipped}
 
 
 # --- the table -------------------------------------------------------------------------------
@@ -197,15 +207,16 @@ def _summary(caps: Sequence[dict]) -> dict:
 def step_call(parent: Mapping, child: Mapping, ratio: str) -> str:
     """Does the step parent -> child widen ``ratio`` (cells of :func:`_summary`)?
     ``widens``: the child's interval lies wholly above the parent's; ``no widening``: the
-    child's median is at or under the top of the parent's interval; ``undecided``: neither,
-    or an interval is missing."""
-    plo, phi = parent.get(f"{ratio} low"), parent.get(f"{ratio} high")
-    clo, cmed = child.get(f"{ratio} low"), child.get(ratio)
-    if None in (plo, phi, clo, cmed):
+    child's interval lies wholly below the parent's, or each median lies inside (or on the
+    near side of) the other's interval (the captures do not tell the two apart);
+    ``undecided``: anything else, or an interval is missing."""
+    plo, pmed, phi = (parent.get(k) for k in (f"{ratio} low", ratio, f"{ratio} high"))
+    clo, cmed, chi = (child.get(k) for k in (f"{ratio} low", ratio, f"{ratio} high"))
+    if None in (plo, pmed, phi, clo, cmed, chi):
         return "undecided"
     if clo > phi:
         return "widens"
-    if cmed <= phi:
+    if chi < plo or (cmed <= phi and pmed >= clo):
         return "no widening"
     return "undecided"
 
@@ -234,16 +245,17 @@ def mechanism_table(mech: dict) -> K.Conclusion:
             c, st = sums[s][e], steps[e]
             par = sums[s].get(st["parent"]) if st["parent"] else None
             rows.append({"scenario": s, "engine": e, "step": _step_label(st),
+                         "scale": mech.get("scales", {}).get(s, mech["scale"]),
                          "captures": c["captures"], "count": c["count"],
                          "p50": c["p50"], "p99": c["p99"], "p99.9": c["p99.9"],
                          **{k: c[k] for name in RATIOS
                             for k in (name, f"{name} low", f"{name} high")},
                          **{f"{name} step": (step_call(par, c, name) if par else "")
                             for name in RATIOS}})
-    kinds = {"step": "label", "captures": "count", "count": "count",
+    kinds = {"step": "label", "scale": "ratio", "captures": "count", "count": "count",
              **{f"{n} step": "label" for n in RATIOS},
              **{k: "ratio" for n in RATIOS for k in (n, f"{n} low", f"{n} high")}}
-    t = K.Conclusion(f"which mechanism makes the tail (scale {K.fmt(mech['scale'])})", rows,
+    t = K.Conclusion("which mechanism makes the tail", rows,
                      key=["scenario", "engine"], kinds=kinds,
                      note=f"Each engine adds one mechanism to the one above it (step). Columns "
                           f"p50..p99.9: medians over the fresh captures; each ratio: the "
@@ -314,8 +326,10 @@ def attribution_table(mech: dict, hypotheses: Sequence[Attribution] = ATTRIBUTIO
                      key="scenario",
                      kinds={k: "label" for k in ("hypothesis", "ratio", "credits", "evidence",
                                                  "call", "quote")},
-                     note=f"captures per cell: {mech['captures']}; scale "
-                          f"{K.fmt(mech['scale'])} of the seed's op counts.")
+                     note=f"captures per cell: {mech['captures']}; scale (fraction of the "
+                          f"seed's op counts): {K.fmt(mech['scale'])}" + "".join(
+                              f", {s} {K.fmt(v)}" for s, v in mech.get("scales", {}).items()
+                              if v != mech["scale"]) + ".")
     for r in t.rows:
         t.say(f"{r['hypothesis']}: {r['call']} ({r['ratio']}: {r['evidence']}).")
     return t

@@ -624,3 +624,40 @@ def test_a_mechanism_mapping_must_quote_a_sentence(tmp_path):
     p.write_text(yaml.safe_dump(data, allow_unicode=True))
     with pytest.raises(ValueError, match="quotes the seed's sentence"):
         C.load(p)
+
+
+def test_comparable_if_is_read(tmp_path):
+    d = {"id": "a", "seed": "seed001", "finding": "f", "machine": "m2pro", "metric": "m",
+         "workload": "w", "size": "s", "experiment": "e", "kind": "ratio", "detail": "d",
+         "value": 2.0, "pivot": 1, "tolerance": 0.1, "comparable_if": "a finer clock"}
+    p = tmp_path / "claims.yaml"
+    p.write_text(json.dumps({"machines": {"m2pro": "Apple M2 Pro"}, "claims": [d]}))
+    assert C.load(p)[0].comparable_if == "a finer clock"
+
+
+def test_seed000_mechanisms_are_quoted_and_judged_on_the_engine_that_has_them():
+    """Every mechanism a seed-000 tail claim credits quotes the seed; a measurement whose
+    engine has one of them is compared, one whose engine has none is a different mechanism."""
+    for c in C.load():
+        if c.seed == "seed000":
+            assert {t for t, _ in c.mechanism_quotes} == set(c.mechanism), c.id
+        if c.seed == "seed000" and c.experiment in ("tail_analysis", "alloc_profile"):
+            assert c.engine == "orderbook_rs@cpp"
+    add = C.get("s000_tail_add_only")
+    have = C.engine_mechanisms({"orders": "heap", "levels": "skiplist",
+                                "level_objects": "refcounted", "index": "sharded"})
+    assert have == ("per_order_heap_allocation", "skip_list_levels", "refcounted_level_objects",
+                    "sharded_locked_index")
+    m = C.measurement(60.0, ci=(55.0, 70.0), runs=5, mechanisms=have, backend="compiled",
+                      diagnostics={"count": 10**6, "commands": 1_200_000})
+    v = C.judge(add, m)
+    assert v.verdict == "reproduced"
+    assert 'the seed credits refcounted_level_objects: "The dominant contributor' in v.reason
+    plain = C.engine_mechanisms({"orders": "pool", "levels": "ladder", "index": "flat"})
+    assert plain == ()
+    m = C.measurement(60.0, ci=(55.0, 70.0), runs=5, mechanisms=plain, backend="compiled",
+                      diagnostics={"count": 10**6, "commands": 1_200_000})
+    assert C.judge(add, m).verdict == "not comparable: different mechanism"
+    stays = [c for c in C.load() if c.seed == "seed000" and c.comparable_if]
+    assert {c.id for c in stays} >= {"s000_tail_mass_cancel_burst", "s000_stp_one_step",
+                                     "s000_mass_cancel_gain", "s000_tail_stp_sweep"}

@@ -36,6 +36,8 @@ NARROW = (3.0, 3.1, 3.2, 3.3, 3.4)
 NARROW2 = (3.1, 3.2, 3.3, 3.3, 3.5)
 WIDE = (9.0, 9.5, 10.0, 10.5, 11.0)
 ABOVE = (3.3, 3.45, 3.6, 3.8, 4.0)  # median above NARROW's top, interval overlapping it
+HIGHER = (3.3, 3.35, 3.4, 6.0, 9.0)  # median inside NARROW's interval, NARROW's median not
+LOWER = (1.0, 1.1, 1.2, 1.3, 1.4)  # wholly below NARROW
 
 
 def test_capture_stats_supports_only_what_the_count_does():
@@ -47,7 +49,8 @@ def test_capture_stats_supports_only_what_the_count_does():
 
 
 @pytest.mark.parametrize("child,call", [(WIDE, "widens"), (NARROW2, "no widening"),
-                                        (ABOVE, "undecided")])
+                                        (LOWER, "no widening"), (ABOVE, "undecided"),
+                                        (HIGHER, "undecided")])
 def test_step_call(child, call):
     p = tm._summary(caps(*NARROW))
     c = tm._summary(caps(*child))
@@ -137,9 +140,35 @@ def test_measure_mechanisms_interleaves_fresh_captures(monkeypatch):
         seen.append((wl, e))
         return {"durations": durations(100, 300 if e == "base" else 900)}
 
-    m = tm.measure_mechanisms(CHAIN, ["w1", "w2"], 0.5, 3, steps=STEPS,
-                              workload=lambda s, scale: s, capture=capture)
+    built = []
+
+    def workload(s, scale):
+        built.append((s, scale))
+        return s
+
+    m = tm.measure_mechanisms(CHAIN, ["w1", "w2"], 0.5, 3, {"w2": 0.1}, steps=STEPS,
+                              workload=workload, capture=capture)
+    assert built == [("w1", 0.5), ("w2", 0.1)] and m["scales"] == {"w1": 0.5, "w2": 0.1}
+    with pytest.raises(ValueError, match="not in `scenarios`"):
+        tm.measure_mechanisms(CHAIN, ["w1"], 0.5, 3, {"w9": 0.1}, steps=STEPS,
+                              workload=workload, capture=capture)
     assert m["skipped"] == [{"scenario": "w2", "engine": "+b", "reason": "no"}]
     assert len(seen) == 5 * 3 and seen[:5] != seen[5:10]  # rotated rounds
     assert [c["p99/p50"] for c in m["cells"]["w1"]["+a"]] == [9.0, 9.0, 9.0]
     assert "+b" not in m["cells"]["w2"]
+
+
+def test_the_regime_engine_brings_its_mechanisms_to_the_tail_claims():
+    """tail_analysis's claims carry the regime engine's mechanisms (from its toggles): what a
+    tail claim crediting a mechanism is judged against."""
+    from lob.engines import native
+    from lob.studies import tail_analysis as ta
+
+    if native.unavailable() is not None:
+        pytest.skip("no C++ compiler: lob's C++ engines are not registered")
+    assert ta._mechanisms("orderbook_rs@cpp") == [
+        "per_order_heap_allocation", "skip_list_levels", "refcounted_level_objects",
+        "sharded_locked_index"]
+    assert ta._mechanisms("ladder@cpp") == [] and ta._mechanisms("v2@numba") == [
+        "node_pool", "bitmap_best_price", "fok_early_exit"]
+    assert ta._mechanisms("no-such-engine") is None

@@ -37,6 +37,7 @@ from lob.studies.claims.model import (
     Claim,
     RegimeCheck,
     claims_path,
+    engine_mechanisms,
     figure,
     for_experiment,
     get,
@@ -50,4 +51,4 @@ from lob.studies.claims.model import (
 __all__ = ["FIELDS", "KINDS", "REQUIRED", "VERDICTS", "Claim", "RegimeCheck", "Verdict",
            "claims_path", "clock_record", "collect", "figure", "for_experiment", "get", "judge",
            "load", "measurement", "pipeline_claims", "published", "read", "reproduction_markdown",
-           "show_figure", "step_mechanisms", "verdict_table", "verdicts"]
+           "show_figure", "engine_mechanisms", "step_mechanisms", "verdict_table", "verdicts"]

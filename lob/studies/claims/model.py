@@ -35,7 +35,8 @@ KINDS = ("ratio", "direction", "exact", "ceiling", "band", "absolute")
 FIELDS = {"id", "seed", "finding", "machine", "metric", "workload", "size", "experiment",
           "engine", "kind", "value", "detail", "pivot", "tolerance", "direction", "regime",
           "caveat", "figures", "mechanism", "lob_step", "lob_mechanisms", "seed_engine",
-          "lob_engine_lacks", "seed_percentiles", "seed_samples", "sanity_check"}
+          "lob_engine_lacks", "seed_percentiles", "seed_samples", "sanity_check",
+          "comparable_if"}
 REQUIRED = ("id", "seed", "finding", "machine", "metric", "workload", "size", "experiment",
             "kind", "detail")
 _UNSET = object()
@@ -150,6 +151,8 @@ class Claim:
     # why lob's method guarantees the claim (empty: it can fail): a sanity check, counted
     # apart from the verdicts
     sanity_check: str = ""
+    # a claim that cannot be compared as measured: what would make it comparable, one line
+    comparable_if: str = ""
 
     @property
     def seed_figure(self) -> str:
@@ -332,7 +335,7 @@ def _claim(d: dict, machines: dict, where: str, published: dict | None = None) -
                  seed_percentiles=tuple(pcts),
                  seed_tick_ns=float(tick) if tick is not None else None, seed_samples=samples,
                  seed_bounds=bounds, seed_bounds_what=bounds_what,
-                 sanity_check=text("sanity_check"))
+                 sanity_check=text("sanity_check"), comparable_if=text("comparable_if"))
 
 
 def _seed_bounds(v, pcts, published: dict, base: str, where: str, tick: float | None,
@@ -366,10 +369,21 @@ def _seed_bounds(v, pcts, published: dict, base: str, where: str, tick: float | 
                                           if ordered else "")
 
 
-# the mechanism each toggle value brings (lob.engines.toggles' vocabulary)
+# the mechanism each toggle value brings (lob.engines.toggles' vocabulary, and the toggles of
+# the C++ engine of orderbook-rs's mechanisms in lob.engines.native)
 TOGGLE_MECHANISMS = {("levels", "pool"): "node_pool", ("levels", "packed"): "packed_layout",
                      ("best", "bitmap"): "bitmap_best_price", ("best", "sorted"): "sorted_levels",
-                     ("fok", "early_exit"): "fok_early_exit", ("fok", "level_sums"): "level_sums"}
+                     ("fok", "early_exit"): "fok_early_exit", ("fok", "level_sums"): "level_sums",
+                     ("orders", "heap"): "per_order_heap_allocation",
+                     ("levels", "skiplist"): "skip_list_levels",
+                     ("level_objects", "refcounted"): "refcounted_level_objects",
+                     ("index", "sharded"): "sharded_locked_index"}
+
+
+def engine_mechanisms(toggles: dict) -> tuple[str, ...]:
+    """The mechanisms a registered engine has, from its toggles (:data:`TOGGLE_MECHANISMS`;
+    a toggle value with no mechanism, a plain default, brings none)."""
+    return tuple(m for t, v in toggles.items() if (m := TOGGLE_MECHANISMS.get((t, v))))
 
 
 def step_mechanisms(step: str) -> tuple[str, ...]:
