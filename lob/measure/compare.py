@@ -188,7 +188,7 @@ class Side:
     dropped: list[tuple[Path, str]] = field(default_factory=list)  # (file, why)
     workloads: dict[tuple[str, str], set] = field(default_factory=dict)  # pair -> identities
     schemas: set = field(default_factory=set)  # schema_version of every record
-    outputs: dict[tuple[str, str], set] = field(default_factory=dict)  # pair -> what it did
+    outputs: dict[tuple[str, str, str], set] = field(default_factory=dict)  # what it did
 
     @property
     def unreadable(self) -> list[tuple[Path, str]]:
@@ -207,8 +207,9 @@ def load_side(spec) -> Side:
         side.schemas.add(rec.get("schema_version"))
         key = (str(rec["engine"]), str(rec["workload"]))
         side.workloads.setdefault(key, set()).add(workload_identity(rec))
-        if (out := output_identity(rec)) is not None:
-            side.outputs.setdefault(key, set()).add(out)
+        if (out := output_identity(rec)) is not None:  # per workload identity: another
+            side.outputs.setdefault((*key, workload_identity(rec)), set()).add(out)  # seed
+            # or scale may do other work; that difference is --allow-different's
         pair = side.values.setdefault(key, {})
         for k, vals in metric_values(rec).items():
             pair.setdefault(k, []).extend(vals)
@@ -356,11 +357,11 @@ def compare(a, b, *, metrics=None, allow_mixed: bool = False, allow_different: b
             different.append(f"{pair[0]}/{pair[1]}: A {' | '.join(sorted(sa.workloads[pair]))}"
                              f" vs B {' | '.join(sorted(sb.workloads[pair]))}")
     disagree = []  # one workload, different answers: a ratio would compare different work
-    for pair in sorted(set(sa.outputs) | set(sb.outputs)):
-        outs = sa.outputs.get(pair, set()) | sb.outputs.get(pair, set())
+    for key in sorted(set(sa.outputs) | set(sb.outputs)):
+        outs = sa.outputs.get(key, set()) | sb.outputs.get(key, set())
         if len(outs) > 1:
-            a, b = (" | ".join(sorted(s.outputs.get(pair, {"?"}))) for s in (sa, sb))
-            disagree.append(f"{pair[0]}/{pair[1]}: A {a} vs B {b}")
+            a, b = (" | ".join(sorted(s.outputs.get(key, {"?"}))) for s in (sa, sb))
+            disagree.append(f"{key[0]}/{key[1]}: A {a} vs B {b}")
     if disagree:
         raise ResultsDisagreeError(
             "the results disagree on what was done (the replays' checksums or counters "

@@ -257,3 +257,18 @@ def test_results_whose_replays_disagree_are_refused_even_by_the_gate(tmp_path, c
         rec.update(checksum=111, counters={"trades": 17240, "fills": 17240})
         f.write_text(json.dumps(rec))
     assert compare(tmp_path / "a", tmp_path / "b").rows.verdict.eq("faster").all()
+
+
+def test_other_seeds_may_do_other_work_when_different_workloads_are_allowed(tmp_path):
+    from lob.measure.compare import MixedWorkloadsError
+
+    for side, seed, checksum in (("a", 1, 111), ("b", 2, 222)):
+        write_side(tmp_path / side, cond={**HOST, "seed": seed, "params": {"scale": 0.1}})
+        for f in (tmp_path / side).glob("*.json"):
+            rec = json.loads(f.read_text())
+            rec.update(checksum=checksum, counters={"trades": checksum})
+            f.write_text(json.dumps(rec))
+    with pytest.raises(MixedWorkloadsError):
+        compare(tmp_path / "a", tmp_path / "b")
+    c = compare(tmp_path / "a", tmp_path / "b", allow_different=True)
+    assert len(c.rows) and c.different
