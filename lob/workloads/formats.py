@@ -211,6 +211,16 @@ def _csv_chunks(path: Path, ncol: int | None = None, names: list[str] | None = N
                 break
 
 
+def _count_lines(path: Path) -> int:
+    """Rows a CSV can hold at most (its newlines, plus a last line without one)."""
+    n, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK_BYTES):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")
+
+
 def read_lobster(path: str | os.PathLike, *, book: str | os.PathLike | None = None,
                  symbol: str | None = None, t_from=None, t_to=None, progress=None) -> Parsed:
     path = Path(path)
@@ -218,7 +228,8 @@ def read_lobster(path: str | os.PathLike, *, book: str | os.PathLike | None = No
     if symbol is not None and "_" in path.name and ticker != symbol:
         raise FeedError(f"{path.name}: a LOBSTER file of {ticker}, not {symbol} (one ticker "
                         "per file)")
-    parts, n_read = [], 0
+    ev = np.empty(_count_lines(path), EVENT_DTYPE)  # filled in place, chunk by chunk
+    n_read = 0
     for row, a in _csv_chunks(path, 6, _LOBSTER_COLS, fixed_first=True):
         typ = a[:, 1]
         bad = np.flatnonzero((typ < 1) | (typ > 7))
@@ -235,13 +246,11 @@ def read_lobster(path: str | os.PathLike, *, book: str | os.PathLike | None = No
         if len(bad):
             raise FeedError(f"{path.name}: row {row + int(bad[0])}, field size: "
                             f"{sz[bad[0]]} (expected a positive whole number)")
-        e = np.empty(len(a), EVENT_DTYPE)
-        _lobster_events(a, _LOBSTER_EV, e)
-        parts.append(e)
+        _lobster_events(a, _LOBSTER_EV, ev[n_read:n_read + len(a)])
         n_read += len(a)
         if progress:
             progress(n_read)
-    ev = np.concatenate(parts) if parts else np.zeros(0, EVENT_DTYPE)
+    ev = ev[:n_read]
     ev = ev[:_window(ev, ev["ts"], t_from, t_to)]
     out = Parsed(ev, symbol or ticker, n_read)
     if book is not None:
