@@ -28,7 +28,8 @@ from lob.measure.alloc import NATIVE_METHOD
 from lob.studies import conclude as K
 
 __all__ = ["COUNTER", "NATIVE_COUNTER", "CLAIM_COLUMN", "POOL_STEP", "check_parameters",
-           "measure_allocations", "allocations_table", "seed_table", "plot_allocations",
+           "measure_allocations", "allocations_table", "seed_table", "beside_seed_table",
+           "plot_allocations",
            "sites_table", "claims"]
 
 COUNTER = "CPython allocator hook (PyMem RAW+MEM+OBJ)"  # the claims' alloc_counter diagnostic
@@ -161,6 +162,47 @@ def seed_table(*, alloc: dict | None = None, machine: str | None = None,
                         key="workload", machine=f"{machine} (seed 000)",
                         kinds={"allocs_per_op": "ratio", "bytes_per_op": "ratio",
                                "asserted_ceiling": "ratio"})
+
+
+def beside_seed_table(rows: Sequence[dict], claim_engine: str, *,
+                      alloc: dict | None = None, machine: str | None = None) -> K.Conclusion:
+    """``claim_engine``'s allocs/op and bytes/op on the seed's mixed stream beside the seed's
+    own (its machine, its GlobalAlloc counter), and which counter counted lob's: the seed's
+    definition only when ``native``. Says how many times fewer (or more) allocations lob's
+    engine makes per op."""
+    if alloc is None:
+        from lob.studies.published import SEED000_ALLOC as alloc
+    if machine is None:
+        from lob.studies.claims import get
+
+        machine = get(SEED_ALLOC_CLAIMS[0]).machine
+    from lob.studies.claims import get
+
+    mixed = get(SEED_ALLOC_CLAIMS[0]).workload
+    a_seed = K.seed_column("allocs_per_op", "seed 000", machine)
+    b_seed = K.seed_column("bytes_per_op", "seed 000", machine)
+    recs = [{"workload": r["workload"], "engine": r["engine"], "counter": r.get("counter", ""),
+             "allocs_per_op": r["allocs_per_op"], a_seed: float(alloc["allocs_per_op"]),
+             "bytes_per_op": r["bytes_per_op"], b_seed: float(alloc["bytes_per_op"])}
+            for r in rows if r["engine"] == claim_engine and r["workload"] == mixed]
+    t = K.Conclusion(f"{claim_engine} beside seed 000's counts", recs, key="engine",
+                     kinds={"counter": "label", "allocs_per_op": "ratio",
+                            "bytes_per_op": "ratio"},
+                     note="lob's figures on this machine's run of the seed's stream; the seed's "
+                          "from its own run (an allocation count does not depend on the "
+                          "machine, its counter does).")
+    if not recs:
+        return t.say(f"{claim_engine} was not profiled on {mixed}.")
+    r = recs[0]
+    if r["counter"] != "native":
+        return t.say(f"{claim_engine} was counted by the CPython hook, not the seed's "
+                     "definition: its figures are not the seed's count.")
+    if r["allocs_per_op"] > 0:
+        t.say(f"{claim_engine} makes {t.cell(claim_engine, 'allocs_per_op')} allocations per "
+              f"op against the seed's {t.cell(claim_engine, a_seed)}, and requests "
+              f"{t.cell(claim_engine, 'bytes_per_op')} B per op against "
+              f"{t.cell(claim_engine, b_seed)}, counted the same way.")
+    return t
 
 
 def plot_allocations(rows: Sequence[dict]):

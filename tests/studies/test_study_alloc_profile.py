@@ -160,3 +160,17 @@ def test_claims_on_a_native_counter_are_judged():
     assert C.judge(C.get("s000_alloc_budget"), m["s000_alloc_budget"]).verdict == "reproduced"
     assert C.judge(C.get("s000_allocs_mixed"), m["s000_allocs_mixed"]).verdict == \
         "not reproduced"
+
+
+def test_beside_seed_table_quotes_both_counts_only_for_a_native_counter():
+    mixed = C.get("s000_allocs_mixed").workload
+    alloc = {"allocs_per_op": 18.23, "bytes_per_op": 6173}
+    rows = [{**row(mixed, "n", 0.47, 29.8), "counter": "native"}, row(mixed, "v3", 9.0)]
+    t = ap.beside_seed_table(rows, "n", alloc=alloc, machine="M")
+    assert [r["engine"] for r in t.rows] == ["n"] and t.check() == []
+    assert t.sentences == ["n makes 0.47 allocations per op against the seed's 18.2, and "
+                           "requests 29.8 B per op against 6,173, counted the same way."]
+    t = ap.beside_seed_table(rows, "v3", alloc=alloc, machine="M")
+    assert "not the seed's count" in t.sentences[0]
+    t = ap.beside_seed_table(rows, "x", alloc=alloc, machine="M")
+    assert t.sentences == [f"x was not profiled on {mixed}."]
