@@ -246,22 +246,53 @@ def _with_ratios(perf: dict, lineage: Sequence[str] | None = None) -> list[dict]
     per-round ratios with its interval, ``step_call`` (``vs_previous`` against the A/A band)
     and the band (``aa_low``, ``aa_high``). ``lineage`` None: every engine."""
     out, prev, first = [], {}, {}
+    short = too_short(perf)
     for r in perf["rows"]:
         if lineage is None or r["engine"] in lineage:
             first.setdefault(r["workload"], r["engine"])
     for r in perf["rows"]:
         w, e = r["workload"], r["engine"]
+        if w in short:  # no ratio from replays too short to tell engines apart
+            out.append({**r, "replay_us": _replay_us(r), "vs_first": None,
+                        "vs_first_lo": None, "vs_first_hi": None, "vs_previous": None,
+                        "vs_previous_lo": None, "vs_previous_hi": None,
+                        "step_call": "too short", "aa_low": None, "aa_high": None})
+            continue
         ns, band = perf["ns"][w], perf["aa"][w]
         on = lineage is None or e in lineage
         f = speedup(ns, e, first[w]) if w in first else {}
         p = speedup(ns, e, prev[w]) if on and w in prev else {}
-        out.append({**r, "vs_first": f.get("ratio"), "vs_first_lo": f.get("lo"),
+        out.append({**r, "replay_us": _replay_us(r), "vs_first": f.get("ratio"),
+                    "vs_first_lo": f.get("lo"),
                     "vs_first_hi": f.get("hi"), "vs_previous": p.get("ratio"),
                     "vs_previous_lo": p.get("lo"), "vs_previous_hi": p.get("hi"),
                     "step_call": call(p, band) if p else None,
                     "aa_low": band["low"], "aa_high": band["high"]})
         if on:
             prev[w] = e
+    return out
+
+
+# A replay shorter than this (the fastest engine's median, in us) is too short to tell
+# engines apart: the clock's reads, the call and the cache's warm-up are a large share of it
+# (lobster_sparse at 1,000 commands: ~55 us a replay read "10,669x").
+MIN_REPLAY_US = 1000.0
+
+
+def _replay_us(r: Mapping) -> float | None:
+    """A row's median replay time in us (its commands at its median M ops/s)."""
+    m = r.get("mops")
+    return r["commands"] / m if m and r.get("commands") else None
+
+
+def too_short(perf: dict) -> dict[str, float]:
+    """Workload -> its fastest engine's median replay (us), for the streams whose fastest
+    replay is under :data:`MIN_REPLAY_US`: no ratio and no call is given on them."""
+    out: dict[str, float] = {}
+    for w in dict.fromkeys(r["workload"] for r in perf["rows"]):
+        us = [x for r in perf["rows"] if r["workload"] == w and (x := _replay_us(r))]
+        if us and min(us) < MIN_REPLAY_US:
+            out[w] = min(us)
     return out
 
 
@@ -317,7 +348,8 @@ def throughput_table(perf: dict, engines: Sequence[str]) -> K.Conclusion:
     twins = ", ".join(sorted({b["engine"] for b in perf["aa"].values()}))
     t = K.Conclusion(
         "throughput", rows, key=["workload", "engine"],
-        kinds={"commands": "count", "vs_first": "ratio", "vs_first_lo": "ratio",
+        kinds={"commands": "count", "replay_us": "absolute", "vs_first": "ratio",
+               "vs_first_lo": "ratio",
                "vs_first_hi": "ratio", "vs_previous": "ratio", "vs_previous_lo": "ratio",
                "vs_previous_hi": "ratio", "step_call": "label", "aa_low": "ratio",
                "aa_high": "ratio"},
@@ -326,10 +358,19 @@ def throughput_table(perf: dict, engines: Sequence[str]) -> K.Conclusion:
              f"interval); vs_*: throughput over that engine, the median of the per-round "
              f"ratios and its interval; A/A control: {twins} measured twice in the same "
              f"rounds, aa_low-aa_high the band of its ratios; step_call: vs_previous's "
-             f"interval against that band (faster / slower only when wholly beyond it)")
+             f"interval against that band (faster / slower only when wholly beyond it); "
+             f"replay_us: one replay's median time (a stream whose fastest is under "
+             f"{K.fmt(MIN_REPLAY_US)} us gets no ratio)")
+    short = too_short(perf)
     for w in dict.fromkeys(r["workload"] for r in rows):
         mine = [r for r in rows if r["workload"] == w]
         have = [r["engine"] for r in mine]
+        if w in short:
+            fast = min(mine, key=lambda r: r["replay_us"])["engine"]
+            t.say(f"On {w} the fastest replay ({fast}) takes {t.cell((w, fast), 'replay_us')} "
+                  f"us, under {K.fmt(MIN_REPLAY_US)} us: too short to tell engines apart, so "
+                  "no ratio and no call is given on it.")
+            continue
         _fastest(t, perf, w, have)
         steps = [(p, e) for p, e in pairwise([e for e in lin if e in have])]
         if steps:
@@ -361,19 +402,6 @@ def shape_table(perf: dict):
     return pd.DataFrame(perf["shape"]).T[list(SHAPE_KEYS)]
 
 
-def _value_limits(ax, values) -> None:
-    """The value axis holds every value (bars and interval ends): on a log axis its bottom at
-    least a factor two below the smallest, on a decade (a bar starting at the decade of its
-    own value would be a sliver, or nothing), its top above the largest."""
-    v = np.asarray([x for x in values if x is not None and x > 0], dtype=float)
-    if not len(v):
-        return
-    lo, hi = ax.get_ylim()
-    if ax.get_yscale() == "log":
-        lo = 10 ** math.floor(math.log10(v.min() / 2))
-    ax.set_ylim(lo, max(hi, v.max() * (1.5 if ax.get_yscale() == "log" else 1.1)))
-
-
 def bar_label(engine: str) -> str:
     """An engine's name over two lines at its joints (``v0+pool`` over ``@numba``,
     ``orderly_`` over ``chaos``): five names fit a narrow panel unrotated, and the figure is
@@ -382,13 +410,11 @@ def bar_label(engine: str) -> str:
 
 
 def plot_throughput(perf: dict, engines: Sequence[str]):
-    """One bar panel per workload: median M ops/s of each engine over the rounds, its
-    interval as an error bar; on a log axis every bar rises at least a factor two above the
-    axis' bottom (none hidden). Engines are labelled by :func:`bar_label`; a panel widens
-    with its bars (~0.8 inch each, five in the narrowest) and more than six bars a panel put
-    the panels two to a row."""
-    import pandas as pd
-
+    """One dot panel per workload: median M ops/s of each engine over the rounds as a dot,
+    its interval as a bar through it (a dot plot: no bar rises from an arbitrary floor, so
+    a log axis draws no length that means nothing). Engines are labelled by
+    :func:`bar_label`; a panel widens with its engines (~0.8 inch each, five in the
+    narrowest) and more than six a panel put the panels two to a row."""
     from lob.studies import plots as lp
 
     workloads = list(dict.fromkeys(r["workload"] for r in perf["rows"]))
@@ -402,17 +428,22 @@ def plot_throughput(perf: dict, engines: Sequence[str]):
     for ax, w in zip(axes.flat, workloads, strict=False):
         by = {r["engine"]: r for r in perf["rows"] if r["workload"] == w}
         order = [e for e in engines if e in by]
-        d = pd.Series({bar_label(e): by[e]["mops"] for e in order})
-        lp.bars(ax, d, ylabel="M ops/s (median of rounds)",
-                title=f"{w}\n({perf['shape'][w]['commands']:,} cmds)")
+        ys = [by[e]["mops"] for e in order]
         lo = [by[e]["mops_lo"] for e in order]
         hi = [by[e]["mops_hi"] for e in order]
-        have = [i for i, e in enumerate(order) if lo[i] is not None and hi[i] is not None]
+        xs = list(range(len(order)))
+        have = [i for i in xs if lo[i] is not None and hi[i] is not None]
         if have:
-            ax.errorbar(have, [d.iloc[i] for i in have],
-                        yerr=[[d.iloc[i] - lo[i] for i in have], [hi[i] - d.iloc[i] for i in have]],
+            ax.errorbar(have, [ys[i] for i in have],
+                        yerr=[[ys[i] - lo[i] for i in have], [hi[i] - ys[i] for i in have]],
                         fmt="none", ecolor="k", capsize=3, lw=1)
-        _value_limits(ax, [*d, *lo, *hi])
+        ax.plot(xs, ys, "o", color="C0", zorder=3)
+        ax.set_xticks(xs)
+        ax.set_xlim(-0.6, len(xs) - 0.4)
+        lp.value_axis(ax, [v for v in (*ys, *lo, *hi) if v is not None])
+        lp.category_axis(ax, [bar_label(e) for e in order])
+        ax.set(ylabel="M ops/s (median of rounds)", xlabel="",
+               title=f"{w}\n({perf['shape'][w]['commands']:,} cmds)")
     bad = lp.overlaps(fig)
     if bad:
         raise RuntimeError(f"throughput_per_workload: texts overlap: {bad}")
@@ -1230,7 +1261,7 @@ def throughput_slower(perf: dict, engines: Sequence[str], scale: float,
     lin = lineage(engines)
     rows = []
     for r in _with_ratios(perf, lin or None):
-        if r["engine"] not in lin or r["step_call"] is None:
+        if r["engine"] not in lin or r["step_call"] in (None, "too short"):
             continue
         w = r["workload"]
         here = [x["engine"] for x in perf["rows"] if x["workload"] == w and x["engine"] in lin]
