@@ -658,6 +658,11 @@ def test_seed000_mechanisms_are_quoted_and_judged_on_the_engine_that_has_them():
     m = C.measurement(60.0, ci=(55.0, 70.0), runs=5, mechanisms=plain, backend="compiled",
                       diagnostics={"count": 10**6, "commands": 1_200_000})
     assert C.judge(add, m).verdict == "not comparable: different mechanism"
+    stp = C.get("s000_tail_stp_sweep")  # credited to validation, which the engine lacks
+    v = C.judge(stp, C.measurement(3.0, ci=(2.8, 3.2), runs=5, mechanisms=have,
+                                   backend="compiled", diagnostics={"count": 100_000}))
+    assert v.verdict == "not comparable: different mechanism"
+    assert v.reason.endswith(f"Comparable if: {stp.comparable_if}.")
     stays = [c for c in C.load() if c.seed == "seed000" and c.comparable_if]
     assert {c.id for c in stays} >= {"s000_tail_mass_cancel_burst", "s000_stp_one_step",
                                      "s000_mass_cancel_gain", "s000_tail_stp_sweep"}

@@ -249,8 +249,12 @@ def judge(claim: Claim, m: dict | None, *, link: str = "", machine: str = "") ->
     lob's method guarantees (``sanity_check`` in claims.yaml) reads ``sanity check: holds``
     where it would read ``reproduced`` and ``sanity check: fails`` where it would read ``not
     reproduced`` or ``direction only`` (a guaranteed claim that fails says the method is
-    broken), naming why the method guarantees it; tallies count it apart."""
+    broken), naming why the method guarantees it; tallies count it apart. A ``not
+    comparable`` reason closes with the claim's ``comparable_if`` (what would make it
+    comparable), when claims.yaml gives one."""
     v = _judge(claim, m, link=link, machine=machine)
+    if claim.comparable_if and v.verdict.startswith("not comparable"):
+        v = replace(v, reason=f"{v.reason.rstrip('.')}. Comparable if: {claim.comparable_if}.")
     if not claim.sanity_check:
         return v
     to = {"reproduced": "sanity check: holds", "not reproduced": "sanity check: fails",
