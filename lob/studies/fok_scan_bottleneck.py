@@ -42,7 +42,7 @@ __all__ = ["SEED_COMMANDS", "COMPREHENSIVE", "LIMIT_ONLY", "TAIL_PIVOT", "SWEEP_
            "regime", "claim_edges", "measure_limit_pairs", "limit_interval", "limit_aa",
            "limit_table", "machine_effect", "machine_effect_table", "counters_table",
            "limit_split", "limit_split_table", "measure_cpp_v1_v2", "CPP_V1_V2", "built",
-           "measure_v01_pairs", "v01_table",
+           "measure_v01_pairs", "v01_table", "measure_p99_rounds", "p99_rounds_table",
            "with_grid", "measure_latency", "latency_table", "copy_latency_table",
            "measure_depth_sweep", "seed_sweep_row", "depth_sweep_table",
            "plot_v1_v2_vs_depth", "measure_fok_depth", "fok_depth_table", "plot_fok_vs_depth",
@@ -771,6 +771,53 @@ def measure_latency(engines: Sequence[str], wl, out: str | Path, *, capture=None
     return res
 
 
+def measure_p99_rounds(lineage: Sequence[str], wl, rounds: int, *, capture=None
+                       ) -> dict | None:
+    """v1's p99 over v2's in ``rounds`` more captures of the two (the lineage's v1 and v2)
+    on ``wl``, the order alternating (v1, v2 then v2, v1): one ratio per round, whose median
+    and order-statistics interval (:func:`lob.measure.stats.median_interval`) the v1/v2 p99
+    claim is judged on. None when ``rounds`` is 0 (the claim then has the latency table's
+    one capture). Returns ``{"engines", "p99": {engine: [ns per round]}, "ratios",
+    "median", "ci", "what", "n"}``."""
+    if not rounds:
+        return None
+    capture = capture or K.capture
+    v1, v2 = lineage[1], lineage[2]
+    p99: dict = {v1: [], v2: []}
+    for i in range(rounds):
+        for e in ((v1, v2) if i % 2 == 0 else (v2, v1)):
+            r = K.percentile_row(capture(e, wl)["durations"], qs=(99,))
+            p99[e].append(r["p99"])
+    ratios = [a / b for a, b in zip(p99[v1], p99[v2], strict=True)
+              if isinstance(a, float) and isinstance(b, float)]
+    mi = median_interval(ratios, of="interleaved captures") if ratios else \
+        {"median": None, "ci": None, "what": "no p99 (too few samples)", "n": 0}
+    return {"engines": [v1, v2], "p99": p99, "ratios": ratios, "median": mi["median"],
+            "ci": mi["ci"], "what": mi["what"], "n": mi["n"]}
+
+
+def p99_rounds_table(pr: dict) -> K.Conclusion:
+    """One row per capture round (each engine's p99 and their ratio) and the median row with
+    its interval; a sentence: the median ratio and its interval."""
+    v1, v2 = pr["engines"]
+    rows = [{"round": str(i + 1), f"{v1} p99": a, f"{v2} p99": b,
+             "v1/v2 p99": a / b if isinstance(a, float) and isinstance(b, float) else None}
+            for i, (a, b) in enumerate(zip(pr["p99"][v1], pr["p99"][v2], strict=True))]
+    ci = pr["ci"]
+    rows.append({"round": "median", "v1/v2 p99": pr["median"],
+                 "interval_low": ci[0] if ci else None, "interval_high": ci[1] if ci else None})
+    t = K.Conclusion("p99_rounds", rows, key="round",
+                     kinds={"round": "label", "v1/v2 p99": "ratio", "interval_low": "ratio",
+                            "interval_high": "ratio"},
+                     note=f"p99 in ns per capture; interval: {pr['what']}.")
+    head = (f"Over {len(rows) - 1} interleaved captures, {v1}'s p99 is "
+            f"{t.cell('median', 'v1/v2 p99')}x {v2}'s (median of the rounds' ratios)")
+    if not ci:
+        return t.say(f"{head}; too few rounds for an interval.")
+    return t.say(f"{head}, interval {t.cell('median', 'interval_low')}-"
+                 f"{t.cell('median', 'interval_high')}.")
+
+
 def latency_table(lat: dict) -> K.Conclusion:
     """Percentiles per engine; each engine's p99 over its p50 in words (a wide tail above
     :data:`TAIL_PIVOT`); the percentiles hidden for want of samples named."""
@@ -1058,7 +1105,8 @@ def _split_explain(lim: dict, limit_pair: Sequence[str], split: Sequence[str]) -
 
 def claims(lineage: Sequence[str], limit_pair: Sequence[str], comp: dict, lim: dict,
            sweep: list[dict], seed: dict, lat: dict, me: dict | None = None,
-           split: Sequence[str] = (), v01: dict | None = None) -> dict[str, dict]:
+           split: Sequence[str] = (), v01: dict | None = None,
+           p99r: dict | None = None) -> dict[str, dict]:
     """claim id -> :func:`lob.studies.claims.measurement` of every claim this run measured
     (the tail claims only when the latency engines include v2, and v1 for the p99 ratio).
 
@@ -1131,7 +1179,11 @@ def claims(lineage: Sequence[str], limit_pair: Sequence[str], comp: dict, lim: d
             clock = {**coarse, "percentiles": {f"{k}/p99": by[e]["p99"]
                                                for k, e in (("v1", s01), ("v2", s12))},
                      "ratio": ["v1/p99", "v2/p99"]}
+        rounds = {} if not (p99r and p99r["median"]) else {
+            "ci": p99r["ci"], "ci_what": p99r["what"], "runs": p99r["n"]}
         out["s001_v1_v2_p99"] = measurement(
-            by[s01]["p99"] / by[s12]["p99"], clock=clock,
-            diagnostics={**cd, "count": int(by[s12]["count"])}, detail=f"p99 {s01} / {s12}")
+            p99r["median"] if rounds else by[s01]["p99"] / by[s12]["p99"], clock=clock,
+            diagnostics={**cd, "count": int(by[s12]["count"])}, **rounds,
+            detail=f"p99 {s01} / {s12}" + (", median of interleaved captures" if rounds
+                                           else ""))
     return out

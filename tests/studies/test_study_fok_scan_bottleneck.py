@@ -807,3 +807,30 @@ def test_v0_v1_comprehensive_rounds_give_the_claim_an_interval():
     one = fok.claims(LINEAGE, PAIR, comp(), lim(2), sweep(), SEED, lat_rows(["v3"]))
     assert one["s001_v0_v1_comprehensive"]["value"] == 2.0  # 100 / 50, one round
     assert one["s001_v0_v1_comprehensive"].get("ci") is None
+
+
+# --- the v1/v2 p99 over interleaved captures -------------------------------------------------
+
+def test_p99_rounds_give_the_p99_claim_an_interval(tmp_path):
+    order = []
+
+    def cap(e, wl):
+        order.append(e)
+        base = {"v1": 2000, "v2": 300}[e] + len(order)
+        return {"durations": durations(100, base), "clock": {"source": "fake"}}
+
+    assert fok.measure_p99_rounds(LINEAGE, None, 0, capture=cap) is None and not order
+    pr = fok.measure_p99_rounds(LINEAGE, None, 6, capture=cap)
+    assert order[:4] == ["v1", "v2", "v2", "v1"]  # the order alternates
+    assert len(pr["ratios"]) == 6 and pr["ci"] is not None and pr["n"] == 6
+    assert pr["ci"][0] <= pr["median"] <= pr["ci"][1]
+    t = checked(fok.p99_rounds_table(pr))
+    assert t.sentences[0].startswith("Over 6 interleaved captures, v1's p99 is ")
+    lat = fok.measure_latency(["v1", "v2"], None, tmp_path,
+                              capture=fake_capture({"v1": durations(100, 2000),
+                                                    "v2": durations(100, 300)}))
+    m = fok.claims(LINEAGE, PAIR, comp(), lim(2), sweep(), SEED, lat, p99r=pr)
+    got = m["s001_v1_v2_p99"]
+    assert got["value"] == pytest.approx(pr["median"]) and got["ci"] == list(pr["ci"])
+    assert got["runs"] == 6 and got["detail"].endswith("median of interleaved captures")
+    assert got["clock"]["percentiles"] == {"v1/p99": 2000.0, "v2/p99": 300.0}
