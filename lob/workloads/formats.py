@@ -30,7 +30,10 @@ formats) or the row (CSV) and the field.
   ``R`` (``N`` none is skipped); flags honoured: ``F_SNAPSHOT`` records are an untimed
   pre-load, ``F_MAYBE_BAD_BOOK`` is counted, ``F_TOB`` / ``F_MBP`` records (levels, not
   orders) are skipped. One instrument (``--symbol``: a symbol the header maps, or an
-  instrument id; not needed when the file holds one instrument).
+  instrument id; not needed when the file holds one instrument). A zstd-compressed file
+  (``.dbn.zst``, as Databento delivers them) is decompressed and decoded as it streams by
+  ``databento-dbn``'s own ``DBNDecoder`` (record by record: slower than an uncompressed file;
+  a compressed file cut at a record boundary cannot be told from a whole one).
 """
 
 from __future__ import annotations
@@ -528,39 +531,98 @@ _DBN_KIND = {b"A": EV.ADD, b"C": EV.REDUCE, b"M": EV.MODIFY, b"T": EV.PRINT, b"F
 _FIELDS = {k: i for i, k in enumerate(MBO_DTYPE.names)}
 
 
-def read_dbn(path: str | os.PathLike, *, symbol: str | None = None, t_from=None, t_to=None,
-             progress=None, **_) -> Parsed:
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _dbn_plain(path: Path, f):
+    """(metadata, header bytes, blocks of record bytes) of an uncompressed DBN file."""
     import databento_dbn as dbn
 
+    head = f.read(8)
+    if len(head) < 8 or head[:3] != b"DBN":
+        raise FeedError(f"{path.name}: byte offset 0, field magic: not a DBN file")
+    mlen = int.from_bytes(head[4:8], "little")
+    meta_b = head + f.read(mlen)
+    if len(meta_b) < 8 + mlen:
+        raise FeedError(f"{path.name}: byte offset {len(meta_b)}, field metadata: the file "
+                        f"ends inside its {8 + mlen}-byte header (truncated file)")
+    try:
+        meta = dbn.Metadata.decode(meta_b)
+    except Exception as e:
+        raise FeedError(f"{path.name}: byte offset 0, field metadata: {e}".splitlines()[0])\
+            from None
+
+    def blocks():
+        while block := f.read(MBO_DTYPE.itemsize * CHUNK_ROWS):
+            yield block
+    return meta, 8 + mlen, blocks()
+
+
+def _dbn_zstd(path: Path, f):
+    """The same for a zstd-compressed file (``.dbn.zst``), decompressed and decoded by
+    databento-dbn's own decoder as it streams (offsets: in the decompressed stream)."""
+    import databento_dbn as dbn
+
+    dec = dbn.DBNDecoder(compression=dbn.Compression.ZSTD)
+    meta, pending = None, []
+    while meta is None:
+        chunk = f.read(1 << 20)
+        try:
+            if chunk:
+                dec.write(chunk)
+            out = dec.decode()
+        except Exception as e:
+            raise FeedError(f"{path.name}: zstd-compressed DBN, field metadata: {e}"
+                            .splitlines()[0]) from None
+        if out:
+            meta, pending = out[0], out[1:]
+        elif not chunk:
+            raise FeedError(f"{path.name}: zstd-compressed DBN, field metadata: the file ends "
+                            "before its header could be decoded (truncated file)")
+    if not isinstance(meta, dbn.Metadata):
+        raise FeedError(f"{path.name}: zstd-compressed, field metadata: not a DBN stream")
+    base = 8 + int.from_bytes(meta.encode()[4:8], "little")
+
+    def blocks():
+        nonlocal pending
+        done = 0
+        while True:
+            if pending:
+                yield b"".join(bytes(r) for r in pending)
+                done += len(pending)
+                pending = []
+            chunk = f.read(4 << 20)
+            if not chunk:
+                break
+            try:
+                dec.write(chunk)
+                pending = dec.decode()
+            except Exception as e:
+                raise FeedError(f"{path.name}: zstd-compressed DBN, after record {done:,}: "
+                                f"{e}".splitlines()[0]) from None
+        left = len(dec.buffer()) if hasattr(dec, "buffer") else 0
+        if left:
+            raise FeedError(f"{path.name}: byte offset {base + done * MBO_DTYPE.itemsize} of "
+                            f"the decompressed stream, field length: it ends inside a record "
+                            f"({left} bytes: truncated file)")
+    return meta, base, blocks()
+
+
+def read_dbn(path: str | os.PathLike, *, symbol: str | None = None, t_from=None, t_to=None,
+             progress=None, **_) -> Parsed:
     path = Path(path)
     size = path.stat().st_size
     with open(path, "rb") as f:
-        head = f.read(8)
-        if head[:4] == b"\x28\xb5\x2f\xfd":
-            raise FeedError(f"{path.name}: byte offset 0: zstd-compressed DBN; decompress it "
-                            "first (zstd -d)")
-        if len(head) < 8 or head[:3] != b"DBN":
-            raise FeedError(f"{path.name}: byte offset 0, field magic: not a DBN file")
-        mlen = int.from_bytes(head[4:8], "little")
-        meta_b = head + f.read(mlen)
-        if len(meta_b) < 8 + mlen:
-            raise FeedError(f"{path.name}: byte offset {len(meta_b)}, field metadata: the file "
-                            f"ends inside its {8 + mlen}-byte header (truncated file)")
-        try:
-            meta = dbn.Metadata.decode(meta_b)
-        except Exception as e:
-            raise FeedError(f"{path.name}: byte offset 0, field metadata: {e}".splitlines()[0])\
-                from None
+        zstd = f.read(4) == ZSTD_MAGIC
+        f.seek(0)
+        meta, base, blocks = (_dbn_zstd if zstd else _dbn_plain)(path, f)
         if str(meta.schema).lower().split(".")[-1] != "mbo" and meta.schema is not None:
             raise FeedError(f"{path.name}: byte offset 8, field schema: {meta.schema}, lob "
                             "reads the mbo schema")
         iid = _instrument(meta, symbol, path)
-        parts, base, n_rec = [], 8 + mlen, 0
+        parts, n_rec = [], 0
         rec = MBO_DTYPE.itemsize
-        while True:
-            block = f.read(rec * CHUNK_ROWS)
-            if not block:
-                break
+        for block in blocks:
             whole = len(block) // rec * rec
             r = np.frombuffer(block[:whole], MBO_DTYPE)
             bad = np.flatnonzero((r["length"] != rec // 4) | (r["rtype"] != RTYPE_MBO))
@@ -582,7 +644,7 @@ def read_dbn(path: str | os.PathLike, *, symbol: str | None = None, t_from=None,
             n_rec += len(r)
             base += whole
             if progress:
-                progress(n_rec, base, size)
+                progress(n_rec, None if zstd else base, None if zstd else size)
     ev = np.concatenate([p for p, _ in parts]) if parts else np.zeros(0, EVENT_DTYPE)
     day = ev["ts"] % (86_400 * 10**9)
     keep = _window(ev, day, t_from, t_to)

@@ -14,9 +14,9 @@ def _cmd_import(args) -> int:
     t0 = time.perf_counter()
     last = [t0]
 
-    def progress(n, done=None, size=None):
+    def progress(n, done=None, size=None):  # on a terminal, every 2 s
         now = time.perf_counter()
-        if now - last[0] >= 2:
+        if now - last[0] >= 2 and sys.stderr.isatty():
             last[0] = now
             pct = f" ({100 * done / size:.0f}% of the file)" if size else ""
             print(f"  {n:,} messages read{pct}, {n / (now - t0):,.0f}/s", file=sys.stderr,
