@@ -129,7 +129,7 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
 
         def fresh():  # a fresh engine; a foreign one's library recorded by the bytes loaded
             eng = get_engine(engine, wl.config)
-            lib = getattr(getattr(eng, "_lib", None), "identity", None)
+            lib = getattr(eng, "library", None)  # a foreign engine's: {"path", "sha256"}
             if lib is not None:
                 libs[lib["sha256"]] = lib
                 if len(libs) > 1:

@@ -132,6 +132,11 @@ class ForeignEngine(Interactive):
         self._pdone = ctypes.byref(self._done)
         self._pk = ctypes.byref(self._k)
 
+    @property
+    def library(self) -> dict:
+        """Which library this book runs: ``{"path", "sha256"}``, the hash of the bytes loaded."""
+        return self._lib.identity
+
     def __del__(self):
         h, self._handle = getattr(self, "_handle", None), None
         if h:
