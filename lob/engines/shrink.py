@@ -315,6 +315,8 @@ def load_reproducer(path: str | Path) -> tuple[list[str], BookConfig, np.ndarray
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
+        if not isinstance(doc, dict):
+            raise ValueError(f"a JSON {type(doc).__name__}, not an object")
         if doc.get("format") != FORMAT:
             raise ValueError(f"format {doc.get('format')!r}, expected {FORMAT!r}")
         cmds = np.zeros(len(doc["commands"]), COMMAND_DTYPE)
@@ -324,5 +326,5 @@ def load_reproducer(path: str | Path) -> tuple[list[str], BookConfig, np.ndarray
         return list(doc["engines"]), BookConfig.from_dict(doc["config"]), cmds, doc
     except FileNotFoundError:
         raise ValueError(f"{path}: no such file") from None
-    except (OSError, ValueError, KeyError, TypeError, OverflowError) as e:
+    except (OSError, ValueError, KeyError, TypeError, OverflowError, AttributeError) as e:
         raise ValueError(f"{path}: not a lob reproducer ({e})".splitlines()[0]) from None

@@ -56,11 +56,31 @@ def _profile_stream(a: str, b: str, args):
     return cmds, c.config, f"fuzz case {c.name} ({args.profile}, fitted to the engines)"
 
 
+def _check_args(args) -> None:
+    """Every flag checked before any stream is drawn or replayed (one line each)."""
+    import math
+    from pathlib import Path
+
+    if args.commands < 1:
+        raise ValueError(f"--commands must be at least 1, got {args.commands} (agreeing on "
+                         "no command proves nothing)")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    if not (args.time_limit > 0 and math.isfinite(args.time_limit)):
+        raise ValueError(f"--time-limit must be a number of seconds > 0, got "
+                         f"{args.time_limit}")
+    out = Path(args.out)
+    if out.is_dir() or not out.parent.is_dir():
+        raise ValueError(f"--out {args.out}: the reproducer's file name, in a folder that "
+                         "exists")
+
+
 def _cmd_fuzz(args) -> int:
     from lob.engines.shrink import divergence, save_reproducer, shrink, table
     from lob.workloads import build
 
     a, b = _engines(args.engines)
+    _check_args(args)
     if args.profile:
         cmds, config, source = _profile_stream(a, b, args)
     else:

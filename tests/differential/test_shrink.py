@@ -178,3 +178,26 @@ def test_seed_engine_bugs_found_within_its_declaration(seed_copies, bug, kind, m
     assert (cmds["qty"] > 2**28).any()  # it takes quantities whose sum passes 2**31
     d = divergence("reference", bug, config, cmds)
     assert d is not None and d.kind[0] == kind
+
+
+# --- issue 44 round 3: `lob fuzz` / `lob replay` attacked as a hostile user would -------
+
+def test_bad_flags_and_files_are_one_line_before_anything_runs(tmp_path, capsys):
+    base = ["fuzz", "--engines", "v2,v3", "--profile", "narrow"]
+    for extra, msg in ((["--commands", "0"], "--commands must be at least 1"),
+                       (["--commands", "-5"], "--commands must be at least 1"),
+                       (["--seed", "-1"], "--seed must be >= 0"),
+                       (["--time-limit", "nan"], "--time-limit must be"),
+                       (["--time-limit", "-1"], "--time-limit must be"),
+                       (["--out", str(tmp_path)], "the reproducer's file name"),
+                       (["--out", str(tmp_path / "no" / "r.json")], "in a folder that exists")):
+        assert main([*base, *extra]) == 2, extra
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and msg in err[0], (extra, err)
+    (tmp_path / "list.json").write_text("[]")
+    (tmp_path / "rows.json").write_text('{"format": "lob-reproducer", "engines": ["v2"], '
+                                        '"config": {}, "commands": [1, 2]}')
+    for f in ("list.json", "rows.json"):
+        assert main(["replay", "--commands", str(tmp_path / f)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "not a lob reproducer" in err[0], err
