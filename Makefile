@@ -14,9 +14,12 @@ $(STAMP): pyproject.toml
 	# otherwise compile numpy, pandas and numba from source at each import (~3 s a process;
 	# the test suite and the studies start hundreds of them)
 	# the distribution was named "lob" before it was "lob-workbench": that record goes first
-	# (its files are this checkout's; left, two distributions would claim `lob`)
-	$(BIN)/python -c "import importlib.metadata as m; m.distribution('lob')" 2>/dev/null \
-	  && $(BIN)/pip uninstall -q -y lob || true
+	# (its files are this checkout's; left, two distributions would claim `lob`); and the
+	# example engine earlier test runs pip-installed here (the tests no longer install it)
+	for d in lob lob-listbook; do \
+	  $(BIN)/python -c "import importlib.metadata as m; m.distribution('$$d')" 2>/dev/null \
+	    && $(BIN)/pip uninstall -q -y $$d; \
+	done; true
 	( $(BIN)/pip install -q uv && \
 	  $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e '.[dev]' ) \
 	  || ( $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[dev]' )
