@@ -261,8 +261,8 @@ def mechanism_table(mech: dict) -> K.Conclusion:
                           f"p50..p99.9: medians over the fresh captures; each ratio: the "
                           f"median of the per-capture ratios with its {CONFIDENCE:.0%} "
                           f"interval (low-high); `step`: widens (the interval wholly above "
-                          f"the parent's), no widening (median at or under the top of the "
-                          f"parent's interval) or undecided.")
+                          f"the parent's), no widening (wholly below it, or each median inside "
+                          f"the other's interval) or undecided.")
     for s in mech["scenarios"]:
         wid = [r["step"] for r in t.rows if r["scenario"] == s and r["p99/p50 step"] == "widens"]
         if wid:
