@@ -92,6 +92,7 @@ def calibrate_native(n: int = 100_000) -> ClockCalibration | None:
 
 def tsc_usable() -> bool:
     """Can the native loop time with the TSC: x86 build, constant + non-stop TSC flags."""
+    from lob.engines.compiled.clock import tsc_unusable
     from lob.measure._native import native
 
     if os.environ.get("LOB_NO_TSC"):
@@ -99,12 +100,7 @@ def tsc_usable() -> bool:
     m = native()
     if m is None or not m.has_tsc():
         return False
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
-    except OSError:
-        return False
-    return "constant_tsc" in flags and "nonstop_tsc" in flags
+    return tsc_unusable() is None  # the one reading of the CPU flags
 
 
 def tsc_rate(p0: tuple[int, int], p1: tuple[int, int], min_ns: int = 20_000_000) -> float:
