@@ -23,6 +23,8 @@ def engines_table() -> list[str]:
     for name in engine_names():
         s = engine_spec(name)
         tog = ",".join(s.toggles.get(k, "-") for k in tg.NAMES) if s.toggles else "-"
+        if set(s.toggles) - set(tg.NAMES):  # another family's toggles: named, in its order
+            tog = ",".join(f"{k}={v}" for k, v in s.toggles.items())
         src = "" if s.source == "lob" else f" [from {s.source}]"
         caps = None
         try:  # declared capabilities (foreign engines), else a one-tick book's attribute

@@ -93,3 +93,12 @@ def test_a_wide_band_book_and_every_mass_cancel_scope(name):
                        "price": 400_000, "price_hi": 950_000})
     assert out.removed == 2
     eng.check()
+
+
+def test_lob_engines_names_the_chains_toggles():
+    from lob.cli import engines_table
+
+    row = next(r for r in engines_table() if r.startswith("orderbook_rs@cpp "))
+    assert "orders=heap,levels=skiplist,level_objects=refcounted,index=sharded" in row
+    v2 = next(r for r in engines_table() if r.startswith("v2@cpp "))
+    assert "pool,bitmap,early_exit" in v2  # the lineage's toggles keep their columns
