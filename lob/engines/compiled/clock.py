@@ -113,14 +113,6 @@ def tsc_rate(window_ns: int = 20_000_000) -> float:
     return (n1 - n0) / (t1 - t0)
 
 
-@njit(cache=True)
-def _cycles_back_to_back(out):
-    for i in range(out.size):
-        t0 = cycles()
-        t1 = cycles()
-        out[i] = t1 - t0
-
-
 def kernel_clock(samples: int = 20_000) -> dict:
     """The in-kernel clock a compiled capture uses on this machine and what both cost.
 
@@ -132,7 +124,7 @@ def kernel_clock(samples: int = 20_000) -> dict:
     out: dict = {"clocks": {}}
     mono = kernel_clock_overhead(samples)
     d = np.empty(samples, dtype=np.int64)
-    _back_to_back(d)
+    _back_to_back(d, False)
     nz = d[d > 0]
     mono_res = float(nz.min()) if nz.size else 1.0
     out["clocks"]["clock_gettime(CLOCK_MONOTONIC)"] = {"read_ns": mono["median"],
@@ -141,8 +133,8 @@ def kernel_clock(samples: int = 20_000) -> dict:
     if why is None:
         rate = tsc_rate()
         c = np.empty(samples, dtype=np.int64)
-        _cycles_back_to_back(c[:10])
-        _cycles_back_to_back(c)
+        _back_to_back(c[:10], True)
+        _back_to_back(c, True)
         out["clocks"]["rdtsc"] = {"read_ns": float(np.median(c)) * rate, "resolution_ns": rate}
         out.update(clock="rdtsc", ns_per_tick=rate, resolution_ns=rate,
                    read_ns=float(np.median(c)) * rate, why="")
@@ -153,10 +145,15 @@ def kernel_clock(samples: int = 20_000) -> dict:
 
 
 @njit(cache=True)
-def _back_to_back(out):
+def _back_to_back(out, tsc):
+    """Back-to-back reads of one clock: the cycle counter (ticks) or clock_gettime (ns)."""
     for i in range(out.size):
-        t0 = monotonic_ns()
-        t1 = monotonic_ns()
+        if tsc:
+            t0 = cycles()
+            t1 = cycles()
+        else:
+            t0 = monotonic_ns()
+            t1 = monotonic_ns()
         out[i] = t1 - t0
 
 
@@ -165,8 +162,8 @@ def kernel_clock_overhead(samples: int = 100_000) -> dict[str, float]:
     if samples <= 0:
         raise ValueError(f"samples must be > 0, got {samples}")
     buf = np.empty(samples, dtype=np.int64)
-    _back_to_back(buf[:10])  # compile / load outside the measured run
-    _back_to_back(buf)
+    _back_to_back(buf[:10], False)  # compile / load outside the measured run
+    _back_to_back(buf, False)
     return {"min": float(buf.min()), "median": float(np.median(buf)),
             "p99": float(np.percentile(buf, 99)), "samples": samples,
             "clock": "clock_gettime(CLOCK_MONOTONIC)"}
