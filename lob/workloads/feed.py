@@ -239,6 +239,7 @@ def _check(i, ob, depth, chk, lvl_n, lvl_q, best_b, best_a, width, cnt):
 @numba.njit(cache=True)
 def _emit(out, out_vid, nc, kind, otype, side, owner, price, qty, oid, timed, vid):
     _put(out, nc, kind, otype, side, timed, owner, price, qty, oid)
+    out[nc]["price_hi"] = 0
     out_vid[nc] = vid
     return nc + 1
 
@@ -527,13 +528,15 @@ def convert(ev: np.ndarray, *, n_ids: int, tick: int | None = None,
     pre_px = np.asarray(pre_p, np.int64) // tick - lo
     # one command per event at most, two for a replace
     n_out = len(ev) + int(np.count_nonzero(ev["kind"] == EV.REPLACE)) + len(pre_s) + 1
-    out = np.zeros(n_out, COMMAND_DTYPE)
-    vid = np.full(n_out, -1, np.int64)
-    fills = np.zeros(len(ev) + 1, FILL_DTYPE)
+    out = np.empty(n_out, COMMAND_DTYPE)  # the kernel writes every field of what it emits
+    vid = np.empty(n_out, np.int64)
+    fills = np.empty(int(np.count_nonzero(ev["kind"] == EV.EXEC)) + 1, FILL_DTYPE)
     cnt = np.zeros(_N_RULES, np.int64)
     nc, nf, first_bad = _kernel(ev, int(n_ids), lo, width, int(tick), pre_s, pre_px,
                                 np.asarray(pre_q, np.int64), b, depth, chk, out, vid, fills, cnt)
-    out, vid, fills = out[:nc].copy(), vid[:nc].copy(), fills[:nf].copy()
+    # trimmed in place when little is spare (a copy of a large stream costs a second pass)
+    out, vid, fills = (a[:k] if k > 0.9 * len(a) else a[:k].copy()
+                       for a, k in ((out, nc), (vid, nc), (fills, nf)))
     counts = {k: int(cnt[i]) for k, i in _K.items()}
     counts["commands"] = nc
     counts["timed_commands"] = int(np.count_nonzero(out["timed"]))
