@@ -92,9 +92,15 @@ def test_misses_table_sentences():
             _row("a", cancel_hit_pct=90.0, fills_mean=0.5, cross_pct=10.0),
             _row("b", cancel_hit_pct=5.0, fills_mean=1.0, cross_pct=60.0)]
     t = rf.misses_table(rows)
-    assert "cancels hitting (%) is 100, above every synthetic stream (highest: a, 90" in t.text
+    # cancels hitting 100% is the conversion's doing: labelled, never "missed"
+    assert "cancels hitting (%) is 100, above every synthetic" not in t.text
+    assert ("Set by the conversion rules, not by the venue's flow (so not counted as missed): "
+            "crossing submits (%) 50, cancels hitting (%) 100.") in t.text
+    assert t.value("cancels hitting (%)", "artefact") == "conversion artefact"
+    assert t.value("fills per submit", "artefact") == ""
     assert "fills per submit is 0.001, below every synthetic stream (lowest: a, 0.50)" in t.text
-    assert "Inside the synthetic range: " in t.text and "crossing submits (%)" in t.text
+    assert "Inside the synthetic range: " in t.text and "crossing submits (%)" not in \
+        t.text.split("Inside the synthetic range: ")[1]
     assert check_record(t.record()) == []
     same = [_row(REAL), _row("a"), _row("b")]
     assert "inside the synthetic streams' range on every diagnostic" in rf.misses_table(same).text
@@ -179,6 +185,22 @@ def test_open_loop_table_sentences():
     assert "One pace measured (1x)" in rf.open_loop_table(
         {"engine": "e", "rows": [_ol(1.0, 50, 1.0, 1.0)]}).text
     assert "No pace measured" in rf.open_loop_table({"engine": "e", "rows": []}).text
+    # the idle path is said apart from the engine's cost
+    assert ("a response at a slow pace is the pipeline's wake-up from that idle path plus the "
+            "engine's service time, not the engine alone") in t.text
+
+
+def test_conversion_table_opens_with_what_the_capture_shows():
+    counts = {k: 0 for k in rf.CONVERSION_KEYS}
+    counts.update(created_orders=100_000, limit_takers=60, market_sells=20, market_buys=5,
+                  notional_buys=5, dropped_orders=10, dropped_share_pct=0.01, span_ms=1000,
+                  timed_commands=90_000)
+    t = rf.conversion_table(counts, {})
+    assert t.sentences[0] == ("What the capture shows: 90 of 100,000 created orders (0.09%) "
+                              "traded as takers; every other one rested or was deleted "
+                              "unfilled - a flow of quotes, not of trades.")
+    assert t.value("taker_share_pct", "value") == pytest.approx(0.09)
+    assert check_record(t.record()) == []
 
 
 def test_check_parameters():
