@@ -119,7 +119,10 @@ def test_the_distribution_has_a_name_of_its_own():
     is a mail API's bindings that also import as `lob`; issue 44)."""
     import tomllib
 
-    assert metadata.packages_distributions()["lob"] == ["lob-workbench"]
+    got = metadata.packages_distributions()["lob"]
+    assert got == ["lob-workbench"], (f"`lob` is provided by {got}: run `make setup` (the "
+                                      "distribution was renamed lob-workbench; it drops the "
+                                      "old record)")
     assert metadata.version("lob-workbench") == lob.__version__
     (script,) = [e for e in metadata.distribution("lob-workbench").entry_points
                  if e.group == "console_scripts"]
