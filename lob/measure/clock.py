@@ -36,6 +36,9 @@ class ClockCalibration:
     overhead_p99_ns: float
     resolution_ns: float
     samples: int
+    # every clock the engine could time with: name -> {"read_ns", "resolution_ns"} (a
+    # compiled engine: the cycle counter and clock_gettime), None for a single clock
+    clocks: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

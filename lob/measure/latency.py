@@ -153,7 +153,8 @@ def engine_calibration(engine):
         return None
     return ClockCalibration(str(o.get("source", engine.name)), float(o["min_ns"]),
                             float(o["median_ns"]), float(o.get("p99_ns", o["median_ns"])),
-                            float(o.get("resolution_ns", 1.0)), int(o.get("samples", 0)))
+                            float(o.get("resolution_ns", 1.0)), int(o.get("samples", 0)),
+                            o.get("clocks"))
 
 
 def capture_latency(engine, commands: np.ndarray, *, use_native: bool = True) -> Capture:

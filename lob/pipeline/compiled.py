@@ -42,7 +42,7 @@ from numba import njit
 
 from lob.engines.compiled import kernel as kn
 from lob.engines.compiled.book import NFILL
-from lob.engines.compiled.clock import monotonic_ns
+from lob.engines.compiled.clock import MONOTONIC, monotonic_ns
 from lob.pipeline.atomics import (
     cpu_pause,
     getppid,
@@ -239,7 +239,9 @@ def engine_row(H, slot_cmd, slot_due, Lw, scratch, out, done, due, pos, n, take,
     head = tail if line else load_acquire(H, HEAD * _L)  # line: slots seen ready so far
     t = monotonic_ns()
     nxt = t + check_ns
-    timed = durs.size > 0  # False: typed bool, not a literal (reuses replay's compiled kernel)
+    # MONOTONIC or 0, typed int64, not a literal (reuses replay's compiled kernel); the
+    # pipeline's latencies are against CLOCK_MONOTONIC due times, so never the TSC
+    timed = np.int64(MONOTONIC) if durs.size > 0 else np.int64(0)
     zero = np.int64(0)
     lim = 1
     while pos < n:

@@ -117,6 +117,11 @@ def clock_line(clock: dict | None) -> str:
     if res is not None and "grid_ns" not in clock:
         parts.append(f", nominal resolution {fmt(res)} ns")
     line = "".join(parts) + "; included in every sample, never subtracted."
+    both = clock.get("clocks") or {}
+    if both:
+        line += " In-kernel clocks here: " + "; ".join(
+            f"{name} a read {fmt(c.get('read_ns'))} ns, resolution {c.get('resolution_ns'):.3g} ns"
+            for name, c in both.items()) + "."
     if "grid_ns" not in clock:
         return line + " Its grid was not measured from these samples."
     if grid is None:

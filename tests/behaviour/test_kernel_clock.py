@@ -53,3 +53,31 @@ def test_cycle_counter_agrees_with_clock_gettime_over_a_sleep_and_a_spin():
         assert abs(tsc_ns / mono_ns - 1) < 0.01, (how, tsc_ns, mono_ns)
     with pytest.raises(ValueError, match="window_ns"):
         K.tsc_rate(0)
+
+
+def test_a_compiled_capture_says_which_clock_timed_it(monkeypatch):
+    import numpy as np
+
+    import lob
+    from lob.engines.registry import get_engine
+    from lob.measure.latency import capture_latency
+
+    wl = lob.workload("mixed_70_20_10", scale=0.001)
+    monkeypatch.setenv("LOB_NO_TSC", "1")
+    cap = capture_latency(get_engine("v3@numba", wl.config), wl.commands)
+    cal = cap.calibration
+    assert cal.source == ("clock_gettime(CLOCK_MONOTONIC) in-kernel (rdtsc not used: "
+                          "LOB_NO_TSC is set)")
+    assert "clock_gettime(CLOCK_MONOTONIC)" in cal.clocks
+    mono = np.median(cap.durations_ns)
+    monkeypatch.delenv("LOB_NO_TSC")
+    if K.tsc_unusable() is not None:
+        return
+    cap = capture_latency(get_engine("v3@numba", wl.config), wl.commands)
+    cal = cap.calibration
+    assert cal.source.startswith("rdtsc in-kernel (") and cal.resolution_ns < 1.0
+    assert set(cal.clocks) == {"rdtsc", "clock_gettime(CLOCK_MONOTONIC)"}
+    assert "rdtsc a read" in __import__("lob.studies.conclude", fromlist=["x"]).clock_line(
+        cal.to_dict())
+    tsc = np.median(cap.durations_ns)
+    assert 0 < tsc < 20 * mono + 1000  # ns, not ticks

@@ -86,6 +86,36 @@ def tsc_unusable(cpuinfo: str | None = None, machine: str | None = None) -> str 
     return None
 
 
+# the kernels' ``timed`` argument: 0 untimed, MONOTONIC clock_gettime ns, TSC cycle ticks
+MONOTONIC, TSC = 1, 2
+
+
+@njit(inline="always")
+def stamp(timed):
+    """One read of the clock a kernel times with: cycle ticks when ``timed == TSC``, else
+    clock_gettime ns (a branch on an argument fixed for the whole replay: predicted)."""
+    if timed == TSC:
+        return cycles()
+    return monotonic_ns()
+
+
+def capture_clock() -> tuple[int, float | None, str]:
+    """``(timed, ns_per_tick, why)`` for a capture starting now: the TSC with its rate
+    measured now (:func:`tsc_rate`) where it is invariant, else CLOCK_MONOTONIC with
+    ``why`` the TSC is not used."""
+    why = tsc_unusable()
+    if why is None:
+        return TSC, tsc_rate(), ""
+    return MONOTONIC, None, why
+
+
+def to_ns(durs: np.ndarray, ns_per_tick: float | None) -> np.ndarray:
+    """Durations read in ticks as whole ns (unchanged when already ns: no rate)."""
+    if ns_per_tick is None:
+        return durs
+    return np.rint(durs * ns_per_tick).astype(np.int64)
+
+
 @njit(cache=True)
 def _pair():
     """(ns, ticks) read as close together as two reads can be."""

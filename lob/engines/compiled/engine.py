@@ -215,9 +215,11 @@ class CompiledEngine(Interactive):
         lv[: self._LV.size] = self._LV
         self._IDX, self._LV = idx, lv
 
-    def _run(self, cmds: np.ndarray, out: np.ndarray, durs: np.ndarray | None) -> int:
-        """Run the kernel over every command, growing arrays as asked; returns ns spent."""
-        timed = durs is not None
+    def _run(self, cmds: np.ndarray, out: np.ndarray, durs: np.ndarray | None,
+             timed: int = 0) -> int:
+        """Run the kernel over every command, growing arrays as asked; returns ns spent.
+        ``timed``: the clock of ``durs`` (:func:`lob.engines.compiled.clock.capture_clock`)."""
+        timed = int(timed) if durs is not None else 0
         if durs is None:
             durs = np.zeros(0, dtype=np.int64)
         elapsed = 0
@@ -267,23 +269,43 @@ class CompiledEngine(Interactive):
     def replay_timed(self, commands: np.ndarray) -> tuple[ReplayResult, np.ndarray]:
         """``replay`` plus one in-kernel duration (ns) per command whose ``timed`` flag is set.
 
-        Each duration is two ``clock_gettime(CLOCK_MONOTONIC)`` reads around the command,
-        taken inside the kernel (:meth:`clock_overhead` gives their own cost).
+        Each duration is two reads of the in-kernel clock around the command: the CPU's
+        cycle counter where the TSC is invariant (its rate measured against CLOCK_MONOTONIC
+        at the start of the capture, durations rounded to ns), else
+        ``clock_gettime(CLOCK_MONOTONIC)`` (:meth:`clock_overhead` says which, and what a
+        read of each costs).
         """
+        from lob.engines.compiled.clock import capture_clock, to_ns
+
         cmds = self._prepare(commands)
         out = _touched(len(cmds))
         durs = np.ones(int(np.count_nonzero(cmds["timed"])), dtype=np.int64)
         self._G[bk.NDUR] = 0
-        elapsed = self._run(cmds, out, durs)
-        return ReplayResult(self.name, out, self.fills, elapsed, self), durs
+        timed, rate, why = capture_clock()
+        elapsed = self._run(cmds, out, durs, timed)
+        self._clock_used = (rate, why)
+        return ReplayResult(self.name, out, self.fills, elapsed, self), to_ns(durs, rate)
 
     def clock_overhead(self, samples: int = 100_000) -> dict:
-        """Cost of one read of the in-kernel clock (back-to-back reads in compiled code)."""
-        from lob.engines.compiled.clock import kernel_clock_overhead
+        """The in-kernel clock of the last ``replay_timed`` (else the one it would use) and
+        the cost of one read (back-to-back reads in compiled code), with ``clocks``: the read
+        cost and resolution of both in-kernel clocks."""
+        from lob.engines.compiled.clock import kernel_clock
 
-        o = kernel_clock_overhead(samples)
-        return {"source": f"{o['clock']} in-kernel", "min_ns": o["min"],
-                "median_ns": o["median"], "p99_ns": o["p99"], "samples": o["samples"]}
+        k = kernel_clock(min(samples, 20_000))
+        rate, why = getattr(self, "_clock_used", (k["ns_per_tick"], k["why"]))
+        if rate is not None:
+            src = (f"rdtsc in-kernel ({rate:.3g} ns a tick, rate measured against "
+                   "CLOCK_MONOTONIC at the capture's start)")
+            used = k["clocks"].get("rdtsc", {"read_ns": k["read_ns"]})
+            res = rate
+        else:
+            src = f"clock_gettime(CLOCK_MONOTONIC) in-kernel (rdtsc not used: {why})"
+            used = k["clocks"]["clock_gettime(CLOCK_MONOTONIC)"]
+            res = used["resolution_ns"]
+        return {"source": src, "min_ns": used["read_ns"], "median_ns": used["read_ns"],
+                "p99_ns": used["read_ns"], "resolution_ns": res, "samples": min(samples, 20_000),
+                "clocks": k["clocks"]}
 
     def kernel_state(self, grow: int = kn.DONE) -> tuple:
         """The live book arrays ``(F, N, IDX, LV, B, G)``, for compiled code that runs

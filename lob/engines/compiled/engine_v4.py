@@ -145,14 +145,16 @@ class PackedEngine(Interactive):
         lv[: self._LV.size] = self._LV
         self._IDX, self._LV = idx, lv
 
-    def _run(self, cmds: np.ndarray, out: np.ndarray, durs: np.ndarray | None) -> int:
-        """Run the kernel over every command, growing arrays as asked; returns ns spent."""
+    def _run(self, cmds: np.ndarray, out: np.ndarray, durs: np.ndarray | None,
+             timed: int = 0) -> int:
+        """Run the kernel over every command, growing arrays as asked; returns ns spent.
+        ``timed``: the clock of ``durs`` (:func:`lob.engines.compiled.clock.capture_clock`)."""
         if self._lent:  # a result holds a view of the fill buffer: write a fresh one
             nf = int(self._S[k4.NFILL])
             f = bf.take_array(self._F.shape, np.int64)
             f[:nf] = self._F[:nf]
             self._F, self._lent = f, False
-        timed = durs is not None
+        timed = int(timed) if durs is not None else 0
         elapsed = 0
         i = 0
         while True:
@@ -213,13 +215,18 @@ class PackedEngine(Interactive):
 
     def replay_timed(self, commands: np.ndarray) -> tuple[ReplayResult, np.ndarray]:
         """``replay`` plus one in-kernel duration (ns) per command whose ``timed`` flag is
-        set (two ``clock_gettime(CLOCK_MONOTONIC)`` reads around the command)."""
+        set (two reads of the in-kernel clock around the command: see
+        :meth:`CompiledEngine.replay_timed`)."""
+        from lob.engines.compiled.clock import capture_clock, to_ns
+
         cmds = self._prepare(commands)
         out = bf.take_array(len(cmds), OUTCOME_DTYPE)  # every record is written
         durs = np.ones(int(np.count_nonzero(cmds["timed"])), dtype=np.int64)
         self._S[k4.NDUR] = 0
-        elapsed = self._run(cmds, out, durs)
-        return ReplayResult(self.name, out, self._lend_fills(), elapsed, self), durs
+        timed, rate, why = capture_clock()
+        elapsed = self._run(cmds, out, durs, timed)
+        self._clock_used = (rate, why)
+        return ReplayResult(self.name, out, self._lend_fills(), elapsed, self), to_ns(durs, rate)
 
     clock_overhead = CompiledEngine.clock_overhead  # the same in-kernel clock
 

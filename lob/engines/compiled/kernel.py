@@ -54,7 +54,7 @@ from lob.engines.compiled.book import (
     remove,
     rest,
 )
-from lob.engines.compiled.clock import monotonic_ns
+from lob.engines.compiled.clock import stamp
 from lob.engines.compiled.codes import (  # noqa: F401 - the kernel's names for them
     ACCEPTED,
     CANCEL,
@@ -413,8 +413,9 @@ def execute(out, i, c, F, N, IDX, LV, B, G):
 def run(cmds, start, out, F, N, IDX, LV, B, G, timed, durs):
     """Replay ``cmds[start:]`` into ``out``; returns (next command, DONE or what to grow).
 
-    With ``timed``, commands whose ``timed`` flag is set are bracketed by in-kernel clock
-    reads and their durations written to ``durs[G[NDUR]]`` onwards.
+    With ``timed`` (:data:`lob.engines.compiled.clock.MONOTONIC` or ``TSC``; 0: untimed),
+    commands whose ``timed`` flag is set are bracketed by in-kernel clock reads and their
+    durations (ns, or cycle ticks) written to ``durs[G[NDUR]]`` onwards.
     """
     grow = G[FIXED] == 0
     for i in range(start, cmds.size):
@@ -425,10 +426,10 @@ def run(cmds, start, out, F, N, IDX, LV, B, G, timed, durs):
         if G[NEXT_ID] + 1 >= IDX.size:
             return i, GROW_INDEX
         c = cmds[i]
-        clock = timed and c.timed
-        t0 = monotonic_ns() if clock else 0
+        clock = timed != 0 and c.timed
+        t0 = stamp(timed) if clock else 0
         execute(out, i, c, F, N, IDX, LV, B, G)  # one call site: one inlined copy
         if clock:
-            durs[G[NDUR]] = monotonic_ns() - t0
+            durs[G[NDUR]] = stamp(timed) - t0
             G[NDUR] += 1
     return cmds.size, DONE

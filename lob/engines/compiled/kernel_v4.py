@@ -81,7 +81,7 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
-from lob.engines.compiled.clock import monotonic_ns
+from lob.engines.compiled.clock import stamp
 from lob.engines.compiled.codes import (  # noqa: F401 - the kernel's names for them
     ACCEPTED,
     CANCEL,
@@ -560,8 +560,8 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
                 prefetch_write(out, u(i + STREAM_AHEAD))
             c = cmds[u(i)]
             if durs is not None:  # pruned at compile time in the untimed specialisation
-                clock = timed and c.timed
-                t0 = monotonic_ns() if clock else 0
+                clock = timed != 0 and c.timed
+                t0 = stamp(timed) if clock else 0
             kind = c.kind
             if kind == CANCEL:
                 oid = c.id
@@ -627,7 +627,7 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
                 break
             if durs is not None:
                 if clock:
-                    durs[u(ndur)] = monotonic_ns() - t0
+                    durs[u(ndur)] = stamp(timed) - t0
                     ndur += 1
             i += 1
         if i >= n:
@@ -645,8 +645,8 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
             return i, code
         c = cmds[u(i)]
         if durs is not None:  # pruned at compile time in the untimed specialisation
-            clock = timed and c.timed
-            t0 = monotonic_ns() if clock else 0
+            clock = timed != 0 and c.timed
+            t0 = stamp(timed) if clock else 0
         kind = c.kind
         go = False  # run the match below
         oid = 0
@@ -781,7 +781,7 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
                 put(out, u(i), CANCELLED, reason or R_NO_LIQUIDITY, oid, left, 0, 0, removed)
         if durs is not None:
             if clock:
-                durs[u(ndur)] = monotonic_ns() - t0
+                durs[u(ndur)] = stamp(timed) - t0
                 ndur += 1
         i += 1
     save(S, next_id, free, nf, best0, best1, nlive, qin, qtraded, qrem)
