@@ -16,6 +16,7 @@ only (a notebook's own engine). Everything is collected on first use, never at i
 from __future__ import annotations
 
 import importlib
+import os
 import warnings
 from importlib.metadata import entry_points
 
@@ -32,6 +33,9 @@ MEMBERS = ("lob.engines.reference", "lob.engines.ladder", "lob.engines.compiled"
 
 _REGISTRY: dict[str, EngineSpec] = {}
 _loaded = False
+# the $LOB_CACHE the registry was collected under: the adapters and lob's native engines that
+# are registered are the ones built in that cache, so another cache is collected again
+_loaded_for: str | None = None
 
 
 def _add(reg: dict[str, EngineSpec], spec, source: str) -> None:
@@ -52,9 +56,13 @@ def _specs(obj) -> list:
 
 
 def _load() -> dict[str, EngineSpec]:
-    global _loaded
-    if _loaded:
+    global _loaded, _loaded_for
+    cache = os.environ.get("LOB_CACHE")
+    if _loaded and cache == _loaded_for:
         return _REGISTRY
+    if _loaded:  # collected under another cache: collect again, keeping interactive ones
+        _forget_collected()
+    _loaded_for = cache
     found: list[tuple[EngineSpec, str]] = []
     for mod in MEMBERS:
         for spec in importlib.import_module(mod).ENGINES:
@@ -111,13 +119,19 @@ def _by_name(found: list[tuple[EngineSpec, str]]) -> dict[str, list[tuple[Engine
 def refresh() -> list[str]:
     """Collect the engines again (after ``pip install`` of an engine package in this
     process); interactive registrations are kept. Returns the names."""
-    global _loaded
     importlib.invalidate_caches()
+    _forget_collected()
+    return list(_load())
+
+
+def _forget_collected() -> None:
+    """Drop every collected engine (interactive registrations are kept) so that the next
+    lookup collects them again."""
+    global _loaded
     kept = {n: s for n, s in _REGISTRY.items() if s.source == "interactive"}
     _REGISTRY.clear()
     _REGISTRY.update(kept)
     _loaded = False
-    return list(_load())
 
 
 def register_engine(spec: EngineSpec, *, replace: bool = False) -> EngineSpec:

@@ -84,6 +84,26 @@ def test_register_engine_interactively():
         register_engine(("mine2", Mine, "not a spec"))
 
 
+def test_the_registry_follows_lob_cache(monkeypatch, tmp_path):
+    """The adapters registered are the ones built in the cache in force: a registry collected
+    under another $LOB_CACHE (a test's, a notebook's) is collected again, interactive
+    registrations kept (a test that moved the cache once hid orderly_chaos from later ones)."""
+    from lob.engines.foreign.adapters import ADAPTERS
+
+    adapter = ADAPTERS["orderly_chaos"]
+    monkeypatch.setenv("LOB_CACHE", str(tmp_path / "empty"))
+    assert "orderly_chaos" not in engine_names()
+    register_engine(EngineSpec("kept-across-caches", ReferenceEngine, "interactive"),
+                    replace=True)
+    monkeypatch.setenv("LOB_CACHE", str(tmp_path / "built"))
+    adapter.library.parent.mkdir(parents=True)
+    adapter.library.write_bytes(b"")  # built there (listed, never loaded by this test)
+    names = engine_names()
+    assert "orderly_chaos" in names and "kept-across-caches" in names
+    monkeypatch.setenv("LOB_CACHE", str(tmp_path / "empty"))
+    assert "orderly_chaos" not in engine_names()
+
+
 def test_public_names_do_not_shadow_subpackages():
     importlib.import_module("lob.engines.reference")
     importlib.import_module("lob.workloads.rng")
