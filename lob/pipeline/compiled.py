@@ -40,9 +40,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from lob.engines.compiled import kernel as kn
-from lob.engines.compiled.book import NFILL
-from lob.engines.compiled.clock import MONOTONIC, monotonic_ns
+from lob.engines.compiled.clock import monotonic_ns
+from lob.engines.compiled.entry import run_state
 from lob.pipeline.atomics import (
     cpu_pause,
     getppid,
@@ -207,11 +206,13 @@ def send_row(H, cmds, offs, slot_cmd, slot_due, Lw, k0, n, start, period, batch,
 
 
 @njit(cache=True)
-def engine_row(H, slot_cmd, slot_due, Lw, scratch, out, done, due, pos, n, take, F, N, IDX,
-               LV, B, G, durs, check_ns, liveness_ns, timeout_ns, ppid, peer_pid, spin_ns):
-    """Drain ``n - pos`` records: run the commands from their slots into ``out[pos:]`` (the
-    kernel of :mod:`lob.engines.compiled.kernel`), stamp ``done`` right after, copy their
-    due times, then free the slots (one release store of ``tail``).
+def engine_row(H, slot_cmd, slot_due, Lw, scratch, out, done, due, pos, n, take, state, durs,
+               check_ns, liveness_ns, timeout_ns, ppid, peer_pid, spin_ns):
+    """Drain ``n - pos`` records: run the commands from their slots into ``out[pos:]`` (on the
+    book ``state``, a compiled engine's ``kernel_state()``, through
+    :func:`lob.engines.compiled.entry.run_state`: one specialisation of this loop per
+    layout), stamp ``done`` right after, copy their due times, then free the slots (one
+    release store of ``tail``).
 
     Layout ``"fields"`` (``Lw`` empty): wait for ``head`` to move past ``tail``, then run the
     commands straight from ``slot_cmd``. Layout ``"line"``: wait on the next slot's own
@@ -239,10 +240,6 @@ def engine_row(H, slot_cmd, slot_due, Lw, scratch, out, done, due, pos, n, take,
     head = tail if line else load_acquire(H, HEAD * _L)  # line: slots seen ready so far
     t = monotonic_ns()
     nxt = t + check_ns
-    # MONOTONIC or 0, typed int64, not a literal (reuses replay's compiled kernel); the
-    # pipeline's latencies are against CLOCK_MONOTONIC due times, so never the TSC
-    timed = np.int64(MONOTONIC) if durs.size > 0 else np.int64(0)
-    zero = np.int64(0)
     lim = 1
     while pos < n:
         if head == tail:
@@ -271,8 +268,7 @@ def engine_row(H, slot_cmd, slot_due, Lw, scratch, out, done, due, pos, n, take,
         else:
             m = min(head - tail, cap - s, n - pos, lim)  # queued, contiguous, this row's
             cmds = slot_cmd[s:s + m]
-        G[NFILL] = 0
-        i, code = kn.run(cmds, zero, out[pos:pos + m], F, N, IDX, LV, B, G, timed, durs)
+        i, code = run_state(cmds, out[pos:pos + m], state, durs)
         if i == 0:  # not even one command ran: the book must grow first
             return pos, GROW + code
         t = monotonic_ns()

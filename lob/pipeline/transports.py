@@ -212,15 +212,10 @@ class CompiledTransport(Transport):
                     np.zeros(n, np.int64), n, 0)
 
     def prepare_book(self, eng, n) -> None:
-        from lob.engines.compiled.kernel import GROW_FILLS, GROW_INDEX, GROW_POOL
-
         # size the book for the row before saying ready, as a live engine would: the id
         # index for n ids, the node pool and fill buffer for up to n resting orders
         # (capped at 2**20), so no array is copied (~ms) in the middle of the row
-        cap = min(n, 1 << 20) + 2
-        for code, which in ((GROW_INDEX, 2), (GROW_POOL, 1), (GROW_FILLS, 0)):
-            while len(eng.kernel_state()[which]) < cap:
-                eng.kernel_state(code)
+        eng.reserve(n, min(n, 1 << 20))
 
     def serve(self, eng, out, done, due, n, start_tail, peer_pid) -> None:
         w = self.w
@@ -238,7 +233,7 @@ class CompiledTransport(Transport):
         scratch = np.zeros(take if opts["layout"] == "line" else 0, COMMAND_DTYPE)
         pos = 0
         while True:
-            pos, st = engine_row(raw, *slots, scratch, out, done, due, pos, n, take, *state,
+            pos, st = engine_row(raw, *slots, scratch, out, done, due, pos, n, take, state,
                                  durs, *self._timing(peer_pid))
             if st >= GROW:
                 state = eng.kernel_state(st - GROW)

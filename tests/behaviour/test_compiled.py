@@ -207,12 +207,15 @@ def test_out_of_range_field_is_a_clear_error():
         _engine("v2", BookConfig(1, 10), best="tree")
 
 
-def test_pool_fills_and_index_grow_between_kernel_calls():
+@pytest.mark.parametrize("name", ["v2@numba", "v4@numba"])  # the two layouts
+def test_pool_fills_and_index_grow_between_kernel_calls(name, monkeypatch):
+    from lob.engines.compiled import engine
+
+    monkeypatch.setattr(engine, "_PRESIZE", 0)  # no reservation from the stream: grow
     cfg = BookConfig(1, 40, StpMode.NONE)
-    eng = assert_same("v2@numba", cfg, random_stream(5, 3000, cfg), capacity=1,
-                      fill_capacity=1)
+    eng = assert_same(name, cfg, random_stream(5, 3000, cfg), capacity=1, fill_capacity=1)
     assert eng.grows["pool"] >= 5 and eng.grows["fills"] >= 1
-    assert eng._N.shape[0] >= len(eng.resting())
+    assert eng._pool_size() >= len(eng.resting())
 
 
 def test_fixed_capacity_pool_rejects_resting_submits_cleanly():
@@ -373,17 +376,6 @@ def test_warm_start_loads_from_cache_without_recompiling():
 
 
 # --- v4 (levels="packed"): growth, fixed capacity, buffers lent to results ---------------------
-
-def test_v4_pool_fills_and_index_grow_between_kernel_calls(monkeypatch):
-    from lob.engines.compiled import engine_v4
-
-    monkeypatch.setattr(engine_v4, "_PRESIZE", 0)  # no reservation from the stream: grow
-    cfg = BookConfig(1, 40, StpMode.NONE)
-    eng = assert_same("v4@numba", cfg, random_stream(5, 3000, cfg), capacity=1,
-                      fill_capacity=1)
-    assert eng.grows["pool"] >= 5 and eng.grows["fills"] >= 1
-    assert eng._ND.shape[0] >= len(eng.resting())
-
 
 def test_v4_fixed_capacity_pool_rejects_resting_submits_cleanly():
     eng = _engine("v4", BookConfig(1, 10), capacity=2, grow=False)

@@ -105,7 +105,7 @@ def test_in_process_order_and_no_loss_with_random_batches(cmds, want, take, layo
                 upto = pos + int(rng.integers(1, k - pos + 1))
                 while True:
                     pos, st = pc.engine_row(raw, *slots, scratch, out, done, due, pos, upto,
-                                            take, *state, durs, 10**7, far, far, 0, 0, 0)
+                                            take, state, durs, 10**7, far, far, 0, 0, 0)
                     if st < pc.GROW:
                         break
                     state = eng.kernel_state(st - pc.GROW)
@@ -180,7 +180,8 @@ def test_rows_reset_the_book_and_reuse_the_processes(session, cmds, want):
 @pytest.mark.parametrize("transport,engine,mode,layout", [
     ("python", "v2", "chunk", "fields"), ("python", "v2", "command", "fields"),
     ("compiled", "v2@numba", "command", "fields"), ("compiled", "v2@numba", "chunk", "fields"),
-    ("compiled", "v2@numba", "command", "line"), ("compiled", "v2@numba", "chunk", "line")])
+    ("compiled", "v2@numba", "command", "line"), ("compiled", "v2@numba", "chunk", "line"),
+    ("compiled", "v5@numba", "command", "line"), ("compiled", "v4@numba", "chunk", "fields")])
 def test_outcomes_equal_a_plain_replay_on_both_transports(transport, engine, mode, layout):
     wl = lob.workload("cpp_comprehensive", scale=0.002)
     ref = lob.get_engine("reference", wl.config).replay(wl.commands).outcomes
@@ -189,6 +190,18 @@ def test_outcomes_equal_a_plain_replay_on_both_transports(transport, engine, mod
         for rate, batch in ((math.inf, 64), (2e5, 1)):
             r = s.run(wl.commands, rate=rate, batch=batch)
             assert (r.outcomes == ref).all(), (transport, rate, batch)
+
+
+def test_any_compiled_engine_runs_in_the_pipeline():
+    """The packed layout (v4, v5) runs in the compiled transport as the pool layout does: the
+    engine loop reaches either kernel through the engine's kernel_state()."""
+    from lob.pipeline import run_pipeline
+
+    wl = lob.workload("cpp_comprehensive", scale=0.002)
+    ref = lob.get_engine("reference", wl.config).replay(wl.commands).outcomes
+    r = run_pipeline("v5@numba", wl.commands, rate=math.inf, transport="compiled",
+                     config=wl.config)
+    assert (r.outcomes == ref).all()
 
 
 def test_each_transport_defaults_to_its_engine_loop_and_layout():

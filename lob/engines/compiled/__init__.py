@@ -5,9 +5,13 @@ kernels loaded from numba's on-disk cache (or compiled, ~30-60 s the first time)
 first compiled engine is built. Design notes:
 
 * ``v4@numba`` (``levels="packed"``) runs its own kernel, :mod:`.kernel_v4` (packed 32-byte
-  order records, the book's scalars in registers, a pool of pre-mapped replay buffers; see
-  :mod:`.engine_v4`), and ``v5@numba`` (``stream="prefetch"``) that kernel's specialisation
-  that prefetches the command and outcome streams; the other versions share the first kernel;
+  order records, the book's scalars in registers; see :mod:`.engine_v4`), and ``v5@numba``
+  (``stream="prefetch"``) that kernel's specialisation that prefetches the command and
+  outcome streams; the other versions share the first kernel. Both layouts share one core:
+  the scalar cells (:mod:`.state`), the bitmap (:mod:`.bitmap`), the validation and outcome
+  code (:mod:`.ops`, inlined), the engine base (:class:`.engine.KernelEngine`: growth,
+  replay, a pool of pre-mapped replay buffers, step, views) and the invariant messages
+  (:mod:`.check`); :mod:`.entry` runs either kernel from compiled code (the pipeline);
 * one kernel (:mod:`.kernel`) serves every version v0+pool..v3: the toggles are constants in
   the state array, and the branches on them are loop-invariant (perfectly predicted), so they are
   not specialised at compile time - a specialisation per version would multiply the
@@ -31,7 +35,8 @@ first compiled engine is built. Design notes:
   ``v4``, ``v5``), and ``CompiledEngine(levels="deque")`` raises ValueError
   (:mod:`lob.engines.toggles`);
 * ``best``: ``scan`` re-scans the ladder from the band edge at every match step;
-  ``bitmap`` keeps a two-level bitmap (words + summary word level) and a cached best;
+  ``bitmap`` keeps a two-level bitmap (words + summary word level, :mod:`.bitmap`) and a
+  cached best;
 * ``fok``: ``full`` | ``early_exit`` | ``level_sums`` (per-level totals plus per-level
   per-owner sums for owners 1..4095 that got one of up to 16 slots; other owners' own
   quantity is found by walking the level);

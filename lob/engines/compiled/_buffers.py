@@ -82,3 +82,19 @@ def pooled_bytes() -> tuple[int, int]:
     with _lock:
         used = sum(b.size for b in _pool if not _unused(b))
         return sum(b.size for b in _pool), used
+
+
+def zeros(shape, dtype) -> np.ndarray:
+    """``np.zeros`` with every page mapped now. np.zeros of a large array is a fresh lazy
+    mapping, so its pages would be faulted in (and zeroed) by the kernel's first write to
+    each: inside the timed replay, and scaling with the array, not with the work (the
+    per-owner level_sums table, up to 16 MB written nowhere at creation, cost a fresh
+    engine milliseconds of page faults that way)."""
+    return mapped(np.zeros(shape, dtype=dtype))
+
+
+def mapped(a: np.ndarray) -> np.ndarray:
+    """Map every page of the zeroed, contiguous ``a`` now: one write per page (the OS zeroes
+    the rest), so no page fault is left for the kernel."""
+    a.reshape(-1).view(np.uint8)[::_PAGE] = 0
+    return a

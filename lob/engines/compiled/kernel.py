@@ -16,37 +16,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from lob.engines.compiled.bitmap import ONE
 from lob.engines.compiled.book import (
-    _ONE,
-    FIXED,
-    FOK_LEVEL_SUMS,
-    FOK_MODE,
-    FREE,
     HEAD,
-    HI,
-    IDS,
-    IDS_BITSET,
     LEVEL_COLS,
-    LO,
     LOFF,
-    NDUR,
-    NEXT_ID,
-    NFILL,
-    NLIVE,
     NXT,
     OID,
-    OS_OFF,
-    OSLOT_OFF,
-    OSLOT_SIZE,
     OWN,
-    QREMOVED,
-    QTRADED,
     QTY,
     ROW,
-    STP,
     SUM,
-    WIDTH,
-    K,
     add_sums,
     after,
     best,
@@ -55,77 +35,72 @@ from lob.engines.compiled.book import (
     rest,
 )
 from lob.engines.compiled.clock import stamp
-from lob.engines.compiled.codes import (  # noqa: F401 - the kernel's names for them
+from lob.engines.compiled.codes import (
     ACCEPTED,
     CANCEL,
     CANCELLED,
     DONE,
-    FILLED,
     FOK,
     GROW_FILLS,
     GROW_INDEX,
     GROW_POOL,
-    IOC,
     LIMIT,
     MARKET,
     MASS_CANCEL,
     MODIFY,
     NOT_FOUND,
     NOTIONAL,
-    PARTIAL,
     POST_ONLY,
     R_BAD_KIND,
-    R_BAD_OWNER,
-    R_BAD_PRICE,
-    R_BAD_QTY,
-    R_BAD_SCOPE,
-    R_BAD_SIDE,
-    R_BAD_TYPE,
     R_FOK_UNFILLABLE,
-    R_NO_LIQUIDITY,
-    R_POOL_FULL,
-    R_SELF_TRADE,
     R_UNKNOWN_ID,
     R_WOULD_CROSS,
     REJECTED,
-    SCOPE_ALL,
     SCOPE_OWNER,
-    SCOPE_RANGE,
     SCOPE_SIDE,
     STP_MAKER,
     STP_NONE,
     STP_TAKER,
     SUBMIT,
 )
-from lob.semantics import MAX_NOTIONAL, MAX_QTY
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def put(out, i, status, reason, oid, remaining, filled, fills, removed):
-    r = out[i]
-    r.status = status
-    r.reason = reason
-    r.id = oid
-    r.remaining = remaining
-    r.filled = filled
-    r.fills = fills
-    r.removed = removed
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def crosses(side, market, limit, p):
-    return market or (p <= limit if side == 0 else p >= limit)
+from lob.engines.compiled.ops import (
+    crosses,
+    fill,  # noqa: F401 - put: the probes' outcome writer
+    mass_cancel_span,
+    own_in_table,
+    put,
+    refuse_modify,
+    refuse_submit,
+    settle,
+)
+from lob.engines.compiled.state import (
+    FIXED,
+    FOK_LEVEL_SUMS,
+    FOK_MODE,
+    FREE,
+    HI,
+    IDS,
+    IDS_BITSET,
+    LO,
+    NDUR,
+    NEXT_ID,
+    NFILL,
+    NLIVE,
+    OS_OFF,
+    OSLOT_OFF,
+    QREMOVED,
+    QTRADED,
+    STP,
+    WIDTH,
+)
 
 
 @njit(cache=True, _nrt=False)
 def own_at(N, G, row, owner):
     """Open quantity of ``owner`` at level ``row`` (level_sums table, or a walk as fallback)."""
-    if owner < G[OSLOT_SIZE]:
-        s = G[G[OSLOT_OFF] + owner]
-        if s >= 0:
-            return G[G[OS_OFF] + row * G[K] + s]
-        if s == -1:
-            return 0  # never rested an order
+    total = own_in_table(G, G[OSLOT_OFF], G[OS_OFF], G, row, owner)
+    if total >= 0:
+        return total
     total = 0
     node = G[LOFF + row * LEVEL_COLS + HEAD]
     while node >= 0:
@@ -214,10 +189,7 @@ def match(out, i, F, N, IDX, LV, B, G,
         left -= take * p if notional else take
         filled += take
         nfills += 1
-        F[nf, 0] = oid
-        F[nf, 1] = N[m, OID]
-        F[nf, 2] = p
-        F[nf, 3] = take
+        fill(F, nf, oid, N[m, OID], p, take)
         nf += 1
         if take == mq:
             remove(N, IDX, LV, B, G, m)
@@ -228,54 +200,28 @@ def match(out, i, F, N, IDX, LV, B, G,
                 add_sums(N, G, m, -take)
     G[NFILL] = nf
     G[QTRADED] += filled
-    reason = R_SELF_TRADE if stopped else 0
-    if notional:
-        if filled == 0:
-            put(out, i, CANCELLED, reason or R_NO_LIQUIDITY, oid, left, 0, 0, removed)
-        else:
-            done = (too_dear or left == 0) and not stopped
-            put(out, i, FILLED if done else PARTIAL, reason, oid, left, filled, nfills, removed)
-    elif left == 0:
-        put(out, i, FILLED, 0, oid, 0, filled, nfills, removed)
-    elif (otype == LIMIT or otype == POST_ONLY) and not stopped:
+    if settle(out, i, otype, stopped, too_dear, oid, left, filled, nfills, removed):
         rest(N, IDX, LV, B, G, oid, owner, side, price, left)
-        put(out, i, PARTIAL if filled else ACCEPTED, 0, oid, left, filled, nfills, removed)
-    elif filled:
-        put(out, i, PARTIAL, reason, oid, left, filled, nfills, removed)
-    else:
-        put(out, i, CANCELLED, reason or R_NO_LIQUIDITY, oid, left, 0, 0, removed)
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def submit(out, i, N, B, G, owner, side, otype, price, qty):
     """Validate a submit and run its pre-trade checks (POST_ONLY cross, FOK fill); returns its
     new id when it goes on to :func:`match`, else 0 (its outcome row is written)."""
-    if otype < 0 or otype > NOTIONAL:
-        put(out, i, REJECTED, R_BAD_TYPE, 0, 0, 0, 0, 0)
-    elif side != 0 and side != 1:
-        put(out, i, REJECTED, R_BAD_SIDE, 0, 0, 0, 0, 0)
-    elif owner <= 0:
-        put(out, i, REJECTED, R_BAD_OWNER, 0, 0, 0, 0, 0)
-    elif qty <= 0 or (qty > MAX_QTY and (otype != NOTIONAL or qty > MAX_NOTIONAL)):
-        put(out, i, REJECTED, R_BAD_QTY, 0, 0, 0, 0, 0)
-    elif otype < MARKET and (price < G[LO] or price > G[HI]):
-        put(out, i, REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
-    elif G[FREE] < 0 and (otype == LIMIT or otype == POST_ONLY):
-        put(out, i, REJECTED, R_POOL_FULL, 0, 0, 0, 0, 0)  # fixed-capacity mode only
-    else:
-        G[NEXT_ID] += 1
-        oid = G[NEXT_ID]
-        market = otype >= MARKET
-        if otype == POST_ONLY:
-            x = best(G, 1 - side)
-            if x >= 0 and crosses(side, False, price, G[LO] + x):
-                put(out, i, CANCELLED, R_WOULD_CROSS, oid, qty, 0, 0, 0)
-                return 0
-        if otype == FOK and available(N, B, G, side, market, price, owner, qty) < qty:
-            put(out, i, CANCELLED, R_FOK_UNFILLABLE, oid, qty, 0, 0, 0)
+    if refuse_submit(out, i, otype, side, owner, price, qty, G[LO], G[HI], G[FREE]):
+        return 0
+    G[NEXT_ID] += 1
+    oid = G[NEXT_ID]
+    market = otype >= MARKET
+    if otype == POST_ONLY:
+        x = best(G, 1 - side)
+        if x >= 0 and crosses(side, False, price, G[LO] + x):
+            put(out, i, CANCELLED, R_WOULD_CROSS, oid, qty, 0, 0, 0)
             return 0
-        return oid
-    return 0
+    if otype == FOK and available(N, B, G, side, market, price, owner, qty) < qty:
+        put(out, i, CANCELLED, R_FOK_UNFILLABLE, oid, qty, 0, 0, 0)
+        return 0
+    return oid
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -284,7 +230,7 @@ def lookup(IDX, LV, G, oid):
     a dead id is answered from the bitset (in cache) without touching the index."""
     if oid <= 0 or oid >= IDX.size:
         return -1
-    if G[IDS] == IDS_BITSET and LV[oid >> 6] & (_ONE << np.uint64(oid & 63)) == 0:
+    if G[IDS] == IDS_BITSET and LV[oid >> 6] & (ONE << np.uint64(oid & 63)) == 0:
         return -1
     return IDX[oid]
 
@@ -305,11 +251,7 @@ def modify(out, i, N, IDX, LV, B, G, oid, qty, price):
     ``(owner, side)`` for :func:`execute` to match it (as a LIMIT at ``price``); ``(0, 0)``
     when its outcome row is written here. A real call (a rare path): the one inlined copy of
     ``match`` serves both, and each inlined copy costs ~45 s of compile time."""
-    if qty <= 0 or qty > MAX_QTY:
-        put(out, i, REJECTED, R_BAD_QTY, 0, 0, 0, 0, 0)
-        return 0, 0
-    if price != 0 and (price < G[LO] or price > G[HI]):
-        put(out, i, REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
+    if refuse_modify(out, i, qty, price, G[LO], G[HI]):
         return 0, 0
     node = lookup(IDX, LV, G, oid)
     if node < 0:
@@ -338,28 +280,10 @@ def modify(out, i, N, IDX, LV, B, G, oid, qty, price):
 
 @njit(cache=True, _nrt=False)
 def mass_cancel(out, i, N, IDX, LV, B, G, scope, side, owner, plo, phi):
-    if scope < SCOPE_ALL or scope > SCOPE_RANGE:
-        put(out, i, REJECTED, R_BAD_SCOPE, 0, 0, 0, 0, 0)
-        return
-    if scope == SCOPE_SIDE and side != 0 and side != 1:
-        put(out, i, REJECTED, R_BAD_SIDE, 0, 0, 0, 0, 0)
-        return
-    if scope == SCOPE_OWNER and owner <= 0:
-        put(out, i, REJECTED, R_BAD_OWNER, 0, 0, 0, 0, 0)
-        return
-    if scope == SCOPE_RANGE and plo > phi:
-        put(out, i, REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
-        return
     w = G[WIDTH]
-    xa = 0
-    xb = w - 1
-    if scope == SCOPE_RANGE:  # clamp to the band without forming plo - LO near -2**63
-        if plo > G[LO]:
-            xa = plo - G[LO]
-        if phi < G[LO]:
-            xb = -1
-        elif phi < G[HI]:
-            xb = phi - G[LO]
+    ok, xa, xb = mass_cancel_span(out, i, scope, side, owner, plo, phi, G[LO], G[HI], w)
+    if not ok:
+        return
     n = 0
     for s in range(2):
         if scope == SCOPE_SIDE and s != side:

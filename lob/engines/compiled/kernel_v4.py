@@ -79,58 +79,55 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
+from lob.engines.compiled import codes as cd
+from lob.engines.compiled.bitmap import (
+    ONE,
+    bm_after,
+    bm_clear,
+    bm_next,
+    bm_prev,
+    bm_set,
+    u,
+)
 from lob.engines.compiled.clock import stamp
-from lob.engines.compiled.codes import (  # noqa: F401 - the kernel's names for them
-    ACCEPTED,
-    CANCEL,
-    CANCELLED,
-    DONE,
-    FILLED,
-    FOK,
-    GROW_FILLS,
-    GROW_INDEX,
-    GROW_POOL,
-    IOC,
-    LIMIT,
-    MARKET,
-    MASS_CANCEL,
-    MODIFY,
-    NOT_FOUND,
-    NOTIONAL,
-    PARTIAL,
-    POST_ONLY,
-    R_BAD_KIND,
-    R_BAD_OWNER,
-    R_BAD_PRICE,
-    R_BAD_QTY,
-    R_BAD_SCOPE,
-    R_BAD_SIDE,
-    R_BAD_TYPE,
-    R_FOK_UNFILLABLE,
-    R_NO_LIQUIDITY,
-    R_POOL_FULL,
-    R_SELF_TRADE,
-    R_UNKNOWN_ID,
-    R_WOULD_CROSS,
-    REJECTED,
-    SCOPE_ALL,
-    SCOPE_OWNER,
-    SCOPE_RANGE,
-    SCOPE_SIDE,
-    STP_MAKER,
-    STP_NONE,
-    STP_TAKER,
-    SUBMIT,
+from lob.engines.compiled.ops import (
+    fill,
+    mass_cancel_span,
+    own_in_table,
+    owner_slot,
+    put,
+    refuse_modify,
+    refuse_submit,
+    settle,
 )
-from lob.engines.compiled.kernel import put  # one outcome-row writer for both kernels
 from lob.engines.compiled.prefetch import prefetch, prefetch_write
-from lob.semantics import (
-    MAX_NOTIONAL,
-    MAX_PRICE,
-    MAX_QTY,
+from lob.engines.compiled.state import (
+    BEST0,
+    BEST1,
+    FIXED,
+    FOK_FULL,
+    FOK_LEVEL_SUMS,
+    FOK_MODE,
+    FREE,
+    HI,
+    LO,
+    NDUR,
+    NEXT_ID,
+    NFILL,
+    NLIVE,
+    NW0,
+    NW1,
+    OSLOT_SIZE,
+    OWNSUMS,
+    QIN,
+    QREMOVED,
+    QTRADED,
+    STP,
+    WIDTH,
+    K,
 )
+from lob.semantics import MAX_PRICE, MAX_QTY
 
 # one resting order: ND[node].nxt etc. (32 bytes)
 NODE_DTYPE = np.dtype([("nxt", "i4"), ("prv", "i4"), ("qty", "i4"), ("own", "i4"),
@@ -141,113 +138,10 @@ assert 2 * MAX_PRICE <= MAX_NODES
 # one price level of one side: L[row].head etc. (16 bytes); row = 2 * (price - min_price) + side,
 # so a price's bid and ask levels share a cache line and a row is a shift, not a multiply
 LEVEL_DTYPE = np.dtype([("head", "i4"), ("tail", "i4"), ("sum", "i8")], align=True)
-# scalar state S[0:16] and constants S[16:32]
-NEXT_ID, FREE, NFILL, BEST0, BEST1, NLIVE, QIN, QTRADED, QREMOVED, NSLOTS, NDUR = range(11)
-LO, HI, WIDTH, STP, FOK_MODE, K, FIXED, NW0, NW1, OSLOT_SIZE, OWNSUMS = range(16, 27)
-S_SIZE = 32
-
-FOK_FULL, FOK_EARLY_EXIT, FOK_LEVEL_SUMS = 0, 1, 2
 STREAM_AHEAD = 64  # commands (and outcome records) prefetched ahead of the one in hand
 
 
-_ONE = np.uint64(1)
-_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def u(i):
-    """An index as unsigned: numba then emits no negative-index wraparound for it (every
-    index here is >= 0; a bounds-checked build still catches one that is not)."""
-    return np.uint64(i)
-
-
-# --- the two-level non-empty-level bitmap (B0 words, then the B1 summary words) --------
-
-@njit(cache=True, _nrt=False, inline="always")
-def bm_set(B, nw0, nw1, s, x):
-    w = x >> 6
-    i0 = s * nw0 + w
-    if B[u(i0)] == 0:
-        B[u(2 * nw0 + s * nw1 + (w >> 6))] |= _ONE << np.uint64(w & 63)
-    B[u(i0)] |= _ONE << np.uint64(x & 63)
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def bm_clear(B, nw0, nw1, s, x):
-    w = x >> 6
-    i0 = s * nw0 + w
-    B[u(i0)] &= ~(_ONE << np.uint64(x & 63))
-    if B[u(i0)] == 0:
-        B[u(2 * nw0 + s * nw1 + (w >> 6))] &= ~(_ONE << np.uint64(w & 63))
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def bm_next(B, nw0, nw1, s, x):
-    """Lowest non-empty level >= x on side s, or -1."""
-    b0 = s * nw0
-    b1 = 2 * nw0 + s * nw1
-    w = x >> 6
-    if x < 0 or w >= nw0:
-        return -1
-    m = B[u(b0 + w)] & (_ALL << np.uint64(x & 63))
-    if m != 0:
-        return (w << 6) + np.int64(trailing_zeros(m))
-    j = w + 1
-    if j >= nw0:
-        return -1
-    jw = j >> 6
-    m = B[u(b1 + jw)] & (_ALL << np.uint64(j & 63))
-    while m == 0:
-        jw += 1
-        if jw >= nw1:
-            return -1
-        m = B[u(b1 + jw)]
-    w = (jw << 6) + np.int64(trailing_zeros(m))
-    return (w << 6) + np.int64(trailing_zeros(B[u(b0 + w)]))
-
-
-@njit(cache=True, _nrt=False, inline="always")
-def bm_prev(B, nw0, nw1, s, x):
-    """Highest non-empty level <= x on side s, or -1."""
-    if x < 0:
-        return -1
-    b0 = s * nw0
-    b1 = 2 * nw0 + s * nw1
-    w = x >> 6
-    m = B[u(b0 + w)] & (_ALL >> np.uint64(63 - (x & 63)))
-    if m != 0:
-        return (w << 6) + 63 - np.int64(leading_zeros(m))
-    j = w - 1
-    if j < 0:
-        return -1
-    jw = j >> 6
-    m = B[u(b1 + jw)] & (_ALL >> np.uint64(63 - (j & 63)))
-    while m == 0:
-        jw -= 1
-        if jw < 0:
-            return -1
-        m = B[u(b1 + jw)]
-    w = (jw << 6) + 63 - np.int64(leading_zeros(m))
-    return (w << 6) + 63 - np.int64(leading_zeros(B[u(b0 + w)]))
-
-
 # --- orders on and off the book -------------------------------------------------------------
-
-@njit(cache=True, _nrt=False, inline="always")
-def owner_slot(OS, S, owner):
-    """The owner's slot in the per-level owner sums (assigned on first sight), or -1."""
-    if owner >= S[OSLOT_SIZE]:
-        return -1
-    s = OS[u(owner)]
-    if s == -1:
-        if S[NSLOTS] < S[K]:
-            s = S[NSLOTS]
-            S[NSLOTS] += 1
-        else:
-            s = -2  # sticky: an owner never gains a slot while it may have resting orders
-        OS[u(owner)] = s
-    return s if s >= 0 else -1
-
 
 @njit(cache=True, _nrt=False, inline="always")
 def rest(ND, L, IDX, LV, B, OS, S, C, free, best0, best1, oid, owner, side, price, qty):
@@ -278,12 +172,12 @@ def rest(ND, L, IDX, LV, B, OS, S, C, free, best0, best1, oid, owner, side, pric
     if C[4]:
         L[u(row)].sum += qty
         if C[5]:
-            slot = owner_slot(OS, S, owner)
+            slot = owner_slot(OS, 0, S, owner)
             ND[u(node)].slot = slot
             if slot >= 0:
                 OS[u(C[6] + row * C[7] + slot)] += qty
     IDX[u(oid)] = node
-    LV[u(oid >> 6)] |= _ONE << np.uint64(oid & 63)
+    LV[u(oid >> 6)] |= ONE << np.uint64(oid & 63)
     return free, best0, best1
 
 
@@ -325,7 +219,7 @@ def drop(ND, L, LV, B, OS, C, free, best0, best1, node):
             if best1 == x:
                 best1 = bm_next(B, C[2], C[3], 1, x + 1)
     oid = ND[u(node)].oid
-    LV[u(oid >> 6)] &= ~(_ONE << np.uint64(oid & 63))
+    LV[u(oid >> 6)] &= ~(ONE << np.uint64(oid & 63))
     ND[u(node)].nxt = free
     return node, best0, best1
 
@@ -344,12 +238,9 @@ def consts(S):
 @njit(cache=True, _nrt=False, inline="always")
 def own_at(ND, L, OS, S, row, owner):
     """Open quantity of ``owner`` at level ``row`` (owner sums, or a walk as fallback)."""
-    if owner < S[OSLOT_SIZE]:
-        s = OS[u(owner)]
-        if s >= 0:
-            return OS[u(S[OSLOT_SIZE] + row * S[K] + s)]
-        if s == -1:
-            return 0  # never rested an order
+    total = own_in_table(OS, 0, S[OSLOT_SIZE], S, row, owner)
+    if total >= 0:
+        return total
     total = 0
     node = L[u(row)].head
     while node >= 0:
@@ -375,16 +266,16 @@ def available(ND, L, B, OS, S, x, side, limit, owner, want):
         row = 2 * x + opp
         own = -1
         if mode == FOK_LEVEL_SUMS:
-            own = 0 if stp == STP_NONE else own_at(ND, L, OS, S, row, owner)
+            own = 0 if stp == cd.STP_NONE else own_at(ND, L, OS, S, row, owner)
         if own == 0:
             total += L[u(row)].sum
-        elif own > 0 and stp == STP_MAKER:
+        elif own > 0 and stp == cd.STP_MAKER:
             total += L[u(row)].sum - own
         else:  # walk the level in priority order
             node = L[u(row)].head
             while node >= 0:
-                if stp != STP_NONE and ND[u(node)].own == owner:
-                    if stp != STP_MAKER:
+                if stp != cd.STP_NONE and ND[u(node)].own == owner:
+                    if stp != cd.STP_MAKER:
                         return total
                 else:
                     total += ND[u(node)].qty
@@ -393,36 +284,16 @@ def available(ND, L, B, OS, S, x, side, limit, owner, want):
                 node = ND[u(node)].nxt
         if mode != FOK_FULL and total >= want:
             return total
-        x = bm_prev(B, S[NW0], S[NW1], 0, x - 1) if opp == 0 else \
-            bm_next(B, S[NW0], S[NW1], 1, x + 1)
+        x = bm_after(B, S[NW0], S[NW1], opp, x)
     return total
 
 
 @njit(cache=True, _nrt=False)
 def mass_cancel(out, i, ND, L, LV, B, OS, S, scope, side, owner, plo, phi):
-    if scope < SCOPE_ALL or scope > SCOPE_RANGE:
-        put(out, u(i), REJECTED, R_BAD_SCOPE, 0, 0, 0, 0, 0)
+    ok, xa, xb = mass_cancel_span(out, u(i), scope, side, owner, plo, phi, S[LO], S[HI],
+                                  S[WIDTH])
+    if not ok:
         return
-    if scope == SCOPE_SIDE and side != 0 and side != 1:
-        put(out, u(i), REJECTED, R_BAD_SIDE, 0, 0, 0, 0, 0)
-        return
-    if scope == SCOPE_OWNER and owner <= 0:
-        put(out, u(i), REJECTED, R_BAD_OWNER, 0, 0, 0, 0, 0)
-        return
-    if scope == SCOPE_RANGE and plo > phi:
-        put(out, u(i), REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
-        return
-    w = S[WIDTH]
-    lo = S[LO]
-    xa = 0
-    xb = w - 1
-    if scope == SCOPE_RANGE:  # clamp to the band without forming plo - LO near -2**63
-        if plo > lo:
-            xa = plo - lo
-        if phi < lo:
-            xb = -1
-        elif phi < S[HI]:
-            xb = phi - lo
     free = S[FREE]
     best0 = S[BEST0]
     best1 = S[BEST1]
@@ -430,14 +301,14 @@ def mass_cancel(out, i, ND, L, LV, B, OS, S, scope, side, owner, plo, phi):
     n = 0
     qrem = 0
     for s in range(2):
-        if scope == SCOPE_SIDE and s != side:
+        if scope == cd.SCOPE_SIDE and s != side:
             continue
         x = bm_next(B, S[NW0], S[NW1], s, xa)
         while 0 <= x <= xb:
             node = L[u(2 * x + s)].head
             while node >= 0:
                 nxt = ND[u(node)].nxt
-                if scope != SCOPE_OWNER or ND[u(node)].own == owner:
+                if scope != cd.SCOPE_OWNER or ND[u(node)].own == owner:
                     qrem += ND[u(node)].qty
                     free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, node)
                     n += 1
@@ -448,7 +319,7 @@ def mass_cancel(out, i, ND, L, LV, B, OS, S, scope, side, owner, plo, phi):
     S[BEST1] = best1
     S[NLIVE] -= n
     S[QREMOVED] += qrem
-    put(out, u(i), CANCELLED, 0, 0, 0, 0, 0, n)
+    put(out, u(i), cd.CANCELLED, 0, 0, 0, 0, 0, n)
 
 
 @njit(cache=True, _nrt=False)
@@ -456,14 +327,10 @@ def modify(out, i, ND, L, IDX, LV, B, OS, S, oid, qty, price):
     """A MODIFY: settled here, or taken off the book for the match at its new price; returns
     (whether it goes to the match as a LIMIT, its side, its owner)."""
     lo = S[LO]
-    if qty <= 0 or qty > MAX_QTY:
-        put(out, u(i), REJECTED, R_BAD_QTY, 0, 0, 0, 0, 0)
+    if refuse_modify(out, u(i), qty, price, lo, S[HI]):
         return False, 0, 0
-    if price != 0 and (price < lo or price > S[HI]):
-        put(out, u(i), REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
-        return False, 0, 0
-    if oid <= 0 or oid >= IDX.size or LV[u(oid >> 6)] & (_ONE << np.uint64(oid & 63)) == 0:
-        put(out, u(i), NOT_FOUND, R_UNKNOWN_ID, oid, 0, 0, 0, 0)
+    if oid <= 0 or oid >= IDX.size or LV[u(oid >> 6)] & (ONE << np.uint64(oid & 63)) == 0:
+        put(out, u(i), cd.NOT_FOUND, cd.R_UNKNOWN_ID, oid, 0, 0, 0, 0)
         return False, 0, 0
     C = consts(S)
     free = S[FREE]
@@ -481,7 +348,7 @@ def modify(out, i, ND, L, IDX, LV, B, OS, S, oid, qty, price):
         ND[u(node)].qty = qty
         if C[4]:
             add_sums(ND, L, OS, C, node, row, qty - oq)
-        put(out, u(i), ACCEPTED, 0, oid, qty, 0, 0, 0)
+        put(out, u(i), cd.ACCEPTED, 0, oid, qty, 0, 0, 0)
         return False, side, owner
     S[QREMOVED] += oq  # off the book (one copy of drop for both cases)
     free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, node)
@@ -489,7 +356,7 @@ def modify(out, i, ND, L, IDX, LV, B, OS, S, oid, qty, price):
         free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, C, free, best0, best1, oid,
                                   owner, side, old_price, qty)
         S[QIN] += qty
-        put(out, u(i), ACCEPTED, 0, oid, qty, 0, 0, 0)
+        put(out, u(i), cd.ACCEPTED, 0, oid, qty, 0, 0, 0)
     else:  # a new price: matched as a LIMIT
         S[NLIVE] -= 1
     S[FREE] = free
@@ -513,12 +380,81 @@ def save(S, next_id, free, nfill, best0, best1, nlive, qin, qtraded, qremoved):
     S[QREMOVED] = qremoved
 
 
+@njit(cache=True, _nrt=False, inline="always")
+def match(out, i, F, ND, L, IDX, LV, B, OS, S, C, lo, stp, sums, free, nf, best0, best1,
+          nlive, qin, qtraded, qrem, oid, owner, side, otype, price, qty):
+    """Match an order (a submit, or a modify to a new price, as a LIMIT) against the book,
+    then write its outcome and rest any remainder; returns the scalar state it changed
+    ``(free, nf, best0, best1, nlive, qin, qtraded, qrem)``. Inlined into :func:`run`."""
+    market = otype >= cd.MARKET
+    notional = otype == cd.NOTIONAL
+    left = qty  # lots, or quote amount for NOTIONAL
+    filled = 0
+    nfills = 0
+    removed = 0
+    stopped = False
+    too_dear = False
+    while left > 0:
+        x = best1 if side == 0 else best0
+        if x < 0:
+            break
+        p = lo + x
+        if not market and ((p > price) if side == 0 else (p < price)):
+            break
+        if notional and p > left:
+            too_dear = True
+            break
+        row = 2 * x + 1 - side
+        m = L[u(row)].head
+        mq = ND[u(m)].qty
+        if stp != cd.STP_NONE and ND[u(m)].own == owner:  # self-trade
+            stopped = stp != cd.STP_MAKER
+            if stp == cd.STP_TAKER:
+                break
+            qrem += mq  # the maker is removed, not traded
+            removed += 1
+        else:
+            take = left // p if notional else left
+            if mq < take:
+                take = mq
+            left -= take * p if notional else take
+            filled += take
+            nfills += 1
+            fill(F, nf, oid, ND[u(m)].oid, p, take)
+            nf += 1
+            if take < mq:  # the maker keeps the rest (and the taker is done)
+                ND[u(m)].qty = mq - take
+                if sums:
+                    add_sums(ND, L, OS, C, m, row, -take)
+                continue
+        # the maker leaves the book, traded or removed: one copy of drop for both
+        nlive -= 1
+        free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, m)
+        if stopped:
+            break
+    qtraded += filled
+    if settle(out, u(i), otype, stopped, too_dear, oid, left, filled, nfills, removed):
+        free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, C, free, best0, best1, oid,
+                                  owner, side, price, left)
+        nlive += 1
+        qin += left
+    return free, nf, best0, best1, nlive, qin, qtraded, qrem
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def load(S):
+    """The scalar state :func:`save` writes, as a tuple of locals (registers)."""
+    return (S[NEXT_ID], S[FREE], S[NFILL], S[BEST0], S[BEST1], S[NLIVE], S[QIN], S[QTRADED],
+            S[QREMOVED])
+
+
 @njit(cache=True, _nrt=False)
 def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
     """Replay ``cmds[start:]`` into ``out``; returns (next command, DONE or what to grow).
 
-    With ``timed``, commands whose ``timed`` flag is set are bracketed by in-kernel clock
-    reads and their durations written to ``durs[S[NDUR]]`` onwards. ``durs=None`` compiles
+    With ``timed`` (:data:`lob.engines.compiled.clock.MONOTONIC` or ``TSC``; 0: untimed),
+    commands whose ``timed`` flag is set are bracketed by in-kernel clock reads and their
+    durations (ns, or cycle ticks) written to ``durs[S[NDUR]]`` onwards. ``durs=None`` compiles
     a specialisation with no clock code at all: numba prunes the ``durs is not None``
     branches before typing, so the untimed loop carries no clock flag, start time or
     duration count (0.93x on lobster_replay, faster in 19 of 21 interleaved rounds).
@@ -536,15 +472,7 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
     grow = S[FIXED] == 0
     fcap = F.shape[0]
     icap = IDX.size
-    next_id = S[NEXT_ID]
-    free = S[FREE]
-    nf = S[NFILL]
-    best0 = S[BEST0]
-    best1 = S[BEST1]
-    nlive = S[NLIVE]
-    qin = S[QIN]
-    qtraded = S[QTRADED]
-    qrem = S[QREMOVED]
+    next_id, free, nf, best0, best1, nlive, qin, qtraded, qrem = load(S)
     ndur = S[NDUR]
     n = cmds.size
     i = start
@@ -563,25 +491,25 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
                 clock = timed != 0 and c.timed
                 t0 = stamp(timed) if clock else 0
             kind = c.kind
-            if kind == CANCEL:
+            if kind == cd.CANCEL:
                 oid = c.id
                 if u(oid - 1) >= u(icap - 1) or \
-                        LV[u(oid >> 6)] & (_ONE << np.uint64(oid & 63)) == 0:
-                    put(out, u(i), NOT_FOUND, R_UNKNOWN_ID, oid, 0, 0, 0, 0)
+                        LV[u(oid >> 6)] & (ONE << np.uint64(oid & 63)) == 0:
+                    put(out, u(i), cd.NOT_FOUND, cd.R_UNKNOWN_ID, oid, 0, 0, 0, 0)
                 else:
                     node = IDX[u(oid)]
                     qrem += ND[u(node)].qty
                     nlive -= 1
                     free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, node)
-                    put(out, u(i), CANCELLED, 0, oid, 0, 0, 0, 1)  # remaining=0: as C++
-            elif kind == SUBMIT and 0 <= c.otype <= MARKET:
+                    put(out, u(i), cd.CANCELLED, 0, oid, 0, 0, 0, 1)  # remaining=0: as C++
+            elif kind == cd.SUBMIT and 0 <= c.otype <= cd.MARKET:
                 side = c.side
                 price = c.price
                 qty = c.qty
                 otype = c.otype
                 # valid, with room for it (a price in the band: one unsigned compare)
                 if not (c.owner > 0 and 0 < qty <= MAX_QTY and
-                        (otype == MARKET or u(price - lo) < u(w)) and free >= 0 and
+                        (otype == cd.MARKET or u(price - lo) < u(w)) and free >= 0 and
                         next_id + 1 < icap):
                     break
                 if u(side) > u(1):
@@ -590,39 +518,36 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
                 # (random in both streams) is mispredicted on about every other submit
                 x = best0 if side else best1
                 d = lo + x - price
-                cross = (x >= 0) & ((otype == MARKET) | ((d >= 0) if side else (d <= 0)))
+                cross = (x >= 0) & ((otype == cd.MARKET) | ((d >= 0) if side else (d <= 0)))
                 if not cross:
                     next_id += 1
-                    if otype == LIMIT or otype == POST_ONLY:
+                    if otype == cd.LIMIT or otype == cd.POST_ONLY:
                         free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, C, free, best0,
                                                   best1, next_id, c.owner, side, price, qty)
                         nlive += 1
                         qin += qty
-                        put(out, u(i), ACCEPTED, 0, next_id, qty, 0, 0, 0)
+                        put(out, u(i), cd.ACCEPTED, 0, next_id, qty, 0, 0, 0)
                     else:  # an IOC, FOK or MARKET with nothing to take
-                        put(out, u(i), CANCELLED, R_FOK_UNFILLABLE if otype == FOK else
-                            R_NO_LIQUIDITY, next_id, qty, 0, 0, 0)
-                elif otype == POST_ONLY:  # would take
+                        put(out, u(i), cd.CANCELLED, cd.R_FOK_UNFILLABLE if otype == cd.FOK else
+                            cd.R_NO_LIQUIDITY, next_id, qty, 0, 0, 0)
+                elif otype == cd.POST_ONLY:  # would take
                     next_id += 1
-                    put(out, u(i), CANCELLED, R_WOULD_CROSS, next_id, qty, 0, 0, 0)
+                    put(out, u(i), cd.CANCELLED, cd.R_WOULD_CROSS, next_id, qty, 0, 0, 0)
                 else:  # filled by the best level's first order, which keeps a remainder
                     row = 2 * x + 1 - side
                     m = L[u(row)].head
                     mq = ND[u(m)].qty
-                    if mq <= qty or nf >= fcap or (stp != STP_NONE and ND[u(m)].own == c.owner):
+                    if mq <= qty or nf >= fcap or (stp != cd.STP_NONE and ND[u(m)].own == c.owner):
                         break  # to the match
                     next_id += 1
                     p = lo + x
-                    F[u(nf), 0] = next_id
-                    F[u(nf), 1] = ND[u(m)].oid
-                    F[u(nf), 2] = p
-                    F[u(nf), 3] = qty
+                    fill(F, nf, next_id, ND[u(m)].oid, p, qty)
                     nf += 1
                     ND[u(m)].qty = mq - qty
                     if sums:
                         add_sums(ND, L, OS, C, m, row, -qty)
                     qtraded += qty
-                    put(out, u(i), FILLED, 0, next_id, 0, qty, 1, 0)
+                    put(out, u(i), cd.FILLED, 0, next_id, 0, qty, 1, 0)
             else:
                 break
             if durs is not None:
@@ -632,14 +557,14 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
             i += 1
         if i >= n:
             break
-        code = DONE
+        code = cd.DONE
         if free < 0 and grow:
-            code = GROW_POOL
+            code = cd.GROW_POOL
         elif fcap - nf <= nlive:  # one command fills at most every resting order
-            code = GROW_FILLS
+            code = cd.GROW_FILLS
         elif next_id + 1 >= icap:
-            code = GROW_INDEX
-        if code != DONE:
+            code = cd.GROW_INDEX
+        if code != cd.DONE:
             save(S, next_id, free, nf, best0, best1, nlive, qin, qtraded, qrem)
             S[NDUR] = ndur
             return i, code
@@ -652,133 +577,48 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
         oid = 0
         owner = 0
         side = 0
-        otype = LIMIT
+        otype = cd.LIMIT
         price = 0
         qty = 0
-        if kind == SUBMIT:
+        if kind == cd.SUBMIT:
             otype = c.otype
             side = c.side
             owner = c.owner
             price = c.price
             qty = c.qty
-            if otype < 0 or otype > NOTIONAL:
-                put(out, u(i), REJECTED, R_BAD_TYPE, 0, 0, 0, 0, 0)
-            elif side != 0 and side != 1:
-                put(out, u(i), REJECTED, R_BAD_SIDE, 0, 0, 0, 0, 0)
-            elif owner <= 0:
-                put(out, u(i), REJECTED, R_BAD_OWNER, 0, 0, 0, 0, 0)
-            elif qty <= 0 or (qty > MAX_QTY and (otype != NOTIONAL or qty > MAX_NOTIONAL)):
-                put(out, u(i), REJECTED, R_BAD_QTY, 0, 0, 0, 0, 0)
-            elif otype < MARKET and (price < lo or price > hi):
-                put(out, u(i), REJECTED, R_BAD_PRICE, 0, 0, 0, 0, 0)
-            elif free < 0 and (otype == LIMIT or otype == POST_ONLY):
-                put(out, u(i), REJECTED, R_POOL_FULL, 0, 0, 0, 0, 0)  # fixed capacity only
-            else:
+            if not refuse_submit(out, u(i), otype, side, owner, price, qty, lo, hi, free):
                 next_id += 1
                 oid = next_id
                 go = True
-                if otype == POST_ONLY:
+                if otype == cd.POST_ONLY:
                     x = best1 if side == 0 else best0
                     if x >= 0 and ((lo + x <= price) if side == 0 else (lo + x >= price)):
-                        put(out, u(i), CANCELLED, R_WOULD_CROSS, oid, qty, 0, 0, 0)
+                        put(out, u(i), cd.CANCELLED, cd.R_WOULD_CROSS, oid, qty, 0, 0, 0)
                         go = False
-                elif otype == FOK:
+                elif otype == cd.FOK:
                     x = best1 if side == 0 else best0
                     if available(ND, L, B, OS, S, x, side, price, owner, qty) < qty:
-                        put(out, u(i), CANCELLED, R_FOK_UNFILLABLE, oid, qty, 0, 0, 0)
+                        put(out, u(i), cd.CANCELLED, cd.R_FOK_UNFILLABLE, oid, qty, 0, 0, 0)
                         go = False
-        elif kind == MODIFY or kind == MASS_CANCEL:  # rare: real calls, state through S
+        elif kind == cd.MODIFY or kind == cd.MASS_CANCEL:  # rare: real calls, state through S
             save(S, next_id, free, nf, best0, best1, nlive, qin, qtraded, qrem)
-            if kind == MODIFY:
+            if kind == cd.MODIFY:
                 oid = c.id
                 qty = c.qty
                 price = c.price
                 go, side, owner = modify(out, i, ND, L, IDX, LV, B, OS, S, oid, qty, price)
-                otype = LIMIT
+                otype = cd.LIMIT
             else:
                 mass_cancel(out, i, ND, L, LV, B, OS, S, c.otype, c.side, c.owner, c.price,
                             c.price_hi)
-            free = S[FREE]
-            best0 = S[BEST0]
-            best1 = S[BEST1]
-            nlive = S[NLIVE]
-            qin = S[QIN]
-            qrem = S[QREMOVED]
+            next_id, free, nf, best0, best1, nlive, qin, qtraded, qrem = load(S)
         else:
-            put(out, u(i), REJECTED, R_BAD_KIND, 0, 0, 0, 0, 0)
+            put(out, u(i), cd.REJECTED, cd.R_BAD_KIND, 0, 0, 0, 0, 0)
 
         if go:  # match (submit, or modify to a new price), then the outcome and any rest
-            market = otype >= MARKET
-            notional = otype == NOTIONAL
-            left = qty  # lots, or quote amount for NOTIONAL
-            filled = 0
-            nfills = 0
-            removed = 0
-            stopped = False
-            too_dear = False
-            while left > 0:
-                x = best1 if side == 0 else best0
-                if x < 0:
-                    break
-                p = lo + x
-                if not market and ((p > price) if side == 0 else (p < price)):
-                    break
-                if notional and p > left:
-                    too_dear = True
-                    break
-                row = 2 * x + 1 - side
-                m = L[u(row)].head
-                mq = ND[u(m)].qty
-                if stp != STP_NONE and ND[u(m)].own == owner:  # self-trade
-                    stopped = stp != STP_MAKER
-                    if stp == STP_TAKER:
-                        break
-                    qrem += mq  # the maker is removed, not traded
-                    removed += 1
-                else:
-                    take = left // p if notional else left
-                    if mq < take:
-                        take = mq
-                    left -= take * p if notional else take
-                    filled += take
-                    nfills += 1
-                    F[u(nf), 0] = oid
-                    F[u(nf), 1] = ND[u(m)].oid
-                    F[u(nf), 2] = p
-                    F[u(nf), 3] = take
-                    nf += 1
-                    if take < mq:  # the maker keeps the rest (and the taker is done)
-                        ND[u(m)].qty = mq - take
-                        if sums:
-                            add_sums(ND, L, OS, C, m, row, -take)
-                        continue
-                # the maker leaves the book, traded or removed: one copy of drop for both
-                nlive -= 1
-                free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, m)
-                if stopped:
-                    break
-            qtraded += filled
-            reason = R_SELF_TRADE if stopped else 0
-            if notional:
-                if filled == 0:
-                    put(out, u(i), CANCELLED, reason or R_NO_LIQUIDITY, oid, left, 0, 0, removed)
-                else:
-                    done = (too_dear or left == 0) and not stopped
-                    put(out, u(i), FILLED if done else PARTIAL, reason, oid, left, filled, nfills,
-                        removed)
-            elif left == 0:
-                put(out, u(i), FILLED, 0, oid, 0, filled, nfills, removed)
-            elif (otype == LIMIT or otype == POST_ONLY) and not stopped:
-                free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, C, free, best0, best1, oid,
-                                          owner, side, price, left)
-                nlive += 1
-                qin += left
-                put(out, u(i), PARTIAL if filled else ACCEPTED, 0, oid, left, filled, nfills,
-                    removed)
-            elif filled:
-                put(out, u(i), PARTIAL, reason, oid, left, filled, nfills, removed)
-            else:
-                put(out, u(i), CANCELLED, reason or R_NO_LIQUIDITY, oid, left, 0, 0, removed)
+            free, nf, best0, best1, nlive, qin, qtraded, qrem = match(
+                out, i, F, ND, L, IDX, LV, B, OS, S, C, lo, stp, sums, free, nf, best0, best1,
+                nlive, qin, qtraded, qrem, oid, owner, side, otype, price, qty)
         if durs is not None:
             if clock:
                 durs[u(ndur)] = stamp(timed) - t0
@@ -786,117 +626,4 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
         i += 1
     save(S, next_id, free, nf, best0, best1, nlive, qin, qtraded, qrem)
     S[NDUR] = ndur
-    return cmds.size, DONE
-
-
-# --- invariants ---------------------------------------------------------------------------------
-
-MESSAGES = {
-    1: "broken prev link in a level",
-    2: "level tail does not match its last node",
-    4: "resting order with qty <= 0",
-    5: "node in the wrong level",
-    6: "order missing from the id index (or live-id bitset)",
-    8: "level quantity sum is wrong",
-    9: "bitmap bit does not match level occupancy",
-    10: "bitmap summary word is wrong",
-    11: "cached best price is wrong",
-    12: "book is crossed",
-    13: "resting-order count does not match the book",
-    14: "live-id bitset holds orders that are not on the book",
-    15: "free list + resting orders != pool size",
-    16: "quantity not conserved",
-    17: "per-owner level sum is wrong",
-}
-
-
-@njit(cache=True)
-def check_book(ND, L, IDX, LV, B, OS, S):
-    """0 and 0 if every invariant holds, else (code of :data:`MESSAGES`, where)."""
-    w = S[WIDTH]
-    sums = S[FOK_MODE] == FOK_LEVEL_SUMS
-    ownsums = S[OWNSUMS] != 0
-    k = S[K]
-    osz = S[OSLOT_SIZE]
-    nw0 = S[NW0]
-    nw1 = S[NW1]
-    cap = ND.shape[0]
-    seen = 0
-    resting = 0
-    own = np.zeros(2 * w * k if ownsums else 1, dtype=np.int64)
-    best = np.full(2, -1, dtype=np.int64)
-    for row in range(2 * w):
-        s = row & 1
-        x = row >> 1
-        node = L[row].head
-        prev = -1
-        cnt = 0
-        qsum = 0
-        while node >= 0 and cnt <= cap:
-            if ND[node].prv != prev:
-                return 1, row
-            if ND[node].qty <= 0:
-                return 4, row
-            if ND[node].row != row:
-                return 5, row
-            oid = ND[node].oid
-            if oid <= 0 or oid >= IDX.size or IDX[oid] != node:
-                return 6, oid
-            if (LV[oid >> 6] >> np.uint64(oid & 63)) & np.uint64(1) == 0:
-                return 6, oid
-            if ownsums:
-                slot = ND[node].slot
-                owner = ND[node].own
-                want = OS[owner] if owner < osz else -1
-                if (slot if slot >= 0 else -1) != (want if want >= 0 else -1):
-                    return 17, row
-                if slot >= 0:
-                    own[row * k + slot] += ND[node].qty
-            cnt += 1
-            qsum += ND[node].qty
-            prev = node
-            node = ND[node].nxt
-        if L[row].tail != prev:
-            return 2, row
-        if sums and L[row].sum != qsum:
-            return 8, row
-        if cnt > 0 and (best[s] < 0 or (x > best[s] if s == 0 else x < best[s])):
-            best[s] = x
-        bit = (B[s * nw0 + (x >> 6)] >> np.uint64(x & 63)) & np.uint64(1)
-        if (bit == 1) != (cnt > 0):
-            return 9, row
-        seen += cnt
-        resting += qsum
-    for s in range(2):
-        for wd in range(nw0):
-            bit = (B[2 * nw0 + s * nw1 + (wd >> 6)] >> np.uint64(wd & 63)) & np.uint64(1)
-            if (bit == 1) != (B[s * nw0 + wd] != 0):
-                return 10, wd
-        if S[BEST0 + s] != best[s]:
-            return 11, s
-    if best[0] >= 0 and best[1] >= 0 and best[0] >= best[1]:
-        return 12, best[0]
-    if ownsums:
-        for j in range(own.size):
-            if OS[osz + j] != own[j]:
-                return 17, j // k
-    if seen != S[NLIVE]:
-        return 13, seen
-    live = 0
-    for wd in range(LV.size):
-        v = LV[wd]
-        while v != 0:
-            v &= v - np.uint64(1)
-            live += 1
-    if live != seen:
-        return 14, live
-    free = 0
-    node = S[FREE]
-    while node >= 0 and free <= cap:
-        free += 1
-        node = ND[node].nxt
-    if free + seen != cap:
-        return 15, free
-    if S[QIN] != S[QTRADED] + S[QREMOVED] + resting:
-        return 16, resting
-    return 0, 0
+    return cmds.size, cd.DONE
