@@ -11,7 +11,10 @@ two single-step intermediates ``v0+pool`` and ``v0+bitmap``; ``v3`` is the seed'
 target (per-level quantity sums for the FOK check); ``v4`` (``levels="packed"``, numba only) is
 the second compiled kernel, :mod:`lob.engines.compiled.kernel_v4` (lobster's v4 layout);
 ``v5`` (``stream="prefetch"``, numba only) is that kernel with the command and outcome
-streams prefetched in software (a compile-time switch of the same kernel).
+streams prefetched in software (a compile-time switch of the same kernel). ``v2+tracked``
+(``best="tracked"``, numba only, off the bisection chain) is v2 with the best price cached and
+rescanned only when its level empties and no per-level index: lob's reading of lobster's
+array-indexed ladder, the baseline its bitmap step is judged against.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ NAMES = ("levels", "best", "fok", "stream")
 VALUES: dict[str, dict[str, tuple[str, ...]]] = {
     "python": {"levels": ("deque", "pool"), "best": ("scan", "bitmap", "sorted"),
                "fok": ("full", "early_exit", "level_sums"), "stream": ("plain",)},
-    "numba": {"levels": ("pool", "packed"), "best": ("scan", "bitmap"),
+    "numba": {"levels": ("pool", "packed"), "best": ("scan", "bitmap", "tracked"),
               "fok": ("full", "early_exit", "level_sums"), "stream": ("plain", "prefetch")},
 }
 
@@ -41,6 +44,12 @@ VERSIONS: dict[str, dict] = {
                step="FOK check stops once enough quantity is found (C++ seed v2)"),
     "v3": dict(levels="pool", best="bitmap", fok="level_sums", stream="plain", parent="v2",
                step="FOK check from per-level quantity sums minus own-owner quantity"),
+    "v2+tracked": dict(levels="pool", best="tracked", fok="early_exit", stream="plain",
+                       parent="v2",
+                       step="best price cached and rescanned (a linear walk of the ladder) only "
+                            "when its level empties, with no per-level index: lob's reading of "
+                            "lobster's array-indexed ladder (its v4), the baseline of the bitmap "
+                            "step (numba only)"),
     "v4": dict(levels="packed", best="bitmap", fok="level_sums", stream="plain", parent="v3",
                step="the second compiled kernel: 32-byte order records with int32 links, "
                     "16-byte level records without an order count, the book's scalars in "

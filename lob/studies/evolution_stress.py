@@ -4,11 +4,13 @@
 lobster's page reports replay throughput rising over its versions and a bitmap over price
 levels that costs a little on its narrow book but wins on sparse ones. Its code is not
 public, so lob measures analogs: its own lineage on lob's lobster-style streams
-(:func:`measure_throughput`), and the bitmap against lob's two other best-price rules
-(:func:`measure_bitmap`): the rescanning ``best=scan`` of the lineage, and ``v2+sorted``
-(:func:`register_sorted`), a sorted list of non-empty levels with no rescans, the closest lob
-has to lobster's baseline. Table builders (``..._table``) quote their own cells; the claims'
-regime (which baseline) is named in each measurement (:func:`claims`).
+(:func:`measure_throughput`), and the bitmap against other best-price rules
+(:func:`measure_bitmap`): the rescanning ``best=scan`` of the lineage, and the notebook's
+pair: ``v2+tracked@numba`` (a tracked best price rescanned only when its level empties, no
+level index: lob's reading of lobster's array-indexed ladder) by default, or ``v2+sorted``
+(:func:`register_sorted`, pure Python), a sorted list of non-empty levels with no rescans.
+Table builders (``..._table``) quote their own cells; the claims' regime (which baseline) is
+named in each measurement (:func:`claims`).
 
 Every comparison comes from at least :data:`MIN_ROUNDS` interleaved rounds, with an A/A control
 in the same rounds (one engine measured twice as if it were two, :func:`aa_band`); a ratio is
@@ -62,6 +64,7 @@ SORTED = {"levels": "pool", "best": "sorted", "fok": "early_exit", "stream": "pl
 # what each best-price rule costs besides the bitmap's own bit flips (the claims' regime)
 BASELINE = {"scan": "rescans the ladder at every match step",
             "sorted": "sorted-list update per level change (O(log n) upkeep)",
+            "tracked": "tracked best price, no per-level upkeep",
             "bitmap": "bitmap", "own": "the engine's own best-price rule"}
 
 BITMAP_WORKLOADS = ("lobster_replay", "lobster_sparse")  # narrow replay, sparse stream

@@ -111,8 +111,8 @@ def _engine(name, cfg, **kw):
 
 
 def test_numba_registers_only_the_versions_it_implements():
-    assert NUMBA_VERSIONS == ["v0+pool@numba", "v1@numba", "v2@numba", "v3@numba", "v4@numba",
-                             "v5@numba"]
+    assert NUMBA_VERSIONS == ["v0+pool@numba", "v1@numba", "v2@numba", "v3@numba",
+                             "v2+tracked@numba", "v4@numba", "v5@numba"]
     for name in NUMBA_VERSIONS:
         info = engine_spec(name)
         assert info.backend == "numba"
@@ -216,6 +216,27 @@ def test_pool_fills_and_index_grow_between_kernel_calls(name, monkeypatch):
     eng = assert_same(name, cfg, random_stream(5, 3000, cfg), capacity=1, fill_capacity=1)
     assert eng.grows["pool"] >= 5 and eng.grows["fills"] >= 1
     assert eng._pool_size() >= len(eng.resting())
+
+
+@pytest.mark.parametrize("stp", [StpMode.NONE, StpMode.CANCEL_MAKER], ids=lambda m: m.name)
+def test_tracked_best_keeps_no_level_index_and_agrees_with_reference(stp):
+    """best="tracked" (v2+tracked@numba): the best price cached, rescanned only when its
+    level empties; the bitmap is never written, and the cached best is checked by check()."""
+    cfg = BookConfig(1, 300, stp)
+    eng = assert_same("v2+tracked@numba", cfg, random_stream(61 + int(stp), 4000, cfg,
+                                                            spread=60))
+    from lob.engines.compiled.state import BEST0, BEST1
+
+    assert not eng._B.any()  # no per-level index
+    eng.submit(1, Side.BUY, OrderType.LIMIT, 100, 5)  # whatever the stream left: a book
+    eng.submit(2, Side.SELL, OrderType.LIMIT, 200, 5)
+    top = eng.snapshot(1)
+    assert top["bids"] and top["asks"]
+    for key, cell in (("bids", BEST0), ("asks", BEST1)):
+        assert eng._G[cell] == (top[key][0][0] - cfg.min_price if top[key] else -1)
+    eng._G[BEST0] = cfg.width - 1 - eng._G[BEST0]  # the cached best made wrong: check sees it
+    with pytest.raises(AssertionError, match="cached best price"):
+        eng.check()
 
 
 def test_fixed_capacity_pool_rejects_resting_submits_cleanly():

@@ -490,6 +490,25 @@ def test_claims_carry_interval_band_and_rounds_and_keep_their_verdicts():
                  ).verdict == "not comparable: different mechanism"
 
 
+def test_the_tracked_baseline_has_the_bitmap_claims_judged():
+    """With lob's reading of lobster's v4 (best=tracked) as the pair's baseline, the bitmap
+    claims meet their regime and mechanism: both get a verdict on their interval."""
+    from lob.studies.claims import get, judge
+
+    pair = ["v2+tracked@numba", "v2@numba"]
+    rows = bitmap_rows(with_scan=False)
+    for r in rows:
+        r.update(pair="v2+tracked@numba -> v2@numba", baseline_best="tracked",
+                 resting_mean=5000.0)
+    rows[0].update(lo=0.945, hi=0.96, aa_low=0.995, aa_high=1.005)  # inside 0.96 +- 4%
+    m = es.claims(rows, pair, perf(), ENGINES)
+    n, sp = m["s003_bitmap_narrow"], m["s003_bitmap_sparse"]
+    assert n["diagnostics"]["baseline"] == es.BASELINE["tracked"] == \
+        "tracked best price, no per-level upkeep"
+    assert judge(get("s003_bitmap_narrow"), n).verdict == "reproduced"  # 0.95 (0.945-0.96)
+    assert judge(get("s003_bitmap_sparse"), sp).verdict == "reproduced"  # 1.30 (1.25-1.35): up
+
+
 def test_claims_without_the_replay_stream_or_an_interval():
     es.register_sorted()
     rows = bitmap_rows(with_scan=False)

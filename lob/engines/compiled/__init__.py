@@ -36,7 +36,9 @@ first compiled engine is built. Design notes:
   (:mod:`lob.engines.toggles`);
 * ``best``: ``scan`` re-scans the ladder from the band edge at every match step;
   ``bitmap`` keeps a two-level bitmap (words + summary word level, :mod:`.bitmap`) and a
-  cached best;
+  cached best; ``tracked`` (``v2+tracked@numba``) caches the best and rescans the ladder
+  from it only when its level empties, with no per-level index (lob's reading of lobster's
+  array-indexed ladder: the baseline of lobster's bitmap step);
 * ``fok``: ``full`` | ``early_exit`` | ``level_sums`` (per-level totals plus per-level
   per-owner sums for owners 1..4095 that got one of up to 16 slots; other owners' own
   quantity is found by walking the level);

@@ -78,7 +78,7 @@ def best(G, s):
     """Level of the best price on side s (highest bid, lowest ask), or -1 when empty.
 
     ``scan`` re-scans the ladder from the band edge on every call (the C++ seed's v0);
-    ``bitmap`` reads the cached best that push/unlink keep with the bitmap.
+    ``bitmap`` and ``tracked`` read the cached best that push/unlink keep.
     """
     if G[BEST_MODE] != BEST_SCAN:
         return G[BEST0 + s]
@@ -134,11 +134,12 @@ def push(N, B, G, node, row):
         N[t, NXT] = node
     else:
         G[lv + HEAD] = node
-        if G[BEST_MODE] == BEST_BITMAP:
+        if G[BEST_MODE] != BEST_SCAN:  # bitmap or tracked: keep the cached best
             w = G[WIDTH]
             s = row // w
             x = row - s * w
-            bm_set(B, G[NW0], G[NW1], s, x)
+            if G[BEST_MODE] == BEST_BITMAP:
+                bm_set(B, G[NW0], G[NW1], s, x)
             b = G[BEST0 + s]
             if b < 0 or (x > b if s == 0 else x < b):
                 G[BEST0 + s] = x
@@ -176,13 +177,16 @@ def unlink(N, B, G, node):
     G[lv + CNT] -= 1
     if G[FOK_MODE] == FOK_LEVEL_SUMS:
         add_sums(N, G, node, -N[node, QTY])
-    if n < 0 and p < 0 and G[BEST_MODE] == BEST_BITMAP:  # the level is now empty
+    if n < 0 and p < 0 and G[BEST_MODE] != BEST_SCAN:  # the level is now empty
         w = G[WIDTH]
         s = row // w
         x = row - s * w
-        bm_clear(B, G[NW0], G[NW1], s, x)
-        if G[BEST0 + s] == x:
-            G[BEST0 + s] = bm_after(B, G[NW0], G[NW1], s, x)
+        if G[BEST_MODE] == BEST_BITMAP:
+            bm_clear(B, G[NW0], G[NW1], s, x)
+            if G[BEST0 + s] == x:
+                G[BEST0 + s] = bm_after(B, G[NW0], G[NW1], s, x)
+        elif G[BEST0 + s] == x:  # tracked: rescanned only when the best level empties
+            G[BEST0 + s] = scan_after(G, s, x)
 
 
 @njit(cache=True, _nrt=False, inline="always")

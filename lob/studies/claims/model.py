@@ -373,6 +373,7 @@ def _seed_bounds(v, pcts, published: dict, base: str, where: str, tick: float | 
 # the C++ engine of orderbook-rs's mechanisms in lob.engines.native)
 TOGGLE_MECHANISMS = {("levels", "pool"): "node_pool", ("levels", "packed"): "packed_layout",
                      ("best", "bitmap"): "bitmap_best_price", ("best", "sorted"): "sorted_levels",
+                     ("best", "tracked"): "tracked_best_price",
                      ("fok", "early_exit"): "fok_early_exit", ("fok", "level_sums"): "level_sums",
                      ("orders", "heap"): "per_order_heap_allocation",
                      ("levels", "skiplist"): "skip_list_levels",
