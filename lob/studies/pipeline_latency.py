@@ -58,7 +58,8 @@ __all__ = [
     "measure_pauses", "pauses_raw", "pauses_table", "measure_tail", "pinnings", "tail_model",
     "tail_table", "tail_runs_table", "plot_tail_vs_model", "pinning_table", "poisson_upper",
     "stall_rates",
-    "stalls_table", "steps_table", "claims",
+    "stalls_table", "steps_table", "claims", "BESIDE", "BESIDE_FRACTION", "measure_engines",
+    "engines_table",
 ]
 
 PCTS = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99.9": 0.999, "p99.99": 0.9999}
@@ -72,6 +73,8 @@ MODEL_FACTOR = 2.0  # the model holds when the runs' p99 lie within this factor 
 SAME_BAND = 0.05  # a step whose whole interval lies within this of no change changes nothing
 STALL_COVERAGE = 0.99  # stalled runs up to this quantile of the expected count: the machine's
 SERVICE_REPEAT = 2  # fresh-engine passes of the executor's cost per command (the best kept)
+BESIDE = ("v5@numba", "v2@numba")  # the engines compared on the compiled transport (B=1)
+BESIDE_FRACTION = 0.5  # their latency is read at this fraction of each one's own capacity
 AA_PINNING = "unpinned (A/A)"  # the second unpinned run of a round: the pinning's A/A control
 
 
@@ -90,10 +93,12 @@ def _num(v) -> bool:
 # --- the plan -------------------------------------------------------------------------------
 
 def resolve_engine(engine: str) -> str:
-    """``engine``, or (empty) ``v2@numba`` when registered, else the pure-Python ``v2``."""
+    """``engine``, or (empty) the first of :data:`BESIDE` registered (``v5@numba``, the
+    fastest compiled engine), else the sweep's default (the pure-Python ``v2``)."""
+    from lob.engines.registry import engine_names
     from lob.pipeline.sweep import default_engine
 
-    return engine or default_engine()
+    return engine or next((e for e in BESIDE if e in engine_names()), default_engine())
 
 
 @dataclass
@@ -432,6 +437,74 @@ def at_fraction_pivot(res: pd.DataFrame) -> Conclusion:
     key.columns = [f"{a}_{b}" for a, b in key.columns]
     return Conclusion("at_fraction", key.reset_index(),
                       kinds={"transport": "label", "batch": "label", "fraction": "ratio"})
+
+
+# --- engines beside each other on the compiled transport ------------------------------------
+
+def measure_engines(p: Plan, engines=BESIDE, *, steps: int, rounds: int,
+                    fraction: float = BESIDE_FRACTION, gc_enabled: bool = False) -> list[dict]:
+    """Capacity at B=1 on the compiled transport (``command/line``) and the latency at
+    ``fraction`` of that capacity, per engine of ``engines`` that runs there, in ``rounds``
+    rounds (one session per engine, the engines' order flipped every round so that neither
+    always runs first). One row per engine and round."""
+    from lob.pipeline.session import PipelineSession, runs_on
+    from lob.pipeline.sweep import find_capacity, summarize
+
+    engines = [e for e in engines if runs_on(e, "compiled")]
+    rows = []
+    with contextlib.ExitStack() as stack:
+        sess = {e: stack.enter_context(PipelineSession(e, transport="compiled",
+                                                       config=p.wl.config,
+                                                       gc_enabled=gc_enabled))
+                for e in engines}
+        for k in range(rounds):
+            for e in (engines if k % 2 == 0 else engines[::-1]):
+                cap = find_capacity(e, p.wl.commands, batch=1, steps=steps, session=sess[e])
+                r = summarize(sess[e].run(p.wl.commands, rate=fraction * cap["capacity"],
+                                          batch=1))
+                rows.append({"engine": e, "round": k, "capacity": cap["capacity"],
+                             "found": cap["found"], "fraction": fraction,
+                             "keeps_up": r["keeps_up"], "count": r["lat_count"],
+                             "p50": r["lat_p50"], "p99": r["lat_p99"]})
+    return rows
+
+
+def engines_table(rows: list[dict]) -> Conclusion:
+    """Per engine: the median capacity at B=1 and the median p50 / p99 at the fraction of it,
+    over the rounds, with each one's range (``count``: the fewest latency samples of a round,
+    which the percentiles shown must be supported by); a sentence per engine and one comparing the
+    first engine's capacity with each other's (the median of per-round ratios)."""
+    df = pd.DataFrame(rows)
+    out = []
+    for e, g in df.groupby("engine", sort=False):
+        out.append({"engine": e, "batch": 1, "rounds": len(g),
+                    "capacity": float(g.capacity.median()),
+                    "capacity_min": float(g.capacity.min()),
+                    "capacity_max": float(g.capacity.max()),
+                    "fraction": float(g.fraction.iloc[0]), "count": int(g["count"].min()),
+                    "p50": float(g.p50.median()),
+                    "p99": float(g.p99.median()), "all_found": bool(g.found.all()),
+                    "all_kept_up": bool(g.keeps_up.all())})
+    first = out[0]["engine"] if out else None
+    for r in out:
+        a = df[df.engine == first].set_index("round").capacity
+        b = df[df.engine == r["engine"]].set_index("round").capacity
+        r[f"capacity_over_{first}"] = float((b / a).median()) if r["engine"] != first else 1.0
+    c = Conclusion("engines", out, key="engine",
+                   kinds={"engine": "label", "batch": "label", "rounds": "count",
+                          "all_found": "label",
+                          "all_kept_up": "label", "fraction": "ratio",
+                          f"capacity_over_{first}": "ratio"})
+    for r in c.rows:
+        k = r["engine"]
+        c.say(f"{k}: capacity at B={c.cell(k, 'batch')} {c.cell(k, 'capacity')}/s (median of "
+              f"{c.cell(k, 'rounds')} rounds, {c.cell(k, 'capacity_min')}-"
+              f"{c.cell(k, 'capacity_max')}); at {c.cell(k, 'fraction')} of it p50 "
+              f"{c.cell(k, 'p50')} ns, p99 {c.cell(k, 'p99')} ns.")
+        if k != first:
+            c.say(f"{k}'s capacity is {c.cell(k, f'capacity_over_{first}')}x {first}'s "
+                  "(the median of the per-round ratios).")
+    return c
 
 
 # --- the orderbook-rs scenarios open loop ----------------------------------------------------

@@ -604,3 +604,24 @@ def test_plan_skips_the_compiled_transport_for_a_python_engine():
     assert d.startswith("transport 'compiled' skipped: v2 is not a compiled engine\nv2 on "
                         "cpp_comprehensive x 0.001:")
     assert pl.resolve_engine("v1") == "v1" and pl.resolve_engine("")
+
+
+def test_engines_table_reports_each_engine_and_the_capacity_ratio():
+    rows = [{"engine": e, "round": k, "capacity": cap * (1 + 0.1 * k), "found": True,
+             "fraction": 0.5, "keeps_up": True, "count": 5_000, "p50": p50, "p99": 4 * p50}
+            for k in range(3) for e, cap, p50 in (("v5@numba", 6e6, 300.0),
+                                                  ("v2@numba", 3e6, 500.0))]
+    c = _clean(pl.engines_table(rows))
+    by = {r["engine"]: r for r in c.rows}
+    assert by["v5@numba"]["capacity"] == pytest.approx(6.6e6)
+    assert by["v2@numba"]["capacity_over_v5@numba"] == pytest.approx(0.5)
+    assert by["v2@numba"]["p50"] == 500.0 and by["v5@numba"]["rounds"] == 3
+    text = " ".join(c.sentences)
+    assert "v2@numba's capacity is 0.5" in text and "v5@numba: capacity at B=1 " in text
+
+
+def test_default_engine_is_the_fastest_compiled_one():
+    from lob.engines.registry import engine_names
+
+    want = "v5@numba" if "v5@numba" in engine_names() else "v2"
+    assert pl.resolve_engine("") == want and pl.resolve_engine("v2") == "v2"
