@@ -13,30 +13,8 @@ import numpy as np
 from numba import njit
 
 from lob.engines.compiled import book as bk
+from lob.engines.compiled import state as st
 from lob.engines.compiled.bitmap import has, popcount, summary_error
-from lob.engines.compiled.state import (
-    BEST0,
-    BEST_BITMAP,
-    BEST_MODE,
-    BEST_SCAN,
-    FOK_LEVEL_SUMS,
-    FOK_MODE,
-    FREE,
-    IDS,
-    IDS_BITSET,
-    NLIVE,
-    NW0,
-    NW1,
-    OS_OFF,
-    OSLOT_OFF,
-    OSLOT_SIZE,
-    OWNSUMS,
-    QIN,
-    QREMOVED,
-    QTRADED,
-    WIDTH,
-    K,
-)
 
 MESSAGES = {
     1: "broken prev link in a level",
@@ -67,22 +45,22 @@ def check_totals(B, bitmap, S, best, cached, seen, live, free, cap, resting):
     live ids, ``free`` nodes on the free list of a pool of ``cap``, ``resting`` open quantity
     found."""
     if bitmap:
-        wd = summary_error(B, S[NW0], S[NW1])
+        wd = summary_error(B, S[st.NW0], S[st.NW1])
         if wd >= 0:
             return 10, wd
     if cached:
         for s in range(2):
-            if S[BEST0 + s] != best[s]:
+            if S[st.BEST0 + s] != best[s]:
                 return 11, s
     if best[0] >= 0 and best[1] >= 0 and best[0] >= best[1]:
         return 12, best[0]
-    if seen != S[NLIVE]:
+    if seen != S[st.NLIVE]:
         return 13, seen
     if live != seen:
         return 14, live
     if free + seen != cap:
         return 15, free
-    if S[QIN] != S[QTRADED] + S[QREMOVED] + resting:
+    if S[st.QIN] != S[st.QTRADED] + S[st.QREMOVED] + resting:
         return 16, resting
     return 0, 0
 
@@ -96,12 +74,12 @@ def better(best, s, x):
 @njit(cache=True)
 def check_pool(N, IDX, LV, B, G):
     """The pool layout's invariants (:mod:`lob.engines.compiled.book`)."""
-    w = G[WIDTH]
-    bitmap = G[BEST_MODE] == BEST_BITMAP
-    bitset = G[IDS] == IDS_BITSET
-    sums = G[FOK_MODE] == FOK_LEVEL_SUMS
-    k = G[K]
-    nw0 = G[NW0]
+    w = G[st.WIDTH]
+    bitmap = G[st.BEST_MODE] == st.BEST_BITMAP
+    bitset = G[st.IDS] == st.IDS_BITSET
+    sums = G[st.FOK_MODE] == st.FOK_LEVEL_SUMS
+    k = G[st.K]
+    nw0 = G[st.NW0]
     seen = 0
     resting = 0
     own = np.zeros(2 * w * k if sums else 1, dtype=np.int64)
@@ -133,7 +111,7 @@ def check_pool(N, IDX, LV, B, G):
             slot = N[node, bk.SLOT]
             if sums and slot >= 0:
                 own[row * k + slot] += N[node, bk.QTY]
-                if G[G[OSLOT_OFF] + N[node, bk.OWN]] != slot:
+                if G[G[st.OSLOT_OFF] + N[node, bk.OWN]] != slot:
                     return 17, row
             cnt += 1
             qsum += N[node, bk.QTY]
@@ -152,28 +130,28 @@ def check_pool(N, IDX, LV, B, G):
         seen += cnt
         resting += qsum
     if sums:
-        os_off = G[OS_OFF]
+        os_off = G[st.OS_OFF]
         for j in range(own.size):
             if G[os_off + j] != own[j]:
                 return 17, j // k
     free = 0
-    node = G[FREE]
+    node = G[st.FREE]
     while node >= 0 and free <= N.shape[0]:
         free += 1
         node = N[node, bk.NXT]
     live = popcount(LV) if bitset else np.count_nonzero(IDX >= 0)
-    return check_totals(B, bitmap, G, best, G[BEST_MODE] != BEST_SCAN, seen, live, free,
+    return check_totals(B, bitmap, G, best, G[st.BEST_MODE] != st.BEST_SCAN, seen, live, free,
                         N.shape[0], resting)
 
 
 @njit(cache=True)
 def check_packed(ND, L, IDX, LV, B, OS, S):
     """The packed layout's invariants (:mod:`lob.engines.compiled.kernel_v4`)."""
-    w = S[WIDTH]
-    sums = S[FOK_MODE] == FOK_LEVEL_SUMS
-    ownsums = S[OWNSUMS] != 0
-    k = S[K]
-    osz = S[OSLOT_SIZE]
+    w = S[st.WIDTH]
+    sums = S[st.FOK_MODE] == st.FOK_LEVEL_SUMS
+    ownsums = S[st.OWNSUMS] != 0
+    k = S[st.K]
+    osz = S[st.OSLOT_SIZE]
     cap = ND.shape[0]
     seen = 0
     resting = 0
@@ -214,7 +192,7 @@ def check_packed(ND, L, IDX, LV, B, OS, S):
             return 8, row
         if cnt > 0 and better(best, s, x):
             best[s] = x
-        if has(B, S[NW0], s, x) != (cnt > 0):
+        if has(B, S[st.NW0], s, x) != (cnt > 0):
             return 9, row
         seen += cnt
         resting += qsum
@@ -223,7 +201,7 @@ def check_packed(ND, L, IDX, LV, B, OS, S):
             if OS[osz + j] != own[j]:
                 return 17, j // k
     free = 0
-    node = S[FREE]
+    node = S[st.FREE]
     while node >= 0 and free <= cap:
         free += 1
         node = ND[node].nxt
