@@ -92,9 +92,12 @@ class LadderEngine(PyEngine):
 
     def __init__(self, config: BookConfig | None = None, *, levels: str = "deque",
                  best: str = "scan", fok: str = "full", stream: str = "plain",
+                 loop: str = "single", select: str = "branch", ownsums: str = "always",
                  capacity: int = 64):
         super().__init__(config)
-        self.toggles = tg.check("python", levels=levels, best=best, fok=fok, stream=stream)
+        # stream, loop, select, ownsums: the compiled kernels' switches (one value here)
+        self.toggles = tg.check("python", levels=levels, best=best, fok=fok, stream=stream,
+                                loop=loop, select=select, ownsums=ownsums)
         self.name = f"ladder[{levels},{best},{fok}]"
         per_price = band_bytes_per_price(levels, best, fok)
         self.max_band_width = max_width(per_price)

@@ -1,6 +1,7 @@
 """The one toggle vocabulary: toggle names, the values each backend implements, the lineage.
 
-A lineage version is a named set of toggles (``levels``, ``best``, ``fok``, ``stream``); each
+A lineage version is a named set of toggles (``levels``, ``best``, ``fok``, ``stream``,
+``loop``, ``select``, ``ownsums``); each
 step from its parent changes exactly one toggle. The pure-Python ladder implements every value; the
 numba backend implements only the node pool for ``levels`` (a per-level deque has no
 compiled form cheaper than the pool), so it registers only the versions whose toggles it
@@ -8,8 +9,12 @@ really runs (:func:`backend_versions`), and refuses the others (:func:`check`).
 
 The C++ seed's v1 bundled two changes (node pool and bitmap best price), so lob adds the
 two single-step intermediates ``v0+pool`` and ``v0+bitmap``; ``v3`` is the seed's own next
-target (per-level quantity sums for the FOK check); ``v4`` (``levels="packed"``, numba only) is
-the second compiled kernel, :mod:`lob.engines.compiled.kernel_v4` (lobster's v4 layout);
+target (per-level quantity sums for the FOK check); ``v4`` (numba only) is the second
+compiled kernel, :mod:`lob.engines.compiled.kernel_v4` (lobster's v4 layout), reached from
+``v3`` in four single steps: ``v3+packed`` (``levels="packed"``: the kernel's layout, every
+command through its full body), ``v3+packed+hot`` (``loop="hot"``: the inner loop),
+``v3+packed+hot+select`` (``select="select"``) and ``v4`` (``ownsums="stp"``); the
+``loop``, ``select`` and ``stream`` switches are compile-time specialisations of that kernel;
 ``v5`` (``stream="prefetch"``, numba only) is that kernel with the command and outcome
 streams prefetched in software (a compile-time switch of the same kernel). ``v2+tracked``
 (``best="tracked"``, numba only, off the bisection chain) is v2 with the best price cached and
@@ -19,14 +24,17 @@ array-indexed ladder, the baseline its bitmap step is judged against.
 
 from __future__ import annotations
 
-NAMES = ("levels", "best", "fok", "stream")
+NAMES = ("levels", "best", "fok", "stream", "loop", "select", "ownsums")
 
 # backend -> toggle -> the values it implements (the first is the backend's default)
 VALUES: dict[str, dict[str, tuple[str, ...]]] = {
     "python": {"levels": ("deque", "pool"), "best": ("scan", "bitmap", "sorted"),
-               "fok": ("full", "early_exit", "level_sums"), "stream": ("plain",)},
+               "fok": ("full", "early_exit", "level_sums"), "stream": ("plain",),
+               "loop": ("single",), "select": ("branch",), "ownsums": ("always",)},
     "numba": {"levels": ("pool", "packed"), "best": ("scan", "bitmap", "tracked"),
-              "fok": ("full", "early_exit", "level_sums"), "stream": ("plain", "prefetch")},
+              "fok": ("full", "early_exit", "level_sums"), "stream": ("plain", "prefetch"),
+              "loop": ("single", "hot"), "select": ("branch", "select"),
+              "ownsums": ("always", "stp")},
 }
 
 # name -> toggles, parent and the one-line description of the step from the parent
@@ -50,18 +58,43 @@ VERSIONS: dict[str, dict] = {
                             "when its level empties, with no per-level index: lob's reading of "
                             "lobster's array-indexed ladder (its v4), the baseline of the bitmap "
                             "step (numba only)"),
-    "v4": dict(levels="packed", best="bitmap", fok="level_sums", stream="plain", parent="v3",
-               step="the second compiled kernel: 32-byte order records with int32 links, "
-                    "16-byte level records without an order count, the book's scalars in "
-                    "registers across a kernel call, per-owner sums only when the STP mode "
-                    "reads them (numba only)"),
-    "v5": dict(levels="packed", best="bitmap", fok="level_sums", stream="prefetch", parent="v4",
+    "v3+packed": dict(levels="packed", best="bitmap", fok="level_sums", stream="plain",
+                      parent="v3",
+                      step="the second compiled kernel (kernel_v4), every command through its "
+                           "full body: 32-byte order records with int32 links, 16-byte level "
+                           "rows without an order count, the book's scalars in registers across "
+                           "a kernel call, unsigned indexing, no clock code when untimed (one "
+                           "step: see kernel_v4) (numba only)"),
+    "v3+packed+hot": dict(levels="packed", best="bitmap", fok="level_sums", stream="plain",
+                          loop="hot", parent="v3+packed",
+                          step="cancels and the orders that cross nothing, are refused for "
+                               "crossing or are filled whole by one maker run in an inner loop "
+                               "of their own (numba only)"),
+    "v3+packed+hot+select": dict(levels="packed", best="bitmap", fok="level_sums",
+                                 stream="plain", loop="hot", select="select",
+                                 parent="v3+packed+hot",
+                                 step="in that inner loop, the opposite best and the cross test "
+                                      "are selects, not branches on the side (numba only)"),
+    "v4": dict(levels="packed", best="bitmap", fok="level_sums", stream="plain", loop="hot",
+               select="select", ownsums="stp", parent="v3+packed+hot+select",
+               step="per-owner level sums kept only when the STP mode reads them (with "
+                    "StpMode.NONE a FOK check never subtracts own quantity) (numba only)"),
+    "v5": dict(levels="packed", best="bitmap", fok="level_sums", stream="prefetch", loop="hot",
+               select="select", ownsums="stp", parent="v4",
                step="the command and outcome streams prefetched in software, 64 records ahead "
                     "of the command in hand (numba only)"),
 }
 
+# a toggle a version leaves out has its first (plain) value: the v0..v3 kernel runs every
+# command through one body, branches on the side, keeps per-owner sums whenever level sums
+DEFAULTS = {"stream": "plain", "loop": "single", "select": "branch", "ownsums": "always"}
+for _v in VERSIONS.values():
+    for _k, _d in DEFAULTS.items():
+        _v.setdefault(_k, _d)
+
 # the order bisection walks: each version is one toggle away from the previous one
-CHAIN = ["v0", "v0+pool", "v1", "v2", "v3", "v4", "v5"]
+CHAIN = ["v0", "v0+pool", "v1", "v2", "v3", "v3+packed", "v3+packed+hot", "v3+packed+hot+select",
+         "v4", "v5"]
 
 # registered-name suffix of each backend's versions
 SUFFIX = {"python": "", "numba": "@numba"}

@@ -59,7 +59,8 @@ __all__ = ["SORTED_NAME", "SORTED", "BASELINE", "BITMAP_WORKLOADS", "COSTLY_STEP
 # lob's lineage has only a rescanning baseline (best=scan), so the bitmap pair's baseline is v2
 # with a sorted list of non-empty levels (best=sorted): O(log n) updates, no rescans
 SORTED_NAME = "v2+sorted"
-SORTED = {"levels": "pool", "best": "sorted", "fok": "early_exit", "stream": "plain"}
+SORTED = {"levels": "pool", "best": "sorted", "fok": "early_exit", "stream": "plain",
+          "loop": "single", "select": "branch", "ownsums": "always"}
 
 # what each best-price rule costs besides the bitmap's own bit flips (the claims' regime)
 BASELINE = {"scan": "rescans the ladder at every match step",

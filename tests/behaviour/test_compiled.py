@@ -112,7 +112,8 @@ def _engine(name, cfg, **kw):
 
 def test_numba_registers_only_the_versions_it_implements():
     assert NUMBA_VERSIONS == ["v0+pool@numba", "v1@numba", "v2@numba", "v3@numba",
-                             "v2+tracked@numba", "v4@numba", "v5@numba"]
+                             "v2+tracked@numba", "v3+packed@numba", "v3+packed+hot@numba",
+                             "v3+packed+hot+select@numba", "v4@numba", "v5@numba"]
     for name in NUMBA_VERSIONS:
         info = engine_spec(name)
         assert info.backend == "numba"
@@ -127,6 +128,11 @@ def test_numba_registers_only_the_versions_it_implements():
     with pytest.raises(ValueError, match=r"stream = plain \| prefetch, not 'ahead'"):
         _engine("v5@numba", BookConfig(1, 10), stream="ahead")
     assert engine_spec("v5@numba").parent == "v4@numba"
+    # v3 -> v4 in four single steps; the packed kernel's switches refused by the pool kernel
+    assert [engine_spec(n).parent for n in NUMBA_VERSIONS[5:9]] == [
+        "v3@numba", "v3+packed@numba", "v3+packed+hot@numba", "v3+packed+hot+select@numba"]
+    with pytest.raises(ValueError, match="loop='hot' is .*PackedEngine"):
+        _engine("v3@numba", BookConfig(1, 10), loop="hot")
 
 
 @pytest.mark.parametrize("stp", list(StpMode), ids=lambda m: m.name)
@@ -341,8 +347,9 @@ def test_prefetch_hints_change_nothing_and_accept_any_index():
         flat(np.zeros((2, 2)))
 
 
-# both kernels; v4 and v5 are two builds of one
-CHECKED = ("v0+pool@numba", "v3@numba", "v4@numba", "v5@numba")
+# both kernels; v3+packed, v3+packed+hot, v4 and v5 are four builds of one
+CHECKED = ("v0+pool@numba", "v3@numba", "v3+packed@numba", "v3+packed+hot@numba", "v4@numba",
+           "v5@numba")
 _SUBPROCESS = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, {repo!r})

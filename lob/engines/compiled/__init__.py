@@ -82,7 +82,7 @@ ENGINES = [_spec(name, parent) for name, parent in tg.backend_versions("numba").
 
 # one process per kernel module: numba's cache index of a function is read, changed and
 # written back with no lock, so two processes must never compile one function at once
-WARM_GROUPS = (("v2@numba",), ("v4@numba", "v5@numba"))
+WARM_GROUPS = (("v2@numba",), ("v4@numba", "v5@numba", "v3+packed@numba", "v3+packed+hot@numba"))
 
 
 def warm(groups=WARM_GROUPS) -> dict[tuple[str, ...], float]:

@@ -143,7 +143,7 @@ class KernelEngine(Interactive):
         self._one_out = np.zeros(1, dtype=OUTCOME_DTYPE)
         self.grows = {"pool": 0, "fills": 0, "index": 0}
 
-    def _refuse(self, levels: str, best: str, fok: str, stream: str) -> None:
+    def _refuse(self, levels: str, best: str, fok: str, **switches: str) -> None:
         if levels != self.layout:
             raise ValueError(f"{type(self).__name__} runs levels={self.layout!r}; levels="
                              f"{levels!r} is {_ENGINE_OF.get(levels, 'not a compiled layout')}")
@@ -375,19 +375,23 @@ class CompiledEngine(KernelEngine):
 
     def __init__(self, config: BookConfig | None = None, *, levels: str = "pool",
                  best: str = "bitmap", fok: str = "early_exit", stream: str = "plain",
+                 loop: str = "single", select: str = "branch", ownsums: str = "always",
                  capacity: int = 1024, grow: bool = True, fill_capacity: int = 1024,
                  ids: str = "bitset"):
         if ids not in _IDS:
             raise ValueError(f"ids must be one of {sorted(_IDS)}, got {ids!r}")
         self.ids = ids
-        super().__init__(config, dict(levels=levels, best=best, fok=fok, stream=stream),
+        super().__init__(config, dict(levels=levels, best=best, fok=fok, stream=stream,
+                                      loop=loop, select=select, ownsums=ownsums),
                          capacity, grow, fill_capacity, ids=ids)
 
-    def _refuse(self, levels: str, best: str, fok: str, stream: str) -> None:
-        if stream != "plain":
-            raise ValueError(f"CompiledEngine runs stream='plain'; stream={stream!r} is "
-                             "lob.engines.compiled.engine_v4.PackedEngine")
-        super()._refuse(levels, best, fok, stream)
+    def _refuse(self, levels: str, best: str, fok: str, **switches: str) -> None:
+        for name, value in switches.items():  # the packed kernel's switches
+            if value != tg.DEFAULTS[name]:
+                raise ValueError(f"CompiledEngine runs {name}={tg.DEFAULTS[name]!r}; "
+                                 f"{name}={value!r} is "
+                                 "lob.engines.compiled.engine_v4.PackedEngine")
+        super()._refuse(levels, best, fok, **switches)
 
     def _allocate(self, S: np.ndarray, ids: str) -> None:
         w = int(S[st.WIDTH])

@@ -21,31 +21,40 @@ class PackedEngine(KernelEngine):
     ``"bitmap"`` (the two-level non-empty-level bitmap with a cached best, as v1..v3);
     ``fok`` is ``full`` | ``early_exit`` | ``level_sums``; ``stream`` is ``plain`` (v4) or
     ``prefetch`` (v5: the commands and outcome records prefetched ahead of the one in
-    hand). ``capacity``, ``grow`` and ``fill_capacity`` are the base's; the id index is
-    always the live-id bitset in front of the id -> node array."""
+    hand); ``loop`` ``single`` | ``hot`` (the inner loop) and ``select`` ``branch`` |
+    ``select`` are compile-time switches of the kernel; ``ownsums`` ``always`` | ``stp``
+    (per-owner level sums kept only when the STP mode reads them). ``capacity``, ``grow``
+    and ``fill_capacity`` are the base's; the id index is always the live-id bitset in front
+    of the id -> node array."""
 
     name = "compiled-packed"
     layout = "packed"
 
     def __init__(self, config: BookConfig | None = None, *, levels: str = "packed",
                  best: str = "bitmap", fok: str = "level_sums", stream: str = "plain",
+                 loop: str = "hot", select: str = "select", ownsums: str = "stp",
                  capacity: int = 1024, grow: bool = True, fill_capacity: int = 1024):
         # stream="prefetch" (v5): the kernel's specialisation that prefetches the command and
         # outcome streams; None compiles one with no prefetch at all (v4), as durs=None does
-        # for the clock
+        # for the clock; loop and select likewise (None: the switch off, pruned)
         self._ahead = k4.STREAM_AHEAD if stream == "prefetch" else None
-        super().__init__(config, dict(levels=levels, best=best, fok=fok, stream=stream),
+        self._hot = True if loop == "hot" else None
+        self._sel = True if select == "select" else None
+        self._all_ownsums = ownsums == "always"
+        super().__init__(config, dict(levels=levels, best=best, fok=fok, stream=stream,
+                                      loop=loop, select=select, ownsums=ownsums),
                          capacity, grow, fill_capacity)
 
-    def _refuse(self, levels: str, best: str, fok: str, stream: str) -> None:
-        super()._refuse(levels, best, fok, stream)
+    def _refuse(self, levels: str, best: str, fok: str, **switches: str) -> None:
+        super()._refuse(levels, best, fok, **switches)
         if best != "bitmap":
             raise ValueError(f"PackedEngine runs levels='packed' with best='bitmap', got "
                              f"levels={levels!r}, best={best!r}")
 
     def _allocate(self, S: np.ndarray) -> None:
         w, k = int(S[st.WIDTH]), int(S[st.K])
-        ownsums = S[st.FOK_MODE] == st.FOK_LEVEL_SUMS and self.config.stp != StpMode.NONE
+        ownsums = S[st.FOK_MODE] == st.FOK_LEVEL_SUMS and (
+            self._all_ownsums or self.config.stp != StpMode.NONE)
         osz = _band.OWNER_MAP_SIZE if ownsums else 0
         S[st.OSLOT_SIZE], S[st.OWNSUMS] = osz, int(ownsums)
         self._S = S
@@ -59,11 +68,11 @@ class PackedEngine(KernelEngine):
 
     def _arrays(self) -> tuple:
         return (self._F, self._ND, self._L, self._IDX, self._LV, self._B, self._OS, self._S,
-                self._ahead)
+                self._ahead, self._hot, self._sel)
 
     def _call(self, cmds, i, out, durs, timed):
         return k4.run(cmds, i, out, self._F, self._ND, self._L, self._IDX, self._LV, self._B,
-                      self._OS, self._S, timed, durs, self._ahead)
+                      self._OS, self._S, timed, durs, self._ahead, self._hot, self._sel)
 
     def _pool_size(self) -> int:
         return self._ND.shape[0]

@@ -16,7 +16,7 @@ from lob.engines.compiled.state import NFILL
 
 # the length of each layout's kernel_state() tuple
 POOL_STATE = 6  # (F, N, IDX, LV, B, G)
-PACKED_STATE = 9  # (F, ND, L, IDX, LV, B, OS, S, ahead)
+PACKED_STATE = 11  # (F, ND, L, IDX, LV, B, OS, S, ahead, hot, sel)
 
 
 def run_state(cmds, out, state, durs):
@@ -42,10 +42,10 @@ def _run_state(cmds, out, state, durs):
         return pool
     if n == PACKED_STATE:
         def packed(cmds, out, state, durs):
-            F, ND, L, IDX, LV, B, OS, S, ahead = state
+            F, ND, L, IDX, LV, B, OS, S, ahead, hot, sel = state
             S[NFILL] = 0
             return k4.run(cmds, np.int64(0), out, F, ND, L, IDX, LV, B, OS, S, np.int64(0),
-                          None, ahead)
+                          None, ahead, hot, sel)
         return packed
     return None
 

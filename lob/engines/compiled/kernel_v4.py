@@ -2,6 +2,18 @@
 in registers (``levels="packed"``; the kernel of ``v4@numba``, and of ``v5@numba``, which adds
 the stream prefetch of the last point below as a compile-time switch).
 
+v3 -> v4 is four registered single steps (:mod:`lob.engines.toggles`), each a switch of this
+kernel: ``v3+packed`` (``levels="packed"``: this kernel with every command through its full
+body), ``v3+packed+hot`` (``loop="hot"``: the inner loop below), ``v3+packed+hot+select``
+(``select="select"``: its selects) and ``v4`` (``ownsums="stp"``: per-owner sums only when
+the STP mode reads them; a runtime flag, the others are pruned at compile time). The first
+step still bundles what cannot be switched in this code without a second kernel: the record
+and level layout (every helper's field access), the scalars held in locals and threaded
+through every helper's return values (a memory-resident variant is other code for every
+helper, not a switch; store-to-load forwarding would also undo a save/reload emulation),
+unsigned indexing (:func:`~lob.engines.compiled.bitmap.u` in every helper, the bitmap shared
+with the pool kernel included) and the untimed specialisation with no clock code.
+
 Same semantics, outcome rows and fills as :mod:`lob.engines.compiled.kernel` (a line-for-line
 port of ``reference``); what differs is the layout and the shape of the code:
 
@@ -442,6 +454,19 @@ def match(out, i, F, ND, L, IDX, LV, B, OS, S, C, lo, stp, sums, free, nf, best0
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def cancel(out, i, ND, L, IDX, LV, B, OS, C, icap, free, best0, best1, nlive, qrem, oid):
+    """A CANCEL: its outcome row written; returns ``(free, best0, best1, nlive, qrem)``."""
+    if u(oid - 1) >= u(icap - 1) or LV[u(oid >> 6)] & (ONE << np.uint64(oid & 63)) == 0:
+        put(out, u(i), cd.NOT_FOUND, cd.R_UNKNOWN_ID, oid, 0, 0, 0, 0)
+        return free, best0, best1, nlive, qrem
+    node = IDX[u(oid)]
+    qrem += ND[u(node)].qty
+    free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, node)
+    put(out, u(i), cd.CANCELLED, 0, oid, 0, 0, 0, 1)  # remaining=0: as the C++ seed
+    return free, best0, best1, nlive - 1, qrem
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def load(S):
     """The scalar state :func:`save` writes, as a tuple of locals (registers)."""
     return (S[NEXT_ID], S[FREE], S[NFILL], S[BEST0], S[BEST1], S[NLIVE], S[QIN], S[QTRADED],
@@ -449,7 +474,7 @@ def load(S):
 
 
 @njit(cache=True, _nrt=False)
-def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
+def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead, hot, sel):
     """Replay ``cmds[start:]`` into ``out``; returns (next command, DONE or what to grow).
 
     With ``timed`` (:data:`lob.engines.compiled.clock.MONOTONIC` or ``TSC``; 0: untimed),
@@ -461,7 +486,9 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
     ``ahead``: None (v4) or :data:`STREAM_AHEAD` (v5, ``stream="prefetch"``), pruned the same
     way: v5's loop prefetches the command and the outcome record :data:`STREAM_AHEAD` ahead,
     v4's has no prefetch instruction (the distance read at run time instead, with a branch
-    on it, cost 2-3%).
+    on it, cost 2-3%). ``hot`` (``loop="hot"``) and ``sel`` (``select="select"``): None or
+    True, pruned the same way: without ``hot`` every command runs the full body (no inner
+    loop); without ``sel`` the inner loop's cross test branches on the side.
     """
     w = S[WIDTH]
     lo = S[LO]
@@ -482,79 +509,81 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
         # cpp_comprehensive). Its own
         # loop, so that LLVM weighs its values as the innermost ones and keeps them in
         # registers; anything else leaves it for the full body below.
-        while i < n:
-            if ahead is not None:  # v5; pruned at compile time in v4's specialisation
-                prefetch(cmds, u(i + STREAM_AHEAD))  # a constant distance: no register
-                prefetch_write(out, u(i + STREAM_AHEAD))
-            c = cmds[u(i)]
-            if durs is not None:  # pruned at compile time in the untimed specialisation
-                clock = timed != 0 and c.timed
-                t0 = stamp(timed) if clock else 0
-            kind = c.kind
-            if kind == cd.CANCEL:
-                oid = c.id
-                if u(oid - 1) >= u(icap - 1) or \
-                        LV[u(oid >> 6)] & (ONE << np.uint64(oid & 63)) == 0:
-                    put(out, u(i), cd.NOT_FOUND, cd.R_UNKNOWN_ID, oid, 0, 0, 0, 0)
+        if hot is not None:  # loop="hot": pruned at compile time otherwise
+            while i < n:
+                if ahead is not None:  # v5; pruned at compile time in v4's specialisation
+                    prefetch(cmds, u(i + STREAM_AHEAD))  # a constant distance: no register
+                    prefetch_write(out, u(i + STREAM_AHEAD))
+                c = cmds[u(i)]
+                if durs is not None:  # pruned at compile time in the untimed specialisation
+                    clock = timed != 0 and c.timed
+                    t0 = stamp(timed) if clock else 0
+                kind = c.kind
+                if kind == cd.CANCEL:
+                    free, best0, best1, nlive, qrem = cancel(
+                        out, i, ND, L, IDX, LV, B, OS, C, icap, free, best0, best1, nlive, qrem,
+                        c.id)
+                elif kind == cd.SUBMIT and 0 <= c.otype <= cd.MARKET:
+                    side = c.side
+                    price = c.price
+                    qty = c.qty
+                    otype = c.otype
+                    # valid, with room for it (a price in the band: one unsigned compare)
+                    if not (c.owner > 0 and 0 < qty <= MAX_QTY and
+                            (otype == cd.MARKET or u(price - lo) < u(w)) and free >= 0 and
+                            next_id + 1 < icap):
+                        break
+                    if u(side) > u(1):
+                        break
+                    if sel is not None:  # select="select": pruned at compile time otherwise
+                        # the opposite best and whether it crosses, as selects: a branch on the
+                        # side (random in both streams) is mispredicted on about every other submit
+                        x = best0 if side else best1
+                        d = lo + x - price
+                        cross = (x >= 0) & ((otype == cd.MARKET) | ((d >= 0) if side else (d <= 0)))
+                    elif side == 0:  # select="branch": the same test as a branch on the side
+                        x = best1
+                        cross = x >= 0 and (otype == cd.MARKET or lo + x <= price)
+                    else:
+                        x = best0
+                        cross = x >= 0 and (otype == cd.MARKET or lo + x >= price)
+                    if not cross:
+                        next_id += 1
+                        if otype == cd.LIMIT or otype == cd.POST_ONLY:
+                            free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, C, free, best0,
+                                                      best1, next_id, c.owner, side, price, qty)
+                            nlive += 1
+                            qin += qty
+                            put(out, u(i), cd.ACCEPTED, 0, next_id, qty, 0, 0, 0)
+                        else:  # an IOC, FOK or MARKET with nothing to take
+                            put(out, u(i), cd.CANCELLED, cd.R_FOK_UNFILLABLE if otype == cd.FOK else
+                                cd.R_NO_LIQUIDITY, next_id, qty, 0, 0, 0)
+                    elif otype == cd.POST_ONLY:  # would take
+                        next_id += 1
+                        put(out, u(i), cd.CANCELLED, cd.R_WOULD_CROSS, next_id, qty, 0, 0, 0)
+                    else:  # filled by the best level's first order, which keeps a remainder
+                        row = 2 * x + 1 - side
+                        m = L[u(row)].head
+                        mq = ND[u(m)].qty
+                        if mq <= qty or nf >= fcap or (stp != cd.STP_NONE and
+                                                       ND[u(m)].own == c.owner):
+                            break  # to the match
+                        next_id += 1
+                        p = lo + x
+                        fill(F, nf, next_id, ND[u(m)].oid, p, qty)
+                        nf += 1
+                        ND[u(m)].qty = mq - qty
+                        if sums:
+                            add_sums(ND, L, OS, C, m, row, -qty)
+                        qtraded += qty
+                        put(out, u(i), cd.FILLED, 0, next_id, 0, qty, 1, 0)
                 else:
-                    node = IDX[u(oid)]
-                    qrem += ND[u(node)].qty
-                    nlive -= 1
-                    free, best0, best1 = drop(ND, L, LV, B, OS, C, free, best0, best1, node)
-                    put(out, u(i), cd.CANCELLED, 0, oid, 0, 0, 0, 1)  # remaining=0: as C++
-            elif kind == cd.SUBMIT and 0 <= c.otype <= cd.MARKET:
-                side = c.side
-                price = c.price
-                qty = c.qty
-                otype = c.otype
-                # valid, with room for it (a price in the band: one unsigned compare)
-                if not (c.owner > 0 and 0 < qty <= MAX_QTY and
-                        (otype == cd.MARKET or u(price - lo) < u(w)) and free >= 0 and
-                        next_id + 1 < icap):
                     break
-                if u(side) > u(1):
-                    break
-                # the opposite best and whether it crosses, as selects: a branch on the side
-                # (random in both streams) is mispredicted on about every other submit
-                x = best0 if side else best1
-                d = lo + x - price
-                cross = (x >= 0) & ((otype == cd.MARKET) | ((d >= 0) if side else (d <= 0)))
-                if not cross:
-                    next_id += 1
-                    if otype == cd.LIMIT or otype == cd.POST_ONLY:
-                        free, best0, best1 = rest(ND, L, IDX, LV, B, OS, S, C, free, best0,
-                                                  best1, next_id, c.owner, side, price, qty)
-                        nlive += 1
-                        qin += qty
-                        put(out, u(i), cd.ACCEPTED, 0, next_id, qty, 0, 0, 0)
-                    else:  # an IOC, FOK or MARKET with nothing to take
-                        put(out, u(i), cd.CANCELLED, cd.R_FOK_UNFILLABLE if otype == cd.FOK else
-                            cd.R_NO_LIQUIDITY, next_id, qty, 0, 0, 0)
-                elif otype == cd.POST_ONLY:  # would take
-                    next_id += 1
-                    put(out, u(i), cd.CANCELLED, cd.R_WOULD_CROSS, next_id, qty, 0, 0, 0)
-                else:  # filled by the best level's first order, which keeps a remainder
-                    row = 2 * x + 1 - side
-                    m = L[u(row)].head
-                    mq = ND[u(m)].qty
-                    if mq <= qty or nf >= fcap or (stp != cd.STP_NONE and ND[u(m)].own == c.owner):
-                        break  # to the match
-                    next_id += 1
-                    p = lo + x
-                    fill(F, nf, next_id, ND[u(m)].oid, p, qty)
-                    nf += 1
-                    ND[u(m)].qty = mq - qty
-                    if sums:
-                        add_sums(ND, L, OS, C, m, row, -qty)
-                    qtraded += qty
-                    put(out, u(i), cd.FILLED, 0, next_id, 0, qty, 1, 0)
-            else:
-                break
-            if durs is not None:
-                if clock:
-                    durs[u(ndur)] = stamp(timed) - t0
-                    ndur += 1
-            i += 1
+                if durs is not None:
+                    if clock:
+                        durs[u(ndur)] = stamp(timed) - t0
+                        ndur += 1
+                i += 1
         if i >= n:
             break
         code = cd.DONE
@@ -612,6 +641,10 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead):
                 mass_cancel(out, i, ND, L, LV, B, OS, S, c.otype, c.side, c.owner, c.price,
                             c.price_hi)
             next_id, free, nf, best0, best1, nlive, qin, qtraded, qrem = load(S)
+        elif kind == cd.CANCEL:
+            if hot is None:  # with the hot loop, a cancel never reaches the full body
+                free, best0, best1, nlive, qrem = cancel(
+                    out, i, ND, L, IDX, LV, B, OS, C, icap, free, best0, best1, nlive, qrem, c.id)
         else:
             put(out, u(i), cd.REJECTED, cd.R_BAD_KIND, 0, 0, 0, 0, 0)
 
