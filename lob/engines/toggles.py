@@ -149,6 +149,21 @@ def backend_versions(backend: str) -> dict[str, str | None]:
     return out
 
 
+def measured_step(name: str, among, backend: str = "numba") -> tuple[str | None, str]:
+    """``name``'s nearest registered ancestor among the engines ``among`` (a measured part of
+    the lineage; None when none is), and the steps from it to ``name`` in words (the step
+    descriptions of every version between, joined): a lineage measured without some
+    intermediate versions still compares each version with the one it grew from."""
+    parents = backend_versions(backend)
+    suffix = SUFFIX[backend]
+    steps = [VERSIONS[name.removesuffix(suffix)]["step"]]
+    p = parents.get(name)
+    while p is not None and p not in among:
+        steps.insert(0, VERSIONS[p.removesuffix(suffix)]["step"])
+        p = parents.get(p)
+    return p, "; then ".join(steps)
+
+
 def chain(backend: str = "python") -> list[str]:
     """The bisection chain on ``backend``: the :data:`CHAIN` versions it registers, in order."""
     have = backend_versions(backend)

@@ -302,16 +302,13 @@ def lineage_profile(backend: str = "numba", workloads=DEFAULT_WORKLOADS, *,
     from lob.engines import toggles as tg
 
     chain = versions if versions is not None else tg.chain(backend)
-    parents = tg.backend_versions(backend)
     rows = []
     for w in workloads:
         wname, s = _measured(w, scale, chain, rounds, clock, twin, measured)
         band = aa_control(s, twin, quiet=quiet) if twin else None
         for name in chain:
-            base = name.removesuffix(tg.SUFFIX[backend])
-            parent = parents.get(name)
-            row = {"step": name, "parent": parent, "mechanism": tg.VERSIONS[base]["step"],
-                   "workload": wname}
+            parent, mechanism = tg.measured_step(name, chain, backend)
+            row = {"step": name, "parent": parent, "mechanism": mechanism, "workload": wname}
             if "refused" in s[name]:
                 rows.append({**row, "note": s[name]["refused"]})
                 continue

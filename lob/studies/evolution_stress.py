@@ -1146,7 +1146,8 @@ def counts_table(cnt: dict) -> K.Conclusion:
         if r["same_work"]:
             row[f"instr_vs_{base}"] = r["instructions_vs_base"]
             row[f"mispred_vs_{base}"] = r["mispredicts_vs_base"]
-            par = by.get((r["workload"], parents.get(r["engine"])))
+            par = by.get((r["workload"], tg.measured_step(
+                r["engine"], {e for (_, e) in by}, "numba")[0] if r["engine"] in parents else None))
             if par is not None and par["same_work"]:
                 row["instr_vs_parent"] = r["instructions"] / par["instructions"]
         rows.append(row)
