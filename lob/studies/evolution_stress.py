@@ -429,9 +429,11 @@ def plot_throughput(perf: dict, engines: Sequence[str]):
                             squeeze=False)
     for ax in axes.flat[len(workloads):]:
         ax.set_visible(False)
+    labels = {}
     for ax, w in zip(axes.flat, workloads, strict=False):
         by = {r["engine"]: r for r in perf["rows"] if r["workload"] == w}
         order = [e for e in engines if e in by]
+        labels[ax] = [bar_label(e) for e in order]
         ys = [by[e]["mops"] for e in order]
         lo = [by[e]["mops_lo"] for e in order]
         hi = [by[e]["mops_hi"] for e in order]
@@ -449,6 +451,10 @@ def plot_throughput(perf: dict, engines: Sequence[str]):
         ax.set(ylabel="M ops/s (median of rounds)", xlabel="",
                title=f"{w}\n({perf['shape'][w]['commands']:,} cmds)")
     bad = lp.overlaps(fig)
+    if bad:  # each panel's labels were fitted before the later panels moved the layout:
+        for ax, texts in labels.items():  # fit them again on the figure as laid out
+            lp.category_axis(ax, texts)
+        bad = lp.overlaps(fig)
     if bad:
         raise RuntimeError(f"throughput_per_workload: texts overlap: {bad}")
     return fig

@@ -309,6 +309,34 @@ def test_plot_throughput_fits_every_engine_of_the_presets(preset):
     assert per_row == (1 if len(names) <= 6 else 2)  # rows of panels
 
 
+def test_plot_throughput_fits_the_labels_of_a_real_default_run():
+    # a default make run's figures (f0d2082ce4): a later panel's y range (sparse: 0.001 to 10)
+    # moved the layout after the first panels' labels were fitted, so they overlapped
+    from lob.experiments import registry
+
+    names = registry.get_experiment("evolution_stress").presets["default"]["engines"]
+    real = {  # M ops/s, low, high per engine of the preset, in its order
+        "lobster_replay": [(11.4, 10.6, 12.6), (1.19, 1.17, 1.22), (31.3, 27.5, 32.1),
+            (30.7, 24.7, 33.9), (25.6, 23.7, 29.7), (37.6, 32.8, 38.6), (43.6, 39.7, 54.5),
+            (47.9, 37.3, 49.6), (54.0, 51.7, 67.0), (59.0, 49.0, 78.4)],
+        "lobster_deep": [(5.4, 4.87, 6.19), (0.28, 0.27, 0.28), (21.2, 12.4, 28.2),
+            (20.0, 16.2, 24.4), (12.8, 7.09, 14.6), (20.8, 15.7, 33.0), (23.2, 16.8, 24.7),
+            (23.7, 17.6, 26.4), (35.9, 27.7, 40.5), (41.1, 35.8, 79.9)],
+        "lobster_sparse": [(3.38, 1.43, 5.64), (0.0011, 0.001, 0.0012), (10.1, 7.11, 16.3),
+            (8.9, 5.34, 15.2), (9.63, 6.22, 13.9), (11.8, 4.58, 15.3), (15.6, 8.57, 20.6),
+            (9.2, 7.95, 12.5), (11.3, 9.44, 18.2), (11.3, 8.18, 17.5)],
+        "lobster_bursty": [(10.7, 8.82, 12.3), (1.14, 1.12, 1.16), (29.5, 27.0, 31.0),
+            (30.0, 27.1, 32.2), (25.0, 22.8, 29.2), (37.1, 33.7, 45.0), (39.9, 36.1, 43.3),
+            (45.1, 37.8, 46.5), (48.9, 41.7, 52.6), (54.8, 43.9, 60.1)],
+    }
+    p = {"rows": [{"workload": w, "engine": e, "commands": 1000, "mops": m, "mops_lo": lo,
+                   "mops_hi": hi} for w, ms in real.items()
+                  for e, (m, lo, hi) in zip(names, ms, strict=True)],
+         "shape": {w: {"commands": 1000} for w in real}}
+    fig = es.plot_throughput(p, names)  # raises if any two texts overlap
+    assert [len(_dots(ax).get_xdata()) for ax in fig.axes if ax.get_visible()] == [10] * 4
+
+
 # --- latency ------------------------------------------------------------------------------------
 
 def durations(p50=100, tail=500, n=2000):
