@@ -73,15 +73,8 @@ port of ``reference``); what differs is the layout and the shape of the code:
 * v5 (``stream="prefetch"``, the ``ahead`` argument of :func:`run`): every pass of the
   inner loop prefetches the command :data:`STREAM_AHEAD` (64) records
   ahead (``prefetcht0``) and the outcome record as far ahead for writing (``prefetchw``,
-  :mod:`lob.engines.compiled.prefetch`): the two streams are 74 bytes a command, and a
-  loop that only reads the commands and writes the outcomes (the stream floor) takes ~5 ns
-  a command here, a third of the kernel. On an Intel Xeon VM (2026-12-02, 15 interleaved
-  rounds, thread CPU time), v5 / v4: 0.88x on lobster_replay (faster in 15/15), 0.94x on
-  cpp_comprehensive (13/15); the command prefetch alone 0.94x / 0.97x; 32, 48 and 128
-  ahead no better than 64, 256 worse; with the prefetch, an outcome ring of 4096 records
-  in place of the output array (a diagnostic) is no faster, so the outcome stream is then
-  hidden. Prefetching the id index 8-32 ahead bought nothing, and each cancel's order
-  record too cost cpp_comprehensive 1.20x. Not measured on the AMD hosts of earlier notes.
+  :mod:`lob.engines.compiled.prefetch`): the two streams are 74 bytes a command (what it
+  bought and what was tried: docs/decisions/v5-stream-prefetch.md).
 
 :func:`run` stops before a command whenever the pool, the fill buffer or the id index might
 not have room for it and returns what to grow, as the v0..v3 kernel does.
