@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "differential"))
 from lob.semantics import BookConfig, OrderType, Outcome, Reason, Side, Status, StpMode
 
 # lob's own engines: an engine of another installed package (the example of examples/py_engine,
-# once tests/behaviour/test_plugin.py has installed it) is tested by its own tests
+# once tests/engines/test_plugin.py has installed it) is tested by its own tests
 ENGINES: list[str] = [e for e in lob.engine_names() if lob.engines.engine_spec(e).source == "lob"]
 OTHER_ENGINES: list[str] = [e for e in ENGINES if e != "reference"]
 

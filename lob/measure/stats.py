@@ -51,7 +51,7 @@ CHANGE_WORDS = ("faster", "slower", "within noise", "inconclusive")
 # The fewest values a side from which :func:`ratio_interval` gives an interval. Below it the
 # percentile bootstrap of a median covers far less often than it claims (simulated, lognormal
 # noise, identical samples, 95%: three values a side exclude 1 in ~10-12% of cases, five in
-# ~3%; tests/behaviour/test_stats.py checks it).
+# ~3%; tests/measure/test_stats.py checks it).
 MIN_RATIO_N = 5
 
 
@@ -518,7 +518,7 @@ def aa_band(ratios: Sequence[float], coverage: float = 0.95) -> dict:
     place in the rotation), the band is ``[exp(-h), exp(h)]`` with ``h = |c| + z s`` and ``z``
     the normal quantile that holds ``coverage`` of the ratios (1.96 at 95%). One stray round
     (a hiccup in one run) moves the median and the MAD by one order statistic at most, where
-    it would have set a band taken from the largest ratios (tests/behaviour/test_stats.py
+    it would have set a band taken from the largest ratios (tests/measure/test_stats.py
     simulates the false-call rate with one outlier round planted). A MAD of zero (more than
     half the ratios exactly equal) falls back to the scaled mean absolute deviation.
     Fewer than 5 ratios: no band (``None``).

@@ -14,7 +14,7 @@ import pytest
 from lob.pipeline.ring import PeerError, RingTimeout, SpscRing
 
 CTX = mp.get_context("fork")  # children reuse the imported test module; spawn is covered in
-# tests/behaviour/test_pipeline.py through run_pipeline
+# tests/pipeline/test_pipeline.py through run_pipeline
 FIELDS = {"seq": np.int64, "tag": np.int32}
 
 

@@ -358,7 +358,7 @@ _SUBPROCESS = textwrap.dedent("""
     from lob.engines.compiled import kernel, kernel_v4
     from lob.semantics import BookConfig, StpMode
     CHECKED = {checked!r}
-    from tests.behaviour.test_compiled import random_stream
+    from tests.engines.test_compiled import random_stream
     cfg = BookConfig(1, 40, StpMode.CANCEL_BOTH)
     cmds = random_stream(21, 2000, cfg)
     sums = {{n: get_engine(n, cfg).replay(cmds).checksum for n in CHECKED}}
