@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -179,6 +179,137 @@ def _say(line: str) -> None:
     print(line, flush=True)  # as it goes, also into a pipe or a log file
 
 
+def _check_rounds(runs, max_runs: int | None, threshold: float, confidence: float) -> int:
+    """``max_runs`` resolved (default ``3 * runs``, at least ``MIN_RATIO_N``), every search
+    parameter checked (ValueError naming the one that is wrong)."""
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"runs must be an int >= 1, got {runs!r}")
+    max_runs = max(3 * runs, MIN_RATIO_N) if max_runs is None else int(max_runs)
+    if max_runs < runs:
+        raise ValueError(f"max_runs ({max_runs}) must be >= runs ({runs})")
+    if max_runs < MIN_RATIO_N:
+        raise ValueError(f"max_runs ({max_runs}) must be >= {MIN_RATIO_N}: an interval of "
+                         f"the stated coverage needs {MIN_RATIO_N} rounds a side")
+    if not 0 <= threshold < 1:
+        raise ValueError(f"threshold must be a fraction in [0, 1), got {threshold!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    return max_runs
+
+
+@dataclass
+class _Search:
+    """The comparisons of one search: the revisions, the measurer and the shared round
+    counter (the nonce of each sample), what each replay did, and the steps taken."""
+
+    revs: list[Revision]
+    measure: Callable[[str, int, bool], Sample]
+    runs: int
+    max_runs: int
+    threshold: float
+    level: float
+    n_boot: int
+    seed: int
+    say: Callable[[str], None]
+    unit: str
+    rounds: int = 0
+    outputs: dict = field(default_factory=dict)  # sha -> what its replay did (checksum, ...)
+    steps: list = field(default_factory=list)
+
+    def run_rounds(self, in_play: list[Revision], k: int) -> Revision | None:
+        """k more rounds over ``in_play``; returns a revision that could not be measured."""
+        for _ in range(k):
+            rnd = self.rounds
+            self.rounds += 1
+            order = in_play[rnd % len(in_play):] + in_play[:rnd % len(in_play)]
+            for r in order:
+                s = self.measure(r.sha, rnd * 1000 + r.index, not r.hists)
+                if s.status != "ok":
+                    r.status, r.reason = "skipped", f"{s.status}: {s.error}"
+                    return r
+                r.status = "ok"
+                r.values.append((rnd, float(s.value)))
+                if s.hist:
+                    r.hists.append(s.hist)
+                if s.output is not None:
+                    self.outputs.setdefault(r.sha, s.output)
+            for r in in_play:  # a revision that does other work is not slower or faster
+                mine, ref = self.outputs.get(r.sha), self.outputs.get(self.revs[0].sha)
+                if r is not self.revs[0] and mine is not None and ref is not None \
+                        and mine != ref:
+                    r.status = "skipped"
+                    r.reason = (f"its replay does other work than good's ({mine} vs {ref}): "
+                                "a different answer, not a timing to compare")
+                    return r
+        return None
+
+    def compare(self, probe: Revision, in_play: list[Revision]) -> Step:
+        """Rounds over ``in_play`` until ``probe`` against good is decided (or max_runs)."""
+        done = 0
+        good_r, bad_r = self.revs[0], self.revs[-1]
+        while True:
+            k = self.runs if done == 0 else 1
+            failed = self.run_rounds(in_play, k)
+            if failed is not None:
+                return Step(failed.index, failed.sha, failed.subject, None, None, None, None,
+                            None, "skipped", done, failed.reason)
+            done += k
+            mine = {rnd: v for rnd, v in probe.values}
+            ref = [v for rnd, v in good_r.values if rnd in mine]
+            vals = [mine[rnd] for rnd, _ in good_r.values if rnd in mine]
+            # no interval below MIN_RATIO_N rounds (it would not hold its coverage)
+            ratio, lo, hi = ratio_interval(ref, vals, n_boot=self.n_boot, confidence=self.level,
+                                           min_n=MIN_RATIO_N, seed=self.seed + probe.index)
+            decision = change(lo, hi, self.threshold)
+            if decision == "inconclusive" and done < self.max_runs:
+                continue
+            if decision == "inconclusive" and probe is not bad_r and bad_r.values:
+                # undecided at max_runs: which side is it nearer?
+                bad_v = [v for rnd, v in bad_r.values if rnd in mine]
+                r_bad = float(np.median(bad_v) / np.median(ref)) if bad_v else 1.0
+                near_bad = abs(np.log(ratio)) > abs(np.log(ratio) - np.log(r_bad))
+                decision += " (nearer bad)" if near_bad else " (nearer good)"
+            return Step(probe.index, probe.sha, probe.subject, float(np.median(vals)),
+                        float(np.median(ref)), ratio, lo, hi, decision, done)
+
+    def record(self, step: Step) -> Step:
+        self.steps.append(step)
+        self.say(step.line(self.unit, len(str(len(self.revs) - 1))))
+        return step
+
+    def walk(self, first: Step) -> tuple[dict | None, list[str]]:
+        """The binary search after a first comparison that changed: (first change, the
+        skipped revisions it could also be)."""
+        revs = self.revs
+        good_r, bad_r = revs[0], revs[-1]
+        lo, hi = 0, len(revs) - 1
+        hi_step = first
+        candidates: list[str] = []
+        while hi - lo > 1:
+            todo = [i for i in range(lo + 1, hi) if revs[i].status != "skipped"]
+            if not todo:
+                candidates = [revs[i].sha for i in range(lo + 1, hi)]
+                break
+            mid = (lo + hi) // 2
+            i = min(todo, key=lambda j: (abs(j - mid), j))
+            step = self.record(self.compare(revs[i], [good_r, bad_r, revs[i]]))
+            if step.decision == "skipped":
+                if step.index in (0, len(revs) - 1):
+                    raise ValueError(f"revision {step.sha[:10]} stopped measuring: "
+                                     f"{step.reason}")
+                continue
+            if step.decision in (*CHANGED, "inconclusive (nearer bad)"):
+                hi, hi_step = i, step
+            else:
+                lo = i
+        r = revs[hi]
+        fc = {"index": r.index, "sha": r.sha, "subject": r.subject, "ratio": hi_step.ratio,
+              "ci_low": hi_step.ci_low, "ci_high": hi_step.ci_high,
+              "median": hi_step.median, "good_median": hi_step.good_median,
+              "decision": hi_step.decision}
+        return fc, candidates
+
+
 def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str = "ns_per_op",
                     *, repo=".", scale: float = 0.002, runs: int = 5, max_runs: int | None = None,
                     threshold: float = 0.05, confidence: float = 0.95, n_boot: int = 4000,
@@ -196,18 +327,7 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
     """
     t0 = time.perf_counter()
     metric = metric_name(metric)
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise ValueError(f"runs must be an int >= 1, got {runs!r}")
-    max_runs = max(3 * runs, MIN_RATIO_N) if max_runs is None else int(max_runs)
-    if max_runs < runs:
-        raise ValueError(f"max_runs ({max_runs}) must be >= runs ({runs})")
-    if max_runs < MIN_RATIO_N:
-        raise ValueError(f"max_runs ({max_runs}) must be >= {MIN_RATIO_N}: an interval of "
-                         f"the stated coverage needs {MIN_RATIO_N} rounds a side")
-    if not 0 <= threshold < 1:
-        raise ValueError(f"threshold must be a fraction in [0, 1), got {threshold!r}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    max_runs = _check_rounds(runs, max_runs, threshold, confidence)
     # every look at a comparison is a test: Bonferroni over the looks keeps the family's
     # false-call rate under 1 - confidence
     # (only looks that can give an interval count: from MIN_RATIO_N rounds on)
@@ -218,114 +338,25 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
                                      cache=cache)
     say = log or (lambda s: None)
     unit = BISECT_METRICS[metric]
-    width = len(str(len(revs) - 1))
     say(f"bisecting {len(revs) - 1} commits after {revs[0].sha[:10]} (good) up to "
         f"{revs[-1].sha[:10]} (bad): {unit} of {engine} on {workload} (scale {scale}); "
         f"{runs}-{max_runs} interleaved rounds per comparison, threshold {threshold:.0%}, "
         f"{confidence:.0%} bootstrap intervals ({level:.2%} per look)")
-    rounds = [0]  # the round counter, shared by every comparison (the nonce of each sample)
-    outputs: dict[str, str] = {}  # sha -> what its replay did (checksum, counters)
-    steps: list[Step] = []
-
-    def run_rounds(in_play: list[Revision], k: int) -> Revision | None:
-        """k more rounds over ``in_play``; returns a revision that could not be measured."""
-        for _ in range(k):
-            rnd = rounds[0]
-            rounds[0] += 1
-            order = in_play[rnd % len(in_play):] + in_play[:rnd % len(in_play)]
-            for r in order:
-                s = measure(r.sha, rnd * 1000 + r.index, not r.hists)
-                if s.status != "ok":
-                    r.status, r.reason = "skipped", f"{s.status}: {s.error}"
-                    return r
-                r.status = "ok"
-                r.values.append((rnd, float(s.value)))
-                if s.hist:
-                    r.hists.append(s.hist)
-                if s.output is not None:
-                    outputs.setdefault(r.sha, s.output)
-            for r in in_play:  # a revision that does other work is not slower or faster
-                mine, ref = outputs.get(r.sha), outputs.get(revs[0].sha)
-                if r is not revs[0] and mine is not None and ref is not None and mine != ref:
-                    r.status = "skipped"
-                    r.reason = (f"its replay does other work than good's ({mine} vs {ref}): "
-                                "a different answer, not a timing to compare")
-                    return r
-        return None
-
-    def compare(probe: Revision, in_play: list[Revision]) -> Step:
-        done = 0
-        good_r = revs[0]
-        while True:
-            k = runs if done == 0 else 1
-            failed = run_rounds(in_play, k)
-            if failed is not None:
-                return Step(failed.index, failed.sha, failed.subject, None, None, None, None,
-                            None, "skipped", done, failed.reason)
-            done += k
-            mine = {rnd: v for rnd, v in probe.values}
-            ref = [v for rnd, v in good_r.values if rnd in mine]
-            vals = [mine[rnd] for rnd, _ in good_r.values if rnd in mine]
-            # no interval below MIN_RATIO_N rounds (it would not hold its coverage)
-            ratio, lo, hi = ratio_interval(ref, vals, n_boot=n_boot, confidence=level,
-                                           min_n=MIN_RATIO_N, seed=seed + probe.index)
-            decision = change(lo, hi, threshold)
-            if decision == "inconclusive" and done < max_runs:
-                continue
-            if decision == "inconclusive" and probe is not bad_r and bad_r.values:
-                # undecided at max_runs: which side is it nearer?
-                bad_v = [v for rnd, v in bad_r.values if rnd in mine]
-                r_bad = float(np.median(bad_v) / np.median(ref)) if bad_v else 1.0
-                near_bad = abs(np.log(ratio)) > abs(np.log(ratio) - np.log(r_bad))
-                decision += " (nearer bad)" if near_bad else " (nearer good)"
-            return Step(probe.index, probe.sha, probe.subject, float(np.median(vals)),
-                        float(np.median(ref)), ratio, lo, hi, decision, done)
-
-    def record(step: Step) -> Step:
-        steps.append(step)
-        say(step.line(unit, width))
-        return step
-
-    good_r, bad_r = revs[0], revs[-1]
-    first = record(compare(bad_r, [good_r, bad_r]))
+    search = _Search(revs, measure, runs, max_runs, threshold, level, n_boot, seed, say, unit)
+    first = search.record(search.compare(revs[-1], [revs[0], revs[-1]]))
     if first.decision == "skipped":
         raise ValueError(f"cannot measure {'good' if first.index == 0 else 'bad'} revision "
                          f"{first.sha[:10]}: {first.reason}")
-    fc, candidates = None, []
-    if first.decision in CHANGED:
-        lo, hi = 0, len(revs) - 1
-        hi_step = first
-        while hi - lo > 1:
-            todo = [i for i in range(lo + 1, hi) if revs[i].status != "skipped"]
-            if not todo:
-                candidates = [revs[i].sha for i in range(lo + 1, hi)]
-                break
-            mid = (lo + hi) // 2
-            i = min(todo, key=lambda j: (abs(j - mid), j))
-            step = record(compare(revs[i], [good_r, bad_r, revs[i]]))
-            if step.decision == "skipped":
-                if step.index in (0, len(revs) - 1):
-                    raise ValueError(f"revision {step.sha[:10]} stopped measuring: "
-                                     f"{step.reason}")
-                continue
-            if step.decision in (*CHANGED, "inconclusive (nearer bad)"):
-                hi, hi_step = i, step
-            else:
-                lo = i
-        r = revs[hi]
-        fc = {"index": r.index, "sha": r.sha, "subject": r.subject, "ratio": hi_step.ratio,
-              "ci_low": hi_step.ci_low, "ci_high": hi_step.ci_high,
-              "median": hi_step.median, "good_median": hi_step.good_median,
-              "decision": hi_step.decision}
+    fc, candidates = search.walk(first) if first.decision in CHANGED else (None, [])
     res = BisectResult(str(Path(repo).resolve()), good, bad, engine, workload, metric,
-                       float(scale), float(threshold), runs, max_runs, confidence, revs, steps,
-                       fc, candidates)
+                       float(scale), float(threshold), runs, max_runs, confidence, revs,
+                       search.steps, fc, candidates)
     res.wall_s = round(time.perf_counter() - t0, 1)
     say(res.line())
     measured = res.measured
     say(f"{len(measured)} of {len(revs)} revisions measured "
         f"({sum(len(r.values) for r in measured)} processes), "
-        f"{sum(r.status == 'skipped' for r in revs)} skipped, {rounds[0]} rounds, "
+        f"{sum(r.status == 'skipped' for r in revs)} skipped, {search.rounds} rounds, "
         f"{res.wall_s:.0f} s")
     if out is not None:
         res.save(out)
