@@ -9,7 +9,7 @@ Two instruments, never run together:
   every allocation, not the net. Objects served from CPython's free lists (small ints, tuples
   and floats recycled by the interpreter) never reach the allocator and are not counted.
   Freed byte counts are not available (``free`` does not receive a size); net bytes come
-  from tracemalloc. Slowdown: see :func:`counter_overhead` (measured ~1.1x on a replay).
+  from tracemalloc. Slowdown: :func:`counter_overhead` measures it.
 * **Attribution** (:func:`trace_allocations`): :mod:`tracemalloc` for net and peak bytes and
   the top allocation sites (``file:line``) over the window; it costs several times the
   replay, so it is only for attribution.

@@ -13,11 +13,10 @@ and a branch-target predictor) and simulated cache misses (``D1mr``/``D1mw`` in 
 costs shows as a change in ``instructions``, with no interval needed. Their limits: the
 predictor and the caches are models, not this CPU. A modern core predicts better, and the
 model's predictor is a table indexed by branch address, so a change that only moves code
-can move ``mispredicts`` (the v4 kernel's cancel-hit test read 0.10 mispredicts a command
-in one build and 0.25 in another, same data, after an unrelated edit): it ranks engines,
-it does not price a step. There is no hardware prefetcher (a stream read in order counts
-a miss per cache line), and there is no time: a v4 kernel with 3% fewer instructions on
-cpp_comprehensive ran no faster (1.004x, faster in 14 of 31 interleaved rounds).
+can move ``mispredicts``: it ranks engines, it does not price a step. There is no hardware
+prefetcher (a stream read in order counts a miss per cache line), and there is no time:
+fewer instructions need not mean less time (the runs that showed both are in
+``docs/decisions/callgrind-limits.md``).
 
 The code counted is compiled for the CPU valgrind presents, not for this one: numba compiles
 for the host LLVM detects, and under valgrind that is a Haswell-class CPU without AVX-512

@@ -9,8 +9,8 @@ Three sources exist:
 * ``perf_counter_ns`` -- :func:`time.perf_counter_ns` read back to back from Python;
 * ``clock_gettime`` -- ``CLOCK_MONOTONIC`` (the same clock) read back to back in C, which is
   what the native capture loop of :mod:`lob.measure.latency` uses where no TSC is usable;
-* ``rdtsc`` -- the x86 time-stamp counter read in C (~10 ns a read against 20-30 ns for
-  ``clock_gettime`` on this machine class), used by the native capture loop when the CPU
+* ``rdtsc`` -- the x86 time-stamp counter read in C (cheaper to read than ``clock_gettime``:
+  ``docs/decisions/capture-clock-tsc.md``), used by the native capture loop when the CPU
   flags say it is constant and non-stop (``LOB_NO_TSC=1`` turns it off). Ticks are turned
   into ns with a rate measured against ``CLOCK_MONOTONIC`` over the same capture;
 * an external figure supplied by a compiled backend that reads its own clock in-kernel

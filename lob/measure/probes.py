@@ -5,16 +5,12 @@
   latency each on every x86-64 and ARM64 core of the last decade, and nothing a compiler can
   fold), timed by the same clock as the engines. With it a kernel's ns/op becomes cycles/op,
   and a reader can tell whether a slow round ran on a slower clock (the chain slows too) or
-  on a contended core or memory system (the chain does not). On this workplace's VM the chain
-  reads a steady ~3.0 GHz while the v4 kernel's ns/op moves by 50% from one stretch to the
-  next: the spread is not the clock.
+  on a contended core or memory system (the chain does not).
 * :func:`core_probe`: that clock and the core's issue width: four independent xorshift
-  chains retire about 3.3 operations a cycle on a Zen 4 core that is ours alone, and
-  fewer when another hardware thread shares the core's issue slots. On this workplace's VM
-  the width flips between ~3.3 and ~2.2-2.5 from one stretch to the next, from outside the
-  VM (a busy second vCPU of ours does not move it), and the v4 kernel's ns/op flips with it
-  (22-23 against 32-33 on lobster_replay, correlation -0.99 over 12 rounds), while the
-  clock and a pointer chase's latency stay put: the host's "slow phases" are a shared core.
+  chains retire more operations a cycle on a core that is ours alone than when another
+  hardware thread shares the core's issue slots. Whether a kernel's time follows the width
+  on a host is measured per stream (:func:`width_follows`), not assumed; the runs behind
+  this design are in ``docs/decisions/shared-core-width-probe.md``.
   :func:`shared_replays` marks the replays measured on a shared core: those whose width fell
   below :data:`SHARED_BELOW` of the stream's widest probe or of this machine's quiet width
   (:func:`machine_width`), whichever is wider. The machine's is remembered from earlier
@@ -194,11 +190,10 @@ def width_follows(probes: list[dict], engine: str, kernel: Sequence[float]) -> d
     """Whether ``engine``'s kernel time follows the core's issue width on this stream: the
     correlation (Pearson's r) between its per-round ``kernel`` ns/op and the narrower probe
     around each of its replays (as :func:`shared_replays` pairs them). Strongly negative
-    where a neighbour on the core's other hardware thread slows the kernel (r = -0.99 on the
-    AMD host of the notes), so the shared-core marks are evidence there; near 0 where the
-    probe moves and the kernel does not (0.16 and -0.18 on an Intel host), so the marks
-    leave out replays for nothing. ``{"r", "n"}``, or None from fewer than 5 replays or with
-    no spread in either."""
+    where a neighbour on the core's other hardware thread slows the kernel, so the
+    shared-core marks are evidence there; near 0 where the probe moves and the kernel does
+    not, so the marks leave out replays for nothing. ``{"r", "n"}``, or None from fewer than
+    5 replays or with no spread in either."""
     k = np.asarray(kernel, dtype=float)
     w = np.asarray(_narrower(probes).get(engine, []), dtype=float)
     if len(w) != len(k):

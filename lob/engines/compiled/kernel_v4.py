@@ -12,7 +12,10 @@ and level layout (every helper's field access), the scalars held in locals and t
 through every helper's return values (a memory-resident variant is other code for every
 helper, not a switch; store-to-load forwarding would also undo a save/reload emulation),
 unsigned indexing (:func:`~lob.engines.compiled.bitmap.u` in every helper, the bitmap shared
-with the pool kernel included) and the untimed specialisation with no clock code.
+with the pool kernel included) and the untimed specialisation with no clock code. What each
+step bought, and the alternatives measured and dropped, are in the decision records
+``docs/decisions/v4-packed-layout.md``, ``v4-hot-loop.md``, ``v4-selects.md`` and
+``v5-stream-prefetch.md``.
 
 Same semantics, outcome rows and fills as :mod:`lob.engines.compiled.kernel` (a line-for-line
 port of ``reference``); what differs is the layout and the shape of the code:
@@ -21,19 +24,14 @@ port of ``reference``); what differs is the layout and the shape of the code:
   owner slot as int32, the id as int64; two records per cache line, none straddling one)
   instead of a 64-byte row of int64s: a cancel or a match step touches half the bytes. No
   ``SEQ``: FIFO order is the list order, checked against ``reference`` by the differential
-  fuzz. (Struct-of-arrays nodes, ``ND[field, node]``, were measured first and were slower:
-  a cancel reads five fields of one random order, five cache lines instead of one.) A
-  pool holds at most 2**31 - 1 orders;
+  fuzz. A pool holds at most 2**31 - 1 orders;
 * levels are 16-byte records ``L[row] = (head, tail, sum)`` (int32 links, int64 sum) with
   no order count (an empty level is ``head < 0``), at ``row = 2 * (price - min_price) +
   side``: a price's bid and ask sit side by side, two prices to a cache line, and a row is a
   shift and an add where a 32-byte ``L[side * width + x, col]`` row of int64s took two
-  multiplies by values held in memory (the row stride and the width). Equal callgrind
-  instructions per command, 2.2 / 5.1 fewer loads on lobster_replay / cpp_comprehensive;
-  0.976x and 0.980x their kernel time, faster in 15 and 17 of 21 interleaved rounds (load
-  1.0). ``sum`` is kept only by ``fok="level_sums"``, and the per-owner sums only when the
-  STP mode can ask for them (with ``StpMode.NONE`` a FOK check never subtracts own
-  quantity);
+  multiplies by values held in memory (the row stride and the width). ``sum`` is kept only
+  by ``fok="level_sums"``, and the per-owner sums only when the STP mode can ask for them
+  (with ``StpMode.NONE`` a FOK check never subtracts own quantity);
 * the scalar state (next id, free-list head, fill count, best prices, live count,
   conservation totals) is loaded into local variables once per :func:`run` call and
   written back to ``S`` when it returns: numba cannot prove two arrays do not alias, so in
@@ -42,39 +40,27 @@ port of ``reference``); what differs is the layout and the shape of the code:
 * the whole hot path (submit, the FOK check, match, cancel) is one loop body; the rare
   paths (modify, mass cancel) are real calls that see the state through ``S``, and the
   match loop has one copy of :func:`drop` for a maker traded or removed by STP (and
-  :func:`modify` one for both of its cases). Every inlined copy of a helper is typed and
-  SSA-rebuilt again at compile time: with modify inlined and two drops in the match loop,
-  each specialisation of :func:`run` took ~32 s to compile on a cold cache, 17-23 s now,
-  with no change in speed beyond noise (0.99x on both streams, interleaved). The FOK
-  check stays inlined: as a real call it cost cpp_comprehensive 7% (faster in 13/81);
+  :func:`modify` one for both of its cases): every inlined copy of a helper is typed and
+  SSA-rebuilt again at compile time, so each copy lengthens a cold compile. The FOK check
+  stays inlined (as a real call it was slower);
 * every array index goes through :func:`u` (as unsigned): numba emits a negative-index
-  wraparound (a shift, an and, an add) for every signed index, 122 of them in :func:`run`'s
-  machine code, none with unsigned ones (0.85x on lobster_replay, 0.95x on
-  cpp_comprehensive, interleaved CPU time at load 5-6);
-* a valid LIMIT that crosses nothing (about half of lobster_replay's commands) goes straight
-  to the book, past the validation chain and the match loop's set-up (0.90-0.94x on
-  lobster_replay; 1.02-1.08x on cpp_comprehensive, where most submits are other types or
-  cross, measured in three interleaved runs);
+  wraparound (a shift, an and, an add) for every signed index, none for unsigned ones;
+* a valid LIMIT that crosses nothing goes straight to the book, past the validation chain
+  and the match loop's set-up;
 * that fast path and every CANCEL run in an inner loop of their own, which any other
   command leaves for the full body: LLVM weighs an inner loop's values first when it
-  assigns registers, so the hot path keeps more of its state out of stack slots (0.91x on
-  lobster_replay, faster in 24 of 25 interleaved rounds; cpp_comprehensive 1.01x, 12/25).
-  The inner loop also settles every valid priced order that crosses nothing (a LIMIT or
-  POST_ONLY rests, an IOC or FOK is cancelled) and a POST_ONLY that would cross
-  (cpp_comprehensive 0.87-0.90x, faster in 20/21 and 24/25 interleaved rounds;
-  lobster_replay 1.01x, faster in 7/21 and 5/25: a cost of about 1% there); and so does an
-  IOC, FOK, MARKET or crossing LIMIT filled whole by the first order of the best level when
-  that order keeps a remainder (one fill, no order leaves the book): cpp_comprehensive
-  0.98x (faster in 49 of 73 interleaved rounds), lobster_replay 0.99x (41/73);
+  assigns registers, so the hot path keeps more of its state out of stack slots. The inner
+  loop also settles every valid priced order that crosses nothing (a LIMIT or POST_ONLY
+  rests, an IOC or FOK is cancelled) and a POST_ONLY that would cross; and so does an IOC,
+  FOK, MARKET or crossing LIMIT filled whole by the first order of the best level when that
+  order keeps a remainder (one fill, no order leaves the book);
 * in that inner loop, the opposite best price and the cross test of a submit are selects,
-  not branches on its side (random in both streams, so mispredicted on about every other
-  submit): cpp_comprehensive 0.96x (faster in 68 of 81 interleaved rounds), lobster_replay
-  0.99x (56/81);
+  not branches on its side (the side is random in both seed streams, so a branch on it is
+  mispredicted on about every other submit);
 * v5 (``stream="prefetch"``, the ``ahead`` argument of :func:`run`): every pass of the
   inner loop prefetches the command :data:`STREAM_AHEAD` (64) records
   ahead (``prefetcht0``) and the outcome record as far ahead for writing (``prefetchw``,
-  :mod:`lob.engines.compiled.prefetch`): the two streams are 74 bytes a command (what it
-  bought and what was tried: docs/decisions/v5-stream-prefetch.md).
+  :mod:`lob.engines.compiled.prefetch`): the two streams are 74 bytes a command.
 
 :func:`run` stops before a command whenever the pool, the fill buffer or the id index might
 not have room for it and returns what to grow, as the v0..v3 kernel does.
@@ -475,11 +461,11 @@ def run(cmds, start, out, F, ND, L, IDX, LV, B, OS, S, timed, durs, ahead, hot, 
     durations (ns, or cycle ticks) written to ``durs[S[NDUR]]`` onwards. ``durs=None`` compiles
     a specialisation with no clock code at all: numba prunes the ``durs is not None``
     branches before typing, so the untimed loop carries no clock flag, start time or
-    duration count (0.93x on lobster_replay, faster in 19 of 21 interleaved rounds).
+    duration count.
     ``ahead``: None (v4) or :data:`STREAM_AHEAD` (v5, ``stream="prefetch"``), pruned the same
     way: v5's loop prefetches the command and the outcome record :data:`STREAM_AHEAD` ahead,
-    v4's has no prefetch instruction (the distance read at run time instead, with a branch
-    on it, cost 2-3%). ``hot`` (``loop="hot"``) and ``sel`` (``select="select"``): None or
+    v4's has no prefetch instruction (a distance read at run time would put a branch on it
+    in the loop). ``hot`` (``loop="hot"``) and ``sel`` (``select="select"``): None or
     True, pruned the same way: without ``hot`` every command runs the full body (no inner
     loop); without ``sel`` the inner loop's cross test branches on the side.
     """

@@ -2,8 +2,8 @@
 
 A C call cannot be stopped from outside, and while it runs Python never gets to its Ctrl-C
 handler. Running the call on another thread would let the caller give up on it, but the
-handoff moves the engine's work to another thread and CPU: measured on lob's example
-engine, its in-library time rose 10-40% depending on the machine's load. So the call stays
+handoff moves the engine's work to another thread and CPU, which slows the library's own
+code (the run: ``docs/decisions/foreign-calls-on-caller-thread.md``). So the call stays
 where it is, and a small watcher thread decides when the process must end:
 
 * Ctrl-C (SIGINT) during the call: Python's C-level handler writes the signal number to
