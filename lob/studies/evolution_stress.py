@@ -49,7 +49,7 @@ __all__ = ["SORTED_NAME", "SORTED", "BASELINE", "BITMAP_WORKLOADS", "COSTLY_STEP
            "throughput_table", "shape_table", "measure_latency", "latency_table",
            "plot_throughput", "seed_versions_table", "bitmap_pairs", "measure_bitmap",
            "bitmap_table", "claims", "SHIM_HOW", "BESIDE", "BESIDE_WORKLOADS",
-           "BESIDE_MAX_SCALE", "measure_beside", "beside_table", "shim_table", "shim_name",
+           "BESIDE_MAX_SCALE", "measure_outsiders", "beside_table", "shim_table", "shim_name",
            "MIN_ROUNDS", "AA", "CLOCK", "speedup", "aa_band", "call", "aa_engine", "bar_label",
            "LINEAGE_WORKLOADS", "side_engines", "measure_lineage", "explain_slower",
            "steps_table", "lineage_table", "floor_table", "side_table", "slower_table",
@@ -683,7 +683,7 @@ SHIM_CALL = {"within noise": "no cost of the shim's shown",
              "inconclusive": "no call: the interval straddles 1, or too few rounds"}
 
 
-def measure_beside(engines: Sequence[str], scale: float, repeat: int, *, say=print,
+def measure_outsiders(engines: Sequence[str], scale: float, repeat: int, *, say=print,
                    measure=None) -> dict:
     """Each engine of ``engines`` outside lob's lineage (a third-party engine behind the C
     ABI) beside :data:`BESIDE` on :data:`BESIDE_WORKLOADS` at ``scale`` (at most

@@ -20,8 +20,8 @@ its published outcome. The notebook is a view over this module, section by secti
   :func:`tail_model` (the model on those pauses) -> :func:`tail_table`,
   :func:`tail_runs_table`, :func:`plot_tail_vs_model`, :func:`pinning_table`,
   :func:`stalls_table`, :func:`steps_table`;
-* **claims**: :func:`claims` (``s003_*`` from the tables by
-  :func:`lob.studies.claims.pipeline_claims`).
+* **claims**: :func:`claims` (``s003_*`` from the tables: :func:`capacity_claim`,
+  :func:`saturation_claim`, :func:`pinning_claim`).
 
 Every table is a :class:`~lob.studies.conclude.Conclusion` whose sentences quote its own
 cells; the thresholds the sentences turn on are the constants below.
@@ -32,14 +32,23 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from lob.measure.stats import CLOCK_FLOOR_TICKS, change_of_ratios, marker
+from lob.measure.stats import (
+    CLOCK_FLOOR_TICKS,
+    aa_band,
+    change_of_ratios,
+    marker,
+    median_interval,
+    share_interval,
+)
 from lob.studies import plots as lp
+from lob.studies.claims.judging import measurement
 from lob.studies.conclude import (
     Conclusion,
     capacity_bound,
@@ -58,7 +67,8 @@ __all__ = [
     "measure_pauses", "pauses_raw", "pauses_table", "measure_tail", "pinnings", "tail_model",
     "tail_table", "tail_runs_table", "plot_tail_vs_model", "pinning_table", "poisson_upper",
     "stall_rates",
-    "stalls_table", "steps_table", "claims", "BESIDE", "BESIDE_FRACTION", "measure_engines",
+    "stalls_table", "steps_table", "claims", "capacity_claim", "saturation_claim",
+    "pinning_claim", "BESIDE", "BESIDE_FRACTION", "measure_engines",
     "engines_table",
 ]
 
@@ -237,7 +247,7 @@ def saturation_table(sw: Sweep) -> Conclusion:
     tenth over first tenth of the run); beside it the rows above 1 inside the bracket and
     the rows below capacity that fell behind, and the rows of a batch whose search found no
     capacity (not counted). The compiled transport's row (else the only
-    one) is the s003_pipeline_saturation figure (:func:`lob.studies.claims.pipeline_claims`,
+    one) is the s003_pipeline_saturation figure (:func:`saturation_claim`,
     which computes every row). Sentences: no row above capacity;
     per group the share; rows that kept up; rows inside the bracket; rows without a capacity;
     rows below capacity that fell behind."""
@@ -965,7 +975,7 @@ def pinning_table(tail: Tail, cpu_count: int | None = None) -> Conclusion:
     capacity) with its interval, beside the A/A control (unpinned (A/A) / unpinned of the
     same rounds, :func:`lob.measure.stats.aa_band`) and the call
     (:func:`lob.measure.stats.change_beyond_aa`): the s003_pinning claim's figures, part by
-    part (:func:`lob.studies.claims.pipeline_claims`). Sentences: no pinned runs; per
+    part (:func:`pinning_claim`). Sentences: no pinned runs; per
     variant no interval, no A/A band, or the call."""
     from lob.measure.stats import change_beyond_aa
 
@@ -1144,12 +1154,175 @@ def steps_table(tail: Tail, same_band: float = SAME_BAND) -> Conclusion:
 
 # --- the seed's claims -----------------------------------------------------------------------
 
-def claims(tables, cpu_count: int | None = None) -> dict[str, dict]:
-    """``s003_pipeline_capacity``, ``s003_pipeline_saturation`` and ``s003_pinning`` from the
-    study's tables (Conclusions, or name -> records as in summary.json), by
-    :func:`lob.studies.claims.pipeline_claims`."""
-    from lob.studies.claims import pipeline_claims
+def _measured_saturation(r: dict) -> bool | None:
+    """Did the row's own run fail to keep up? ``keeps_up`` when recorded, else achieved below
+    99% of offered; None when neither was measured (an offered rate above capacity is not a
+    measurement of saturation)."""
+    if r.get("keeps_up") is not None:
+        return not bool(r["keeps_up"])
+    if _num(r.get("achieved_rate")) and _num(r.get("offered_rate")):
+        return r["achieved_rate"] < 0.99 * r["offered_rate"]
+    return None
 
+
+def capacity_claim(tables: dict) -> dict | None:
+    """``s003_pipeline_capacity``: batch 1's capacity (the compiled transport's when it ran)."""
+    cap = [r for r in tables.get("capacity") or [] if r.get("batch") == 1]
+    key = next((k for k in ("capacity", "capacity_compiled") if cap and cap[0].get(k)), None)
+    return measurement(cap[0][key], detail=f"{key}, commands/s at batch 1") if key else None
+
+
+def _compiled_rows(tables: dict) -> list[dict]:
+    """The sweep's rows, only the compiled transport's when it ran (the seed's is compiled)."""
+    sweep = tables.get("sweep") or []
+    if any(r.get("transport") == "compiled" for r in sweep):
+        return [r for r in sweep if r.get("transport") == "compiled"]
+    return sweep
+
+
+def _saturation_explain(sweep: list[dict], above: list[dict]) -> dict:
+    """Why the rows above capacity fell behind: p99 above / below capacity, latency growth over
+    the run, achieved / offered (medians; each where measured)."""
+    explain = {}
+    below = [r.get("lat_p99") for r in sweep if r.get("pinning", "unpinned") == "unpinned"
+             and (r.get("fraction") or 0) < 1 and _num(r.get("lat_p99"))]
+    over = [r.get("lat_p99") for r in above if _num(r.get("lat_p99"))]
+    if below and over:
+        explain["p99 above / below capacity (medians)"] = (statistics.median(over)
+                                                            / statistics.median(below))
+    growth = [r["lat_growth"] for r in above if _num(r.get("lat_growth"))]
+    if growth:
+        explain["latency growth above capacity (median, last / first tenth)"] = \
+            statistics.median(growth)
+    ach = [r["achieved_rate"] / r["offered_rate"] for r in above
+           if _num(r.get("achieved_rate")) and _num(r.get("offered_rate"))]
+    if ach:
+        explain["achieved / offered above capacity (median)"] = statistics.median(ach)
+    return explain
+
+
+def saturation_claim(tables: dict) -> dict | None:
+    """``s003_pipeline_saturation``: the share of rows offered above capacity (every batch
+    and pinning of the compiled transport when it ran) that were *measured* not to keep up
+    (``keeps_up`` false, or achieved below 99% of offered), with its Clopper-Pearson
+    interval and the growth of p99 and of latency over the run as the explanation. A row
+    above capacity is one offered above the top of the capacity's bracket when the table
+    says (``above_capacity``), else one at a fraction above 1; none of a batch whose search
+    found no capacity (``capacity_found``, or the capacity table's ``all_found``, false)."""
+    sweep = _compiled_rows(tables)
+    # a batch whose capacity search found no rate that kept up has no capacity to be above
+    # (its "capacity" is the best rate achieved while falling behind): its rows do not count
+    found = {r.get("batch"): r["all_found"] for r in tables.get("capacity") or []
+             if r.get("all_found") is not None}
+
+    def is_above(r):
+        if r.get("capacity_found", found.get(r.get("batch"), True)) is False:
+            return False
+        if r.get("above_capacity") is not None:
+            return bool(r["above_capacity"])
+        return (r.get("fraction") or 0) > 1
+
+    # both pinnings: pinning changes no offered rate
+    above = [r for r in sweep if is_above(r) and _measured_saturation(r) is not None]
+    if not above:
+        return None
+    k = sum(_measured_saturation(r) for r in above)
+    n = len(above)
+    return measurement(
+        k / n, diagnostics={"count": n}, explain=_saturation_explain(sweep, above),
+        ci=tuple(share_interval(k, n)), ci_what=f"95% Clopper-Pearson interval of {k} of {n} rows",
+        detail=f"{k} of {n} rows offered above capacity (above the top of its bracket; "
+               "every batch and pinning) measured not to keep up (achieved rate or backlog)")
+
+
+def _pinning_runs(tables: dict) -> tuple[list[tuple], list[float]]:
+    """(fraction, pinning, round key, p99) per batch-1 run, and the runs' clock grids: the
+    tail section's repeated runs when recorded, else the sweep's batch-1 rows (the k-th row
+    of a rate and pinning in round k)."""
+    tail = [r for r in tables.get("tail_runs") or [] if _num(r.get("p99"))]
+    runs = [(r.get("fraction"), r.get("pinning") or "unpinned",
+             (r.get("variant", r.get("mode")), r.get("run")), r["p99"]) for r in tail]
+    ticks = [r["tick_ns"] for r in tail if _num(r.get("tick_ns"))]
+    if not runs:
+        seen: dict = {}
+        for r in _compiled_rows(tables):
+            if r.get("batch") == 1 and _num(r.get("lat_p99")):
+                key = (r.get("fraction"), r.get("pinning") or "unpinned")
+                seen[key] = seen.get(key, 0) + 1
+                runs.append((*key, seen[key], r["lat_p99"]))
+    return runs, ticks
+
+
+def _pinning_of(runs: list[tuple], ticks: list[float], cpu_count: int | None) -> dict | None:
+    """The median over rounds and rates below capacity of p99 pinned / unpinned (a round
+    runs both pinnings at one rate), its interval from 5 ratios on, and its A/A control:
+    the band of unpinned (A/A) / unpinned of the same rounds."""
+    rounds: dict = {}
+    counts: dict = {}
+    for f, pin, k, p99 in runs:
+        if (f or 0) < 1:
+            rounds.setdefault((f, k), {})[pin] = p99
+            counts[(f, pin)] = counts.get((f, pin), 0) + 1
+    per_round = [x["pinned"] / x["unpinned"] for x in rounds.values()
+                 if "pinned" in x and "unpinned" in x]
+    if not per_round:
+        return None
+    aa = aa_band([x[AA_PINNING] / x["unpinned"] for x in rounds.values()
+                  if AA_PINNING in x and "unpinned" in x])
+    rates = {f for f, _ in counts if (f, "pinned") in counts and (f, "unpinned") in counts}
+    repeats = min(counts[(f, p)] for f in rates for p in ("pinned", "unpinned"))
+    mi = median_interval(per_round, of="per-round ratios")
+    used = [p99 for f, pin, _, p99 in runs if (f or 0) < 1 and pin in ("pinned", "unpinned")]
+    clock = ({"tick_ns": statistics.median(ticks), "what": "median over the runs of the "
+              "grid measured from each run's latencies",
+              "percentiles": {"p99 (lowest run)": min(used)}} if ticks else None)
+    return measurement(
+        mi["median"], diagnostics={"cpu_count": cpu_count, "repeats": repeats},
+        explain={"rate points": len(rates)}, ci=mi["ci"], ci_what=mi["what"],
+        aa=aa, runs=len(per_round), clock=clock,
+        detail=f"median of {len(per_round)} per-round ratios of p99 pinned / unpinned, "
+               f"batch 1, {repeats} run(s) each")
+
+
+def pinning_claim(tables: dict, cpu_count: int | None) -> dict | None:
+    """``s003_pinning`` (:func:`_pinning_of`); one part per transport variant, each with its
+    own interval and A/A band, when the runs name variants (never pooled)."""
+    runs, ticks = _pinning_runs(tables)
+    whole = _pinning_of(runs, ticks, cpu_count)
+    variants = sorted({k[0] for _, _, k, _ in runs if isinstance(k, tuple) and k[0]}, key=str)
+    if not whole or len(variants) < 2:
+        return whole
+    parts = {str(v): p for v in variants
+             if (p := _pinning_of([r for r in runs if r[2][0] == v], ticks, cpu_count))}
+    return measurement(
+        whole["value"], diagnostics={**whole["diagnostics"],
+                                     "repeats": min(p["diagnostics"]["repeats"]
+                                                    for p in parts.values())},
+        explain=whole["explain"], parts=parts, aa=whole.get("aa"), runs=whole["runs"],
+        clock=whole.get("clock"),
+        detail=f"per transport variant ({', '.join(parts)}), each its own interval and "
+               f"A/A band; pooled median {fmt(whole['value'])} shown only")
+
+
+def claims(tables, cpu_count: int | None = None, *, here: bool = True) -> dict[str, dict]:
+    """Seed 003's pipeline claims from the study's tables (Conclusions, or name -> records as
+    in summary.json): ``s003_pipeline_capacity`` (:func:`capacity_claim`),
+    ``s003_pipeline_saturation`` (:func:`saturation_claim`) and ``s003_pinning``
+    (:func:`pinning_claim`); a claim whose rows are missing is left out.
+
+    ``tables["capacity"]``: rows with ``batch`` and ``capacity`` (or ``capacity_compiled``);
+    ``tables["sweep"]``: rows with ``batch``, ``pinning``, ``fraction``, ``keeps_up`` (or
+    ``achieved_rate`` and ``offered_rate``), ``lat_p99``, optionally ``above_capacity``,
+    ``lat_growth`` and ``transport``; ``tables["tail_runs"]`` (optional): the repeated
+    batch-1 runs (``fraction``, ``pinning`` incl. :data:`AA_PINNING`, ``run``, ``p99``,
+    optionally ``tick_ns`` and ``variant`` (or ``mode``)), used for the pinning claim
+    instead of the sweep's rows when present. ``cpu_count``: this machine's when None and
+    ``here`` (a run read back from its summary passes its own, or None)."""
     if not isinstance(tables, dict):
         tables = {c.name: c.plain_rows() for c in tables}
-    return pipeline_claims(tables, os.cpu_count() if cpu_count is None else cpu_count)
+    if cpu_count is None and here:
+        cpu_count = os.cpu_count()
+    found = {"s003_pipeline_capacity": capacity_claim(tables),
+             "s003_pipeline_saturation": saturation_claim(tables),
+             "s003_pinning": pinning_claim(tables, cpu_count)}
+    return {k: m for k, m in found.items() if m is not None}

@@ -12,6 +12,12 @@ import pytest
 
 from lob.studies import claims as C
 from lob.studies import published as P
+from lob.studies.pipeline_latency import claims as _pipeline_claims
+
+
+def pl_claims(tables, cpu_count=None):
+    """The pipeline's claims as read back from a summary (no cpu count: none recorded)."""
+    return _pipeline_claims(tables, cpu_count, here=False)
 
 
 def _claim(**kw) -> C.Claim:
@@ -445,14 +451,14 @@ def test_pipeline_claims_from_its_tables(tmp_path):
                          "lat_p99": 1000.0},
                         {"batch": 1, "pinning": "pinned", "fraction": 0.5, "saturated": False,
                          "lat_p99": 1100.0}]}
-    m = C.pipeline_claims(tables, cpu_count=2)
+    m = pl_claims(tables, cpu_count=2)
     assert m["s003_pipeline_capacity"]["value"] == 96_000.0
     assert m["s003_pipeline_saturation"]["value"] == 0.5
     assert m["s003_pipeline_saturation"]["ci"] == pytest.approx([0.0126, 0.9874], abs=1e-4)
     assert m["s003_pipeline_saturation"]["explain"][
         "p99 above / below capacity (medians)"] == pytest.approx(9e6 / 1000.0)
     assert m["s003_pinning"]["value"] == pytest.approx(1.1)
-    assert C.pipeline_claims({}) == {}
+    assert pl_claims({}) == {}
     run = tmp_path / "pipeline_latency" / "default-1"
     run.mkdir(parents=True)
     (run / "summary.json").write_text(json.dumps({"tables": tables,
@@ -472,7 +478,7 @@ def test_pipeline_claims_from_its_tables(tmp_path):
     (run / "summary.json").write_text(json.dumps({"tables": tables,
                                                   "conditions": {"cpu_count": 2}}))
     by = {v.claim.id: v for v in C.verdicts(tmp_path)}
-    assert C.pipeline_claims(tables, 2)["s003_pinning"]["diagnostics"]["repeats"] == 3
+    assert pl_claims(tables, 2)["s003_pinning"]["diagnostics"]["repeats"] == 3
     # 3 per-round ratios: no interval, a single point
     assert by["s003_pinning"].verdict == "inconclusive: single point"
 
@@ -482,23 +488,23 @@ def test_pipeline_saturation_is_measured_not_defined():
     # claim (the old definition, offered > capacity, could not fail)
     rows = [{"batch": 1, "pinning": "unpinned", "fraction": 1.5, "saturated": True,
              "offered_rate": 150.0, "achieved_rate": a} for a in [149.0] * 20]
-    m = C.pipeline_claims({"sweep": rows})["s003_pipeline_saturation"]
+    m = pl_claims({"sweep": rows})["s003_pipeline_saturation"]
     assert m["value"] == 0.0 and m["ci"][1] < 0.25
     # a claim the method guarantees: failing it says the method is broken
     assert C.judge(C.get("s003_pipeline_saturation"), m).verdict == "sanity check: fails"
     for r in rows:
         r["achieved_rate"] = 100.0  # achieved far below offered: saturated, 20 of 20
-    m = C.pipeline_claims({"sweep": rows})["s003_pipeline_saturation"]
+    m = pl_claims({"sweep": rows})["s003_pipeline_saturation"]
     assert m["value"] == 1.0 and m["ci"][0] > 0.8
     assert C.judge(C.get("s003_pipeline_saturation"), m).verdict == "sanity check: holds"
-    few = C.pipeline_claims({"sweep": rows[:4]})["s003_pipeline_saturation"]
+    few = pl_claims({"sweep": rows[:4]})["s003_pipeline_saturation"]
     # 4 of 4: the 0.40-1 interval holds the pivot 0.5: no direction either way
     v = C.judge(C.get("s003_pipeline_saturation"), few)
     assert v.verdict == "inconclusive" and "no direction" in v.reason
     # the bare old column (offered above capacity) is no measurement: no claim
     bare = [{k: v for k, v in r.items() if k not in ("offered_rate", "achieved_rate")}
             for r in rows]
-    assert "s003_pipeline_saturation" not in C.pipeline_claims({"sweep": bare})
+    assert "s003_pipeline_saturation" not in pl_claims({"sweep": bare})
 
 
 def test_pipeline_claims_use_the_compiled_transport():
@@ -508,7 +514,7 @@ def test_pipeline_claims_use_the_compiled_transport():
                          "fraction": 1.5, "keeps_up": True, "lat_p99": 1.0},
                         {"transport": "compiled", "batch": 1, "pinning": "unpinned",
                          "fraction": 1.5, "keeps_up": False, "lat_p99": 1.0}]}
-    m = C.pipeline_claims(tables)
+    m = pl_claims(tables)
     assert m["s003_pipeline_capacity"]["value"] == 19_000.0
     assert m["s003_pipeline_saturation"]["value"] == 1.0
 
@@ -521,13 +527,13 @@ def test_pinning_claim_prefers_the_repeated_tail_runs():
             for f in (0.5, 0.9) for k in (1, 2, 3)
             for p, v in (("unpinned", 2000.0 + k), ("pinned", 2200.0 + k))]
     tail.append({"fraction": 0.5, "pinning": "pinned", "run": 4, "p99": "n<1000"})  # a marker
-    m = C.pipeline_claims({"sweep": sweep, "tail_runs": tail})["s003_pinning"]
+    m = pl_claims({"sweep": sweep, "tail_runs": tail})["s003_pinning"]
     assert m["value"] == pytest.approx(2202 / 2002)
     assert m["diagnostics"]["repeats"] == 3 and m["explain"]["rate points"] == 2
     # without tail runs (or with only markers) the sweep's rows stand in
     only_markers = [dict(r, p99="n<1000") for r in tail]
     for t in ([], only_markers):
-        m = C.pipeline_claims({"sweep": sweep, "tail_runs": t})["s003_pinning"]
+        m = pl_claims({"sweep": sweep, "tail_runs": t})["s003_pinning"]
         assert m["value"] == 3.0 and m["diagnostics"]["repeats"] == 1
 
 
@@ -564,17 +570,17 @@ def test_pinning_claim_gets_an_interval_from_five_rounds():
     tail = [{"fraction": f, "pinning": p, "run": k, "p99": v * (1 + 0.01 * k)}
             for f in (0.5, 0.9) for k in range(1, 6)
             for p, v in (("unpinned", 1000.0), ("pinned", 1100.0))]
-    m = C.pipeline_claims({"tail_runs": tail})["s003_pinning"]
+    m = pl_claims({"tail_runs": tail})["s003_pinning"]
     assert m["value"] == pytest.approx(1.1) and m["ci"] is not None
     assert m["ci"][0] == pytest.approx(1.1) and "10 per-round" in m["detail"]
     assert m["diagnostics"]["repeats"] == 5
     # a host pause in one run moves the median of the per-round ratios not at all, where a
     # ratio of medians over 3 runs could land on it
     tail[0]["p99"] = 50_000.0  # round 1, 0.5, unpinned
-    m = C.pipeline_claims({"tail_runs": tail})["s003_pinning"]
+    m = pl_claims({"tail_runs": tail})["s003_pinning"]
     assert m["value"] == pytest.approx(1.1)
     # two rounds (4 ratios): too few for an interval, the ratio of medians as before
-    m = C.pipeline_claims({"tail_runs": [r for r in tail if r["run"] <= 2]})["s003_pinning"]
+    m = pl_claims({"tail_runs": [r for r in tail if r["run"] <= 2]})["s003_pinning"]
     assert m.get("ci") is None and "run(s) each" in m["detail"]
 
 
@@ -584,7 +590,7 @@ def test_pinning_claim_pairs_pinnings_within_one_engine_loop_mode():
     tail = [{"mode": m, "fraction": f, "pinning": p, "run": k, "p99": v * scale}
             for m, scale in (("command", 1.0), ("chunk", 0.5)) for f in (0.5, 0.9)
             for k in range(1, 4) for p, v in (("unpinned", 1000.0), ("pinned", 1200.0))]
-    m = C.pipeline_claims({"tail_runs": tail})["s003_pinning"]
+    m = pl_claims({"tail_runs": tail})["s003_pinning"]
     assert m["value"] == pytest.approx(1.2) and "per transport variant" in m["detail"]
     # one part per variant, each with its own 6 per-round ratios, never pooled
     assert set(m["parts"]) == {"chunk", "command"}

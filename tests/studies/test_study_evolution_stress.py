@@ -661,7 +661,7 @@ def test_shim_table_says_which_costs_are_the_emulations_per_type():
                            "is not split."]
 
 
-def test_measure_beside_runs_each_outsider_and_goes_on_without_c_book(oc_outside):
+def test_measure_outsiders_runs_each_outsider_and_goes_on_without_c_book(oc_outside):
     calls, said = [], []
 
     def c_book():
@@ -674,15 +674,15 @@ def test_measure_beside_runs_each_outsider_and_goes_on_without_c_book(oc_outside
         c_book=c_book, shim_cost=no_shim,
         measure_beside=lambda e, others, workloads, scale, rounds: calls.append(
             (e, others, workloads, scale, rounds)) or {"engine": e})
-    out = es.measure_beside(["oc", "v1", "v2"], 0.125, 2, say=said.append, measure=m)
+    out = es.measure_outsiders(["oc", "v1", "v2"], 0.125, 2, say=said.append, measure=m)
     assert calls == [("oc", ("v2@numba",), es.BESIDE_WORKLOADS, 0.125, es.BESIDE_ROUNDS)]
     assert out == {"oc": {"beside": {"engine": "oc"}, "shim": None}}
     assert said == ["c_book is not available here (no C compiler: gcc not found); measured "
                     "without it"]
-    assert es.measure_beside(["v1", "v2"], 0.125, 2, say=said.append, measure=m) == {}
+    assert es.measure_outsiders(["v1", "v2"], 0.125, 2, say=said.append, measure=m) == {}
     assert len(said) == 1  # no outsider: c_book is not even built
     calls.clear()
-    es.measure_beside(["oc"], 1.0, 9, say=said.append, measure=m)
+    es.measure_outsiders(["oc"], 1.0, 9, say=said.append, measure=m)
     assert calls[0][3:] == (es.BESIDE_MAX_SCALE, 9)  # capped size, more rounds when asked
 
 

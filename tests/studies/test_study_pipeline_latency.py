@@ -588,14 +588,6 @@ def test_saturation_table_reaches_every_branch():
                                 "above capacity).")
 
 
-def test_the_aa_label_is_the_one_the_claims_read():
-    import inspect
-
-    from lob.studies.claims import collecting
-
-    assert f'"{pl.AA_PINNING}"' in inspect.getsource(collecting.pipeline_claims)
-
-
 def test_plan_skips_the_compiled_transport_for_a_python_engine():
     p = pl.plan("v2", "cpp_comprehensive", 0.001, ["python", "compiled"], False)
     assert p.transports == ["python"] and p.skipped == ["compiled"] and p.pins == [None]

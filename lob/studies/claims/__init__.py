@@ -12,7 +12,8 @@ Three modules, one job each:
   figure), the notebook's verdict table (:func:`verdict_table`) and the report's
   (:func:`reproduction_markdown`);
 * :mod:`~lob.studies.claims.collecting`: measurements read back from the runs of an
-  artifacts folder (:func:`collect`, :func:`verdicts`, :func:`pipeline_claims`).
+  artifacts folder (:func:`collect`, :func:`verdicts`; the pipeline's claims are
+  :func:`lob.studies.pipeline_latency.claims`).
 
 ``from lob.studies import claims as C`` gives every public name of the three. Intervals
 are :mod:`lob.measure.stats`'s (``median_interval``), the regime diagnostics of a replay
@@ -20,7 +21,7 @@ are :mod:`lob.measure.stats`'s (``median_interval``), the regime diagnostics of 
 ``levels_walked``): this package keeps no copy of either.
 """
 
-from lob.studies.claims.collecting import collect, pipeline_claims, verdicts
+from lob.studies.claims.collecting import collect, verdicts
 from lob.studies.claims.judging import (
     VERDICTS,
     Verdict,
@@ -50,5 +51,5 @@ from lob.studies.claims.model import (
 
 __all__ = ["FIELDS", "KINDS", "REQUIRED", "VERDICTS", "Claim", "RegimeCheck", "Verdict",
            "claims_path", "clock_record", "collect", "figure", "for_experiment", "get", "judge",
-           "load", "measurement", "pipeline_claims", "published", "read", "reproduction_markdown",
+           "load", "measurement", "published", "read", "reproduction_markdown",
            "show_figure", "engine_mechanisms", "step_mechanisms", "verdict_table", "verdicts"]
