@@ -127,8 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     # subcommands of the other areas register themselves here
     for mod in ("lob.workloads.cli", "lob.workloads.fetch", "lob.workloads.fuzz_cli",
-                "lob.measure.cli",
-                "lob.measure.callgrind", "lob.measure.hotspots", "lob.experiments.cli",
+                "lob.measure.cli", "lob.diagnose.cli",
+                "lob.diagnose.callgrind", "lob.diagnose.hotspots", "lob.experiments.cli",
                 "lob.measure.compare", "lob.studies.gitbisect"):
         importlib.import_module(mod).add_parsers(sub)
     return p

@@ -1,7 +1,7 @@
 """The operating system under the measurements: CPU pinning, real-time scheduling
 (``SCHED_FIFO``), the kernel's tick and timer interrupts, and process liveness.
 
-A bottom-layer module: it imports nothing from lob, so measurement (:mod:`lob.measure.hiccup`)
+A bottom-layer module: it imports nothing from lob, so measurement (:mod:`lob.diagnose.hiccup`)
 and the pipeline (:mod:`lob.pipeline`) share one copy of each helper. Linux-first; where an
 interface is missing (another OS, no /proc) a helper says so (None, ``inf``, a no-op or a
 clear ``PermissionError``) rather than failing deep inside.

@@ -49,10 +49,10 @@ def boundscheck_cache() -> str:
 
 @pytest.fixture(autouse=True)
 def _own_probe_record(tmp_path_factory, request, monkeypatch):
-    """The machine's quiet-width record (lob.measure.probes.machine_width) in a file of the
+    """The machine's quiet-width record (lob.diagnose.probes.machine_width) in a file of the
     test's own: scripted probe widths never reach the user's cache, and no test reads another
     test's widths."""
-    from lob.measure import probes
+    from lob.diagnose import probes
 
     name = "".join(c if c.isalnum() else "_" for c in request.node.nodeid)[-120:] + ".json"
     root = tmp_path_factory.getbasetemp() / "probe-records"

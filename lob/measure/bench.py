@@ -65,6 +65,113 @@ def _resolve_workload(workload, scale, seed):
     return (lambda: workload), getattr(workload, "name", "workload")
 
 
+def _result(engine: str, wl, wl_name: str, clock) -> BenchResult:
+    """An empty result for ``engine`` on the built workload ``wl``."""
+    cmds = wl.commands
+    return BenchResult(engine, wl_name, int(len(cmds)), int(np.count_nonzero(cmds["timed"])),
+                       clock, {}, 0, {},
+                       workload_meta={"name": getattr(wl, "name", wl_name),
+                                      "family": getattr(wl, "family", None),
+                                      "seed": getattr(wl, "seed", None),
+                                      "params": getattr(wl, "params", {}),
+                                      "config": wl.config.to_dict(),
+                                      "description": getattr(wl, "description", "")})
+
+
+class _Fresh:
+    """Fresh engines of one name; a foreign one's library recorded by the bytes loaded
+    (``libs``: sha256 -> identity), and refused if it changes between two of them."""
+
+    def __init__(self, engine: str, config):
+        self.engine, self.config = engine, config
+        self.libs: dict[str, dict] = {}
+
+    def __call__(self):
+        from lob.engines.registry import get_engine
+
+        eng = get_engine(self.engine, self.config)
+        lib = getattr(eng, "library", None)  # a foreign engine's: {"path", "sha256"}
+        if lib is not None:
+            self.libs[lib["sha256"]] = lib
+            if len(self.libs) > 1:
+                raise RuntimeError(
+                    f"{self.engine}: its library changed during the bench (sha256 "
+                    f"{', '.join(h[:16] + '...' for h in self.libs)}); one bench measures "
+                    f"one build: rerun it once the library stays put")
+        return eng
+
+
+def _measure(res: BenchResult, fresh: _Fresh, cmds, repeat: int, *, latency: bool,
+             throughput: bool, alloc: bool, gc: bool, tick) -> set:
+    """The measured regions, into ``res``: latency captures, throughput replays,
+    allocations; returns the checksums the replays gave."""
+    from lob.measure.conditions import machine, machine_key
+
+    sums = set()
+    with _gc_state(gc):
+        if latency:
+            where = machine_key(machine())
+            for _ in range(repeat):
+                cap = capture_latency(fresh(), cmds)
+                h, clamped = histogram_from(cap.durations_ns)
+                res.add_run(LatencyRun(encode(h), cap.method, clamped, where,
+                                       cap.replay.checksum))
+                if cap.calibration is not None:  # the engine's own clock timed the ops
+                    res.clock = cap.calibration
+                sums.add(cap.replay.checksum)
+                res.counters = cap.replay.counters
+                tick("latency")
+        if throughput:
+            ns = []
+            for _ in range(repeat):
+                r = fresh().replay(cmds)
+                ns.append(r.elapsed_ns / max(1, len(cmds)))
+                sums.add(r.checksum)
+                res.counters = r.counters
+                tick("throughput")
+            res.throughput = throughput_summary(ns, gc, len(cmds))
+        if alloc:
+            counts = _alloc.count_allocations(fresh(), cmds)
+            tick("alloc count")
+            trace = _alloc.trace_allocations(fresh(), cmds)
+            tick("tracemalloc")
+            # a native counter never sees the harness: its share is 0 by construction
+            harness = 0.0 if counts.method != _alloc.PYTHON_METHOD else \
+                _alloc.harness_allocations().allocs_per_op
+            res.alloc = {"counts": counts.to_dict(), "trace": trace,
+                         "harness_allocs_per_op": harness, "method": counts.method}
+    return sums
+
+
+def _refuse_disagreement(res: BenchResult, ref, engine: str, wl_name: str) -> None:
+    """The engine is measured only if it did what reference does (checksum and counters):
+    an engine that breaks the matching rules is not "fast"."""
+    if ref.checksum == res.checksum and dict(ref.counters) == dict(res.counters):
+        return
+    theirs, mine = dict(ref.counters), dict(res.counters)
+    diff = ", ".join(f"{k} {mine.get(k)} vs {theirs.get(k)}" for k in sorted(
+        set(theirs) | set(mine)) if mine.get(k) != theirs.get(k))
+    raise RuntimeError(
+        f"{engine} disagrees with reference on {wl_name} (checksum {res.checksum} vs "
+        f"{ref.checksum}" + (f"; {diff}" if diff else "") + "): an engine that breaks "
+        "the matching rules is not measured (nothing saved)")
+
+
+def _progress(progress: bool, steps: int, desc: str):
+    """(tick(what), close()) of a progress bar, or of nothing."""
+    if not progress:
+        return (lambda what: None), (lambda: None)
+    from tqdm import tqdm
+
+    bar = tqdm(total=steps, desc=desc, unit="step", leave=False)
+
+    def tick(what: str) -> None:
+        bar.set_postfix_str(what)
+        bar.update(1)
+
+    return tick, bar.close
+
+
 def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
           throughput: bool = True, alloc: bool = False, gc: bool = True,
           progress: bool = False, scale: float = 1.0, seed: int | None = None,
@@ -78,13 +185,7 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
     diagnostics (a reference replay); ``out`` saves .hgrm + JSON there.
     """
     from lob.engines.registry import engine_spec, get_engine
-    from lob.measure.conditions import (
-        cpu_times,
-        machine,
-        machine_key,
-        run_conditions,
-        steal_fraction,
-    )
+    from lob.measure.conditions import cpu_times, run_conditions, steal_fraction
     from lob.workloads.diagnostics import diagnose
 
     if not isinstance(engine, str):
@@ -100,79 +201,18 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
 
     steps = (2 + repeat * (int(latency) + int(throughput)) + 2 * int(alloc)
              + int(diagnostics))
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=steps, desc=f"{engine} {wl_name}", unit="step", leave=False)
-
-    def tick(what: str) -> None:
-        if bar is not None:
-            bar.set_postfix_str(what)
-            bar.update(1)
-
+    tick, close = _progress(progress, steps, f"{engine} {wl_name}")
     try:
         wl = build()
         cmds = wl.commands
         tick("workload")
         clock = calibrate()
         tick("clock")
-        res = BenchResult(engine, wl_name, int(len(cmds)), int(np.count_nonzero(cmds["timed"])),
-                          clock, {}, 0, {},
-                          workload_meta={"name": getattr(wl, "name", wl_name),
-                                         "family": getattr(wl, "family", None),
-                                         "seed": getattr(wl, "seed", None),
-                                         "params": getattr(wl, "params", {}),
-                                         "config": wl.config.to_dict(),
-                                         "description": getattr(wl, "description", "")})
-        libs: dict[str, dict] = {}  # sha256 -> identity of each foreign library that ran
-
-        def fresh():  # a fresh engine; a foreign one's library recorded by the bytes loaded
-            eng = get_engine(engine, wl.config)
-            lib = getattr(eng, "library", None)  # a foreign engine's: {"path", "sha256"}
-            if lib is not None:
-                libs[lib["sha256"]] = lib
-                if len(libs) > 1:
-                    raise RuntimeError(
-                        f"{engine}: its library changed during the bench (sha256 "
-                        f"{', '.join(h[:16] + '...' for h in libs)}); one bench measures "
-                        f"one build: rerun it once the library stays put")
-            return eng
-
-        sums = set()
+        res = _result(engine, wl, wl_name, clock)
+        fresh = _Fresh(engine, wl.config)
         before = {"cpu_time": cpu_times()}
-        with _gc_state(gc):
-            if latency:
-                where = machine_key(machine())
-                for _ in range(repeat):
-                    cap = capture_latency(fresh(), cmds)
-                    h, clamped = histogram_from(cap.durations_ns)
-                    res.add_run(LatencyRun(encode(h), cap.method, clamped, where,
-                                           cap.replay.checksum))
-                    if cap.calibration is not None:  # the engine's own clock timed the ops
-                        res.clock = cap.calibration
-                    sums.add(cap.replay.checksum)
-                    res.counters = cap.replay.counters
-                    tick("latency")
-            if throughput:
-                ns = []
-                for _ in range(repeat):
-                    r = fresh().replay(cmds)
-                    ns.append(r.elapsed_ns / max(1, len(cmds)))
-                    sums.add(r.checksum)
-                    res.counters = r.counters
-                    tick("throughput")
-                res.throughput = throughput_summary(ns, gc, len(cmds))
-            if alloc:
-                counts = _alloc.count_allocations(fresh(), cmds)
-                tick("alloc count")
-                trace = _alloc.trace_allocations(fresh(), cmds)
-                tick("tracemalloc")
-                # a native counter never sees the harness: its share is 0 by construction
-                harness = 0.0 if counts.method != _alloc.PYTHON_METHOD else \
-                    _alloc.harness_allocations().allocs_per_op
-                res.alloc = {"counts": counts.to_dict(), "trace": trace,
-                             "harness_allocs_per_op": harness, "method": counts.method}
+        sums = _measure(res, fresh, cmds, repeat, latency=latency, throughput=throughput,
+                        alloc=alloc, gc=gc, tick=tick)
         if len(sums) > 1:
             raise RuntimeError(f"{engine} is not deterministic on {wl_name}: replays gave "
                                f"{len(sums)} different checksums")
@@ -180,28 +220,18 @@ def bench(engine: str, workload, repeat: int = 5, *, latency: bool = True,
         res.conditions = run_conditions(seed=getattr(wl, "seed", None),
                                         params=getattr(wl, "params", None))
         res.conditions["gc_enabled"] = bool(gc)  # the state during the measured regions
-        if libs:  # which build ran: the hash of the bytes loaded
-            res.conditions["library"] = next(iter(libs.values()))
+        if fresh.libs:  # which build ran: the hash of the bytes loaded
+            res.conditions["library"] = next(iter(fresh.libs.values()))
         res.conditions["steal_fraction"] = steal_fraction(before, res.conditions)
-        # the engine is measured only if it did what reference does (checksum and counters):
-        # an engine that breaks the matching rules is not "fast"
         ref = (get_engine("reference", wl.config).replay(cmds)
                if latency or throughput or diagnostics else None)
-        if (latency or throughput) and (ref.checksum != res.checksum
-                                        or dict(ref.counters) != dict(res.counters)):
-            theirs, mine = dict(ref.counters), dict(res.counters)
-            diff = ", ".join(f"{k} {mine.get(k)} vs {theirs.get(k)}" for k in sorted(
-                set(theirs) | set(mine)) if mine.get(k) != theirs.get(k))
-            raise RuntimeError(
-                f"{engine} disagrees with reference on {wl_name} (checksum {res.checksum} vs "
-                f"{ref.checksum}" + (f"; {diff}" if diff else "") + "): an engine that breaks "
-                "the matching rules is not measured (nothing saved)")
+        if latency or throughput:
+            _refuse_disagreement(res, ref, engine, wl_name)
         if diagnostics:
             res.diagnostics = diagnose(wl, run=ref)
             tick("diagnostics")
     finally:
-        if bar is not None:
-            bar.close()
+        close()
     if out is not None:
         res.save(out)
     return res

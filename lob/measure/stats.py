@@ -41,7 +41,8 @@ import numpy as np
 
 __all__ = ["CHANGE_WORDS", "MIN_RATIO_N", "min_count", "supported", "marker",
            "median_interval", "ratio_interval", "sequential_level", "change",
-           "change_of_ratios", "rotations", "clock_grid", "at_clock_floor", "CLOCK_FLOOR_TICKS",
+           "change_of_ratios", "rotation", "rotations", "clock_grid", "at_clock_floor",
+           "CLOCK_FLOOR_TICKS",
            "aa_band", "aa_unmeasurable", "MAX_AA_SPREAD", "change_beyond_aa", "share_interval",
            "ratio_interval_what", "quantile_of", "tick_interval", "percentile_bounds",
            "ratio_bounds", "quantised_factor", "MIN_OFF_PEAK", "PEAK_SHARE"]
@@ -239,13 +240,16 @@ def rotations(names: Sequence, rounds: int) -> list[list]:
     name takes every position equally often over ``len(names)`` rounds (two names: AB, BA,
     AB, BA, ... which is ABBA over pairs of rounds). A variant measured first in every round
     would carry the warm-up (or the cool-down) of the machine into its figure."""
-    names = list(names)
     if rounds < 0:
         raise ValueError(f"rounds must be >= 0, got {rounds!r}")
-    if not names:
-        return [[] for _ in range(rounds)]
-    k = len(names)
-    return [names[r % k:] + names[:r % k] for r in range(rounds)]
+    return [rotation(names, r) for r in range(rounds)]
+
+
+def rotation(names: Sequence, r: int) -> list:
+    """Round ``r``'s order of ``names`` (:func:`rotations`): started ``r`` places along."""
+    names = list(names)
+    k = len(names) or 1
+    return names[r % k:] + names[:r % k]
 
 
 # --- the clock's grid ---------------------------------------------------------------------------
@@ -303,6 +307,48 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
     n = float(w.sum())
     if not len(u):
         raise ValueError("clock_grid needs at least one positive duration")
+    none = {"tick_ns": None, "share_on_grid": None, "chance_share": None, "n": int(n)}
+    u, w, hdr = _grid_sample(u, w, exact_below_ns, max_tick_ns, max_values)
+    if not len(u):
+        return {**none, "values": 0, "saw": "nothing",
+                "what": f"no duration under {20 * max_tick_ns:g} ns to show a clock grid "
+                        f"of at most {max_tick_ns:g} ns"}
+    total = float(w.sum())
+    cands = _grid_candidates(min_tick_ns, max_tick_ns, jitter_ns, float(u.max()))
+    # a peak is no grid: one value held by most samples lies on a multiple of many steps, so
+    # the values other than the most frequent one must lie on the grid as well (and there
+    # must be at least MIN_OFF_PEAK of them to show it)
+    mode = int(np.argmax(w))
+    shares, rest_shares = _grid_shares(u, w, cands, mode, jitter_ns, hdr, min_share)
+    ok = np.nonzero((shares >= min_share) & (rest_shares >= min_share))[0]
+    if not len(ok):
+        peak = float(w[mode] / n)
+        if peak >= PEAK_SHARE:
+            return {**none, "values": int(len(u)), "saw": "peaked",
+                    "what": f"peaked, no grid: {u[mode]:g} ns holds {peak:.0%} of {int(n)} "
+                            f"samples and the other values lie on no grid from "
+                            f"{min_tick_ns:g} to {max_tick_ns:g} ns"}
+        return {**none, "values": int(len(u)), "saw": "continuous",
+                "what": f"continuous, no grid: no grid from {min_tick_ns:g} to "
+                        f"{max_tick_ns:g} ns holds {min_share:.0%} of {int(n)} samples"}
+    # the cluster of fitting steps at the largest one: its best share, the middle of its ties
+    top = cands[ok[-1]]
+    near = ok[cands[ok] >= 0.97 * top]
+    tied = near[shares[near] >= shares[near].max() - 1e-12]
+    best = float(cands[tied[len(tied) // 2]])
+    tol0 = 1.25 * min(jitter_ns, best / 10)
+    tick, share = _grid_refit(u, w, best, tol0, hdr, min_share)
+    chance = min(1.0, 2 * tol0 / tick)
+    return {"tick_ns": tick, "share_on_grid": share, "chance_share": chance, "n": int(n),
+            "values": int(len(u)), "saw": "grid",
+            "what": f"a grid: {share:.0%} of {int(total)} durations lie within {tol0:g} ns of a "
+                    f"multiple of {tick:.4g} ns (by chance: {chance:.0%})"}
+
+
+def _grid_sample(u, w, exact_below_ns: float, max_tick_ns: float, max_values: int):
+    """The distinct values (and weights) :func:`clock_grid` fits, and the HDR resolution to
+    widen its tolerance by (0 when only exactly stored values are used); no values when none
+    is short enough to show a grid."""
     low = u < exact_below_ns
     hdr = 0.0
     if w[low].sum() >= 100:
@@ -313,40 +359,37 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
         # search's candidates grow with the largest value: a millisecond tail would take
         # gigabytes), so longer durations are left out
         near = u <= 20 * max_tick_ns
-        if not near.any():
-            return {"tick_ns": None, "share_on_grid": None, "chance_share": None,
-                    "n": int(n), "values": 0, "saw": "nothing",
-                    "what": f"no duration under {20 * max_tick_ns:g} ns to show a clock grid "
-                            f"of at most {max_tick_ns:g} ns"}
         u, w = u[near], w[near]
-    total = float(w.sum())
     if len(u) > max_values:  # the most frequent values (evenly spaced among equal counts)
-        order = np.lexsort((np.arange(len(u)) % 7, -w))[:max_values]
-        keep = np.sort(order)
+        keep = np.sort(np.lexsort((np.arange(len(u)) % 7, -w))[:max_values])
         u, w = u[keep], w[keep]
-        total = float(w.sum())
-    vmax = float(u.max())
-    best = None
-    # geometric candidates, spaced so that the grid's largest multiple moves by < tol / 8
-    # between two of them; the search allows tol * 1.25 (a candidate is off the true tick by
-    # half a spacing at worst), the count on the refined tick uses tol
+    return u, w, hdr
+
+
+def _grid_candidates(min_tick_ns: float, max_tick_ns: float, jitter_ns: float,
+                     vmax: float) -> np.ndarray:
+    """Geometric candidate steps, spaced so that the grid's largest multiple moves by
+    < tol / 8 between two of them; the search allows tol * 1.25 (a candidate is off the
+    true tick by half a spacing at worst), the count on the refined tick uses tol."""
     t = min_tick_ns
     cands = []
     while t <= max_tick_ns:
         cands.append(t)
-        tol = min(jitter_ns, t / 10)
-        t *= 1 + tol / (8 * vmax)
-    cands = np.asarray(cands)
-    # a peak is no grid: one value held by most samples lies on a multiple of many steps, so
-    # the values other than the most frequent one must lie on the grid as well (and there
-    # must be at least MIN_OFF_PEAK of them to show it)
-    mode = int(np.argmax(w))
+        t *= 1 + min(jitter_ns, t / 10) / (8 * vmax)
+    return np.asarray(cands)
+
+
+def _grid_shares(u, w, cands, mode: int, jitter_ns: float, hdr: float, min_share: float):
+    """Per candidate step, the share of the samples on its grid and the share of those off
+    the most frequent value (``mode``); scanned from the largest step down, stopping below
+    the cluster of the first that fits (the shares of steps not scanned stay 0)."""
+    total = float(w.sum())
     rest = w.copy()
     rest[mode] = 0.0
     rest_total = float(rest.sum())
     shares = np.zeros(len(cands))
     rest_shares = np.zeros(len(cands))
-    first = None  # scanned from the largest step down; stop below the cluster of the first fit
+    first = None
     for idx in reversed(np.array_split(np.arange(len(cands)), max(1, len(cands) // 256))):
         chunk = cands[idx]
         tol = 1.25 * np.minimum(jitter_ns, chunk / 10)[:, None] + hdr * u[None, :]
@@ -360,25 +403,14 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
             first = float(fit.max())
         if first is not None and chunk[0] < 0.97 * first:
             break
-    ok = np.nonzero((shares >= min_share) & (rest_shares >= min_share))[0]
-    if not len(ok):
-        peak = float(w[mode] / n)
-        if peak >= PEAK_SHARE:
-            return {"tick_ns": None, "share_on_grid": None, "chance_share": None,
-                    "n": int(n), "values": int(len(u)), "saw": "peaked",
-                    "what": f"peaked, no grid: {u[mode]:g} ns holds {peak:.0%} of {int(n)} "
-                            f"samples and the other values lie on no grid from "
-                            f"{min_tick_ns:g} to {max_tick_ns:g} ns"}
-        return {"tick_ns": None, "share_on_grid": None, "chance_share": None, "n": int(n),
-                "values": int(len(u)), "saw": "continuous",
-                "what": f"continuous, no grid: no grid from {min_tick_ns:g} to "
-                        f"{max_tick_ns:g} ns holds {min_share:.0%} of {int(n)} samples"}
-    # the cluster of fitting steps at the largest one: its best share, the middle of its ties
-    top = cands[ok[-1]]
-    near = ok[cands[ok] >= 0.97 * top]
-    tied = near[shares[near] >= shares[near].max() - 1e-12]
-    best = float(cands[tied[len(tied) // 2]])
-    tol0 = 1.25 * min(jitter_ns, best / 10)
+    return shares, rest_shares
+
+
+def _grid_refit(u, w, best: float, tol0: float, hdr: float,
+                min_share: float) -> tuple[float, float]:
+    """The step ``best`` refined by least squares through the origin (``sum(k v) /
+    sum(k^2)``), kept only if the refit still holds ``min_share``: (tick, share on it)."""
+    total = float(w.sum())
 
     def on_grid(t):
         k = np.rint(u / t)
@@ -390,12 +422,7 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
     if w[on].sum() / total < min_share:  # the refit left the grid: keep the searched step
         tick = best
         k, on = on_grid(tick)
-    share = float(w[on].sum() / total)
-    chance = min(1.0, 2 * tol0 / tick)
-    return {"tick_ns": tick, "share_on_grid": share, "chance_share": chance, "n": int(n),
-            "values": int(len(u)), "saw": "grid",
-            "what": f"a grid: {share:.0%} of {int(total)} durations lie within {tol0:g} ns of a "
-                    f"multiple of {tick:.4g} ns (by chance: {chance:.0%})"}
+    return tick, float(w[on].sum() / total)
 
 
 def at_clock_floor(value_ns: float, tick_ns: float | None,

@@ -18,11 +18,11 @@ called faster or slower, and an engine the fastest, only when its whole interval
 that band (:func:`call`), else "within noise" or "inconclusive".
 
 The compiled lineage step by step and every engine side by side (:func:`measure_lineage`,
-:func:`lineage_table`, :func:`side_table`) come from :mod:`lob.measure.profile` (one
+:func:`lineage_table`, :func:`side_table`) come from :mod:`lob.diagnose.profile` (one
 interleaved measurement per stream, the kernel's ns/op on the thread's CPU clock), with the
 mechanism of each step, its gain over its parent per stream against the A/A band, the newest
 step's time split into the stream's floor and what the book adds, in cycles as well
-(:func:`floor_table`, the yardsticks of :mod:`lob.measure.probes`), and where
+(:func:`floor_table`, the yardsticks of :mod:`lob.diagnose.probes`), and where
 a step is slower than its parent the classes of commands that took the added time
 (:func:`explain_slower`).
 
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lob.measure.profile import AA, QUIET_MIN
+from lob.diagnose.profile import AA, QUIET_MIN
 from lob.studies import conclude as K
 from lob.studies.study import interleaved_throughput
 
@@ -74,7 +74,7 @@ COSTLY_STEP = 0.5  # a step keeping less than this share of its parent's through
 LATENCY_QS = (50, 90, 99, 99.9)
 MIN_ROUNDS = 5  # interleaved rounds at least: a 90% interval of a median, and an A/A band
 CONFIDENCE = 0.9  # of the intervals of medians (sign test: 93.8% from 5 rounds)
-# replays are timed on the measuring thread's CPU clock (lob.measure.profile's default): time
+# replays are timed on the measuring thread's CPU clock (lob.diagnose.profile's default): time
 # the thread spends preempted by other processes is not counted, which on a shared machine
 # at a load above its cores is most of what a wall clock would add, and most of the noise
 CLOCK = "cpu"
@@ -811,7 +811,7 @@ def shim_name(b: dict) -> str | None:
     return (b.get("shim") or {}).get("workload")
 
 
-# --- the compiled lineage step by step, and every engine side by side (lob.measure.profile) ----
+# --- the compiled lineage step by step, and every engine side by side (lob.diagnose.profile) ----
 
 LINEAGE_WORKLOADS = ("lobster_replay", "cpp_comprehensive")  # no FOK / FOK-heavy: v2, v3 act
 BREAKDOWN_ROUNDS = 3  # command_breakdown's rounds (each command keeps its lowest duration)
@@ -843,14 +843,14 @@ def measure_lineage(engines: Sequence[str], scale: float, repeat: int, *,
                     workloads: Sequence[str] = LINEAGE_WORKLOADS, measure=None) -> dict:
     """``engines`` (:func:`side_engines`) on each stream at ``scale``, interleaved in
     ``max(repeat, MIN_ROUNDS)`` rounds, the newest compiled step measured twice (the A/A
-    control): :func:`lob.measure.profile.measure` once per stream, read by
-    :func:`~lob.measure.profile.lineage_profile` (each step's kernel ns/op, its mechanism, its
-    ratio to its parent) and :func:`~lob.measure.profile.side_by_side` (every engine over that
+    control): :func:`lob.diagnose.profile.measure` once per stream, read by
+    :func:`~lob.diagnose.profile.lineage_profile` (each step's kernel ns/op, its mechanism, its
+    ratio to its parent) and :func:`~lob.diagnose.profile.side_by_side` (every engine over that
     base). While fewer than that many rounds ran every replay on a quiet core (no other
     hardware thread sharing it), up to as many rounds more are run, and the comparisons use
     the quiet rounds when there are enough (``quiet_pairs``, ``quiet_replays`` in the rows;
-    :func:`lob.measure.profile.lineage_profile`). The yardsticks of
-    :mod:`lob.measure.probes` are taken in the same rounds: per
+    :func:`lob.diagnose.profile.lineage_profile`). The yardsticks of
+    :mod:`lob.diagnose.probes` are taken in the same rounds: per
     stream, ``floor[w]`` holds, round by round, the core's clock (the round's median probe)
     and the stream's floor (``core_ghz``, ``floor_ns``), the base's kernel ns/op
     (``base_ns``) and whether its replay ran on a core shared with another hardware thread
@@ -858,9 +858,9 @@ def measure_lineage(engines: Sequence[str], scale: float, repeat: int, *,
     Returns ``{"lineage": [rows], "side": [rows], "floor": {w: ...}, "base", "rounds",
     "scale", "workloads"}`` (rows: the profile's columns, an engine refusing a stream with a
     ``note``)."""
+    from lob.diagnose import profile as pf
+    from lob.diagnose.probes import shared_replays
     from lob.engines import toggles as tg
-    from lob.measure import profile as pf
-    from lob.measure.probes import shared_replays
 
     measure = measure or pf.measure
     chain = [e for e in tg.chain("numba") if e in engines]
@@ -976,14 +976,14 @@ def lineage_table(lin: dict) -> K.Conclusion:
 
 def floor_table(lin: dict) -> K.Conclusion:
     """Where the newest step's nanoseconds go, per stream: the stream's floor (reading every
-    command and writing every outcome with no book, :func:`lob.measure.probes.stream_floor`)
+    command and writing every outcome with no book, :func:`lob.diagnose.probes.stream_floor`)
     in ns/op and as a share of the base's kernel time (median of the per-round ratios, with
     its interval): a floor no engine replaying the stream can beat; what the book adds over
     it (kernel minus floor, round by round), and the core's clock in those rounds with
     the base's kernel in cycles per command. Sentences: per stream, how much of the base's
     time is the stream and how much is the book."""
+    from lob.diagnose.probes import SHARED_BELOW
     from lob.measure import stats
-    from lob.measure.probes import SHARED_BELOW
 
     base = lin["base"]
 
@@ -1098,13 +1098,13 @@ def _why_not(amount: float, name: str, injected, available) -> str | None:
 def measure_counts(engines: Sequence[str], scale: float, *,
                    workloads: Sequence[str] = LINEAGE_WORKLOADS, counts=None) -> dict:
     """Callgrind's instructions, branches, mispredicts and cache misses per command of each
-    engine's replay (:func:`lob.measure.callgrind.counts`, the newest compiled step as the
+    engine's replay (:func:`lob.diagnose.callgrind.counts`, the newest compiled step as the
     base) on each stream at ``scale``; exact and repeatable, so no rounds. ``scale`` 0 counts
     nothing. Returns ``{"rows": [...], "base", "scale", "workloads", "skipped"}``:
     ``skipped`` is why nothing was counted (``scale`` 0, or valgrind not installed here),
     else None."""
+    from lob.diagnose import callgrind as cg
     from lob.engines import toggles as tg
-    from lob.measure import callgrind as cg
     from lob.studies.engines_beside import c_book_toml
 
     chain = [e for e in tg.chain("numba") if e in engines]
@@ -1199,15 +1199,15 @@ def measure_hotspots(engines: Sequence[str], seconds: float, *,
                      workloads: Sequence[str] = LINEAGE_WORKLOADS, top: int = 12,
                      sample=None) -> dict:
     """Where the newest compiled step among ``engines`` spends its kernel time, source line by
-    source line (:func:`lob.measure.hotspots.hotspots`: perf's cpu-clock samples while fresh
+    source line (:func:`lob.diagnose.hotspots.hotspots`: perf's cpu-clock samples while fresh
     engines replay each stream at its published size for ``seconds`` of kernel time, mapped
     through a debug-info build's line table). ``seconds`` 0 samples nothing. Returns
     ``{"engine", "seconds", "workloads", "rows": [{"workload", "rank", "share_pct", "line",
     "function", "code"}], "runs": {workload: {"commands", "reps", "samples",
     "kernel_samples", "ns_per_op"}}, "skipped"}``: ``skipped`` is why nothing was sampled
     (``seconds`` 0, no compiled step, or perf cannot sample here), else None."""
+    from lob.diagnose import hotspots as hs
     from lob.engines import toggles as tg
-    from lob.measure import hotspots as hs
 
     chain = [e for e in tg.chain("numba") if e in engines]
     got = {"engine": chain[-1] if chain else None, "seconds": seconds,
@@ -1290,7 +1290,7 @@ def _times_itself(engine: str) -> bool:
 
 def explain_slower(lin: dict, *, breakdown=None, times_itself=None) -> list[dict]:
     """For each step slower than its parent beyond the A/A band on a stream: both engines'
-    in-kernel time per class of command (:func:`lob.measure.profile.command_breakdown`, at
+    in-kernel time per class of command (:func:`lob.diagnose.profile.command_breakdown`, at
     the row's ``scale``, else the lineage's), each class's part of the stream's kernel ns/op
     (its share of the timed time x the untimed ns/op; the parts sum to the ns/op), and the
     class whose part grew the most. Rows ``{"workload", "step", "parent", "class", "share"
@@ -1298,7 +1298,7 @@ def explain_slower(lin: dict, *, breakdown=None, times_itself=None) -> list[dict
     "parent_median"}``; a step whose classes add no time gets ``class`` None (the data does
     not say where), and one of two engines that do not time each command inside their replay
     (the pure-Python ones) ``class`` None and ``untimed`` True (nothing to split)."""
-    from lob.measure import profile as pf
+    from lob.diagnose import profile as pf
 
     breakdown = breakdown or pf.command_breakdown
     times_itself = times_itself or _times_itself

@@ -552,14 +552,14 @@ def scenarios_table(sc: pd.DataFrame) -> Conclusion:
 
 def measure_pauses(seconds: float) -> list:
     """A bare clock-reading loop on every CPU at once
-    (:func:`lob.measure.hiccup.record_hiccups`)."""
-    from lob.measure.hiccup import record_hiccups
+    (:func:`lob.diagnose.hiccup.record_hiccups`)."""
+    from lob.diagnose.hiccup import record_hiccups
 
     return record_hiccups(seconds)
 
 
 def pauses_raw(hic) -> Conclusion:
-    """Each recording's summary (:meth:`lob.measure.hiccup.Hiccups.summary`): ``pauses``."""
+    """Each recording's summary (:meth:`lob.diagnose.hiccup.Hiccups.summary`): ``pauses``."""
     return Conclusion("pauses", [h.summary() for h in hic], key="cpu",
                       kinds={"cpu": "label", "kernel_hz": "label"})
 
@@ -683,7 +683,7 @@ def measure_tail(p: Plan, *, variants, mode: str, scale: float, repeat: int, ste
     publish gap exceeds ``stall_us`` is marked ``stalled``; ``tick_ns``: the clock's grid
     measured from the stamps of each variant's first run (:func:`_tick`; None on the others:
     the search costs a fraction of a second)."""
-    from lob.measure.hiccup import record_hiccups
+    from lob.diagnose.hiccup import record_hiccups
     from lob.measure.stats import rotations
     from lob.pipeline.session import PipelineSession, variant_options
     from lob.pipeline.sweep import find_capacity
@@ -744,7 +744,7 @@ def _windows(tail: Tail, f: float, service_ns: float, send_ns: float, rt: bool) 
     """Latencies of runs as long as the measured ones on the pauses recorded under policy
     ``rt``: the traces cut into windows of as many commands, each from an empty queue,
     the sender on either CPU."""
-    from lob.measure.hiccup import floor_runs
+    from lob.diagnose.hiccup import floor_runs
 
     pairs = [pr for h in tail.recordings.get(rt, [])
              for pr in ([(h[0], h[1]), (h[1], h[0])] if len(h) > 1 else [(h[0], h[0])])]

@@ -8,8 +8,8 @@ study module, which returns :class:`~lob.studies.conclude.Conclusion` tables the
 displays and hands to ``s.add``.
 
 :func:`interleaved_throughput` is the one throughput procedure of the studies: fresh-engine
-replays, the engines rotated round by round (:func:`lob.measure.stats.rotations`), so a noisy
-stretch of the machine hits them alike, after one untimed warm-up replay of each engine.
+replays, the engines rotated round by round (:func:`lob.measure.rounds.interleaved_rounds`),
+so a noisy stretch of the machine hits them alike, after one untimed warm-up replay of each engine.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from lob.measure.stats import rotations
 
 __all__ = ["WARMUP_COMMANDS", "check_engines", "interleaved_throughput", "need", "one_of",
            "at_least_one", "Study"]
@@ -83,18 +81,18 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
     which made its A/A band 0.31-3.19). ``replay`` (default :func:`lob.replay`) is
     injectable for tests. ``clock``: ``"wall"`` (the engine's own timer) or ``"cpu"`` (the
     measuring thread's CPU clock), passed to the timing and the probes
-    (:func:`lob.measure.profile.timed_replay`), never swapped in process-wide.
+    (:func:`lob.measure.rounds.timed_replay`), never swapped in process-wide.
 
     ``top_up``: the core is probed around every replay
-    (:func:`lob.measure.probes.core_probe`, or ``probe()`` returning its dict) and up to
+    (:func:`lob.diagnose.probes.core_probe`, or ``probe()`` returning its dict) and up to
     ``top_up`` rounds more are run while fewer than ``repeat`` rounds had every replay on a
-    quiet core (:func:`lob.measure.probes.shared_replays`: none shared with another hardware
+    quiet core (:func:`lob.diagnose.probes.shared_replays`: none shared with another hardware
     thread, which slows a kernel by up to half here; judged against the stream's widest
     probe and this machine's remembered quiet width). When ``repeat`` such rounds were found,
     only they are kept; else every round run is. Each engine's entry then also holds
     ``rounds_run`` and ``rounds_kept``. The choice rests on probes taken outside the timed
     replays, never on the figures themselves."""
-    from lob.measure.profile import clock_of, timed_replay
+    from lob.measure.rounds import clock_of, interleaved_rounds, timed_replay
 
     at_least_one(repeat, "repeat")
     if top_up < 0:
@@ -109,7 +107,7 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
             replay(e, head)
     probes: list[dict] | None = None
     if top_up:
-        from lob.measure import probes as pr
+        from lob.diagnose import probes as pr
 
         probes = []
         quiet_ref = pr.machine_width()  # this machine's quiet width, from earlier streams
@@ -117,20 +115,20 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
             def probe():  # on the clock the replays are timed by
                 return pr.core_probe(pr.PROBE_STEPS, now=now)
     out: dict[str, dict] = {e: {"ns_per_op": [], "last": None} for e in engines}
-    for r, order in enumerate(rotations(list(engines), repeat + top_up)):
-        if r >= repeat and pr.quiet_rounds(probes).sum() >= repeat:
-            break
-        widths = []
-        for e in order:
-            if probes is not None:
-                widths.append(probe()["width"])
-            run, kernel, _ = timed_replay(lambda e=e: replay(e, wl), now)
-            out[e]["ns_per_op"].append(kernel / n)
-            out[e]["last"] = run
-        if probes is not None:
-            widths.append(probe()["width"])
-            probes.append({"order": list(order), "width": widths,
-                           "machine_width": quiet_ref})
+
+    def one(e, _):
+        run, kernel, _ = timed_replay(lambda: replay(e, wl), now)
+        out[e]["ns_per_op"].append(kernel / n)
+        out[e]["last"] = run
+
+    def probed(order, seen):
+        probes.append({"order": list(order), "width": [p["width"] for p in seen],
+                       "machine_width": quiet_ref})
+
+    interleaved_rounds(list(engines), one, repeat, extra=top_up,
+                       enough=lambda: pr.quiet_rounds(probes).sum() >= repeat,
+                       probe=probe if probes is not None else None,
+                       after=probed if probes is not None else None)
     if probes is not None:
         pr.machine_width([w for p in probes for w in p["width"]])  # on record
         keep = pr.quiet_rounds(probes)

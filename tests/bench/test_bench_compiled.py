@@ -192,7 +192,7 @@ def test_lineage_and_side_by_side_report(monkeypatch):
     """The v4 step against its lineage and every other engine (issue 27): the lineage
     profile, the side-by-side ratios and v4's per-class breakdown, at the seeds' sizes,
     into ``artifacts/bench/compiled/profile.md`` and ``profile.json``."""
-    from lob.measure import profile as pf
+    from lob.diagnose import profile as pf
 
     OUT.mkdir(parents=True, exist_ok=True)
     if "c_book" not in lob.engine_names():

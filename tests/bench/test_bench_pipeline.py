@@ -28,8 +28,8 @@ import numpy as np
 import pytest
 
 import lob
+from lob.diagnose.hiccup import floor_runs, record_hiccups
 from lob.measure.conditions import run_conditions
-from lob.measure.hiccup import floor_runs, record_hiccups
 from lob.measure.stats import marker, median_interval, supported
 from lob.pipeline.session import (
     PipelineSession,

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 LOB = Path(__file__).resolve().parents[2] / "lob"
-PROTOCOL_USERS = ("workloads", "measure", "pipeline", "studies", "experiments")
+PROTOCOL_USERS = ("workloads", "measure", "diagnose", "pipeline", "studies", "experiments")
 # the package order: a module may import its own layer and the layers before it, never after
 # (at module or function level). lob/__init__ (the facade) and lob/cli.py sit above all.
-LAYERS = ("semantics", "engines", "workloads", "measure", "pipeline", "studies", "experiments")
+LAYERS = ("semantics", "engines", "workloads", "measure", "diagnose", "pipeline", "studies",
+          "experiments")
 BOTTOM = ("_version", "paths", "system", "semantics")
 
 
@@ -203,9 +204,13 @@ def test_package_order_check_fails_on_a_planted_upward_import(tmp_path):
     hook.write_text(hook.read_text() + "\n\ndef _planted():\n"
                     "    from lob.measure.clock import calibrate  # noqa\n")
     assert upward_imports(import_graph(pkg)) == ["lob.workloads.rng -> lob.measure.clock"]
-    hook = pkg / "measure" / "hiccup.py"
+    hook = pkg / "diagnose" / "hiccup.py"
     hook.write_text(hook.read_text() + "\nimport lob.studies.conclude  # noqa\n")
-    assert "lob.measure.hiccup -> lob.studies.conclude" in upward_imports(import_graph(pkg))
+    assert "lob.diagnose.hiccup -> lob.studies.conclude" in upward_imports(import_graph(pkg))
+    hook = pkg / "measure" / "stats.py"  # measurement sits below the diagnostics
+    hook.write_text(hook.read_text() + "\n\ndef _planted():\n"
+                    "    from lob.diagnose import probes  # noqa\n")
+    assert "lob.measure.stats -> lob.diagnose.probes" in upward_imports(import_graph(pkg))
 
 
 # --- engine internals -----------------------------------------------------------------------

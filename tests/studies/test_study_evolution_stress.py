@@ -29,7 +29,7 @@ def steady_core(monkeypatch):
     """The core probe of the throughput rounds reads a quiet core: the procedures' call
     sequences below do not depend on this machine's neighbours (the top-up itself is tested
     in tests/studies/test_study.py with scripted probes)."""
-    from lob.measure import probes
+    from lob.diagnose import probes
 
     monkeypatch.setattr(probes, "core_probe",
                         lambda steps=0, now=None: {"core_ghz": 3.0, "width": 3.3})
@@ -443,7 +443,7 @@ def test_measure_bitmap_adds_rounds_while_the_core_is_shared_and_keeps_the_quiet
     """The pair's first three rounds run on a core shared with another hardware thread (the
     probe reads a narrow issue width): rounds are added until MIN_ROUNDS quiet ones ran, and
     the ratio uses only those."""
-    from lob.measure import probes
+    from lob.diagnose import probes
 
     es.register_sorted()
     calls = []
@@ -686,7 +686,7 @@ def test_measure_outsiders_runs_each_outsider_and_goes_on_without_c_book(oc_outs
     assert calls[0][3:] == (es.BESIDE_MAX_SCALE, 9)  # capped size, more rounds when asked
 
 
-# --- the compiled lineage and every engine side by side (lob.measure.profile) -------------------
+# --- the compiled lineage and every engine side by side (lob.diagnose.profile) -------------------
 
 CHAIN = ["v0+pool@numba", "v1@numba", "v2@numba", "v3@numba", "v4@numba"]
 KERNEL = {"lobster_replay": [1000.0, 30.0, 30.0, 40.0, 20.0],  # v3 slower than v2, v4 faster
@@ -698,7 +698,7 @@ FLOOR = {"lobster_replay": 4.0, "cpp_comprehensive": 5.0}  # the stream's floor,
 
 
 def fake_measure(engines, w, *, scale, rounds, twin, probes=None, top_up=0):
-    """lob.measure.profile.measure's result: kernel ns/op per round (the same drift for every
+    """lob.diagnose.profile.measure's result: kernel ns/op per round (the same drift for every
     engine in a round, the twin 2% off at most), orderly_chaos refusing cpp_comprehensive;
     the probes a core clock of 3 GHz and the stream's floor, drifting with the round too."""
     k = dict(zip(CHAIN, KERNEL[w], strict=True), orderly_chaos=100.0)
@@ -922,7 +922,7 @@ def test_side_engines_builds_c_book_or_says_why_not():
 
 
 def test_profile_twin_measures_one_engine_twice():
-    from lob.measure import profile as pf
+    from lob.diagnose import profile as pf
 
     s = pf.measure(["v4@numba"], "lobster_replay", scale=0.001, rounds=5, twin="v4@numba")
     assert set(s) == {"v4@numba", "v4@numba" + pf.AA}
@@ -947,7 +947,7 @@ def test_beside_table_calls_only_beyond_the_aa_band():
 
 
 def _fake_counts(instr: dict, checksum: dict | None = None):
-    """A stand-in for lob.measure.callgrind.counts: fixed instructions per engine."""
+    """A stand-in for lob.diagnose.callgrind.counts: fixed instructions per engine."""
     import pandas as pd
 
     calls = []
@@ -1021,7 +1021,7 @@ def test_counts_table_names_an_engine_that_refused_the_stream():
 
 
 def _fake_sample(shares: dict):
-    """A stand-in for lob.measure.hotspots.hotspots: fixed lines per stream, calls recorded."""
+    """A stand-in for lob.diagnose.hotspots.hotspots: fixed lines per stream, calls recorded."""
     calls = []
 
     def sample(engine, workload, *, seconds, top):

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lob.measure.hiccup import Hiccups
+from lob.diagnose.hiccup import Hiccups
 from lob.measure.stats import aa_band
 from lob.studies import pipeline_latency as pl
 

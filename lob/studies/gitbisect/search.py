@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lob.measure.rounds import interleaved_rounds
 from lob.measure.stats import MIN_RATIO_N, change, ratio_interval, sequential_level
 from lob.studies.gitbisect.checkouts import Revision, revisions
 from lob.studies.gitbisect.measurer import (
@@ -218,21 +219,22 @@ class _Search:
 
     def run_rounds(self, in_play: list[Revision], k: int) -> Revision | None:
         """k more rounds over ``in_play``; returns a revision that could not be measured."""
-        for _ in range(k):
-            rnd = self.rounds
-            self.rounds += 1
-            order = in_play[rnd % len(in_play):] + in_play[:rnd % len(in_play)]
-            for r in order:
-                s = self.measure(r.sha, rnd * 1000 + r.index, not r.hists)
-                if s.status != "ok":
-                    r.status, r.reason = "skipped", f"{s.status}: {s.error}"
-                    return r
-                r.status = "ok"
-                r.values.append((rnd, float(s.value)))
-                if s.hist:
-                    r.hists.append(s.hist)
-                if s.output is not None:
-                    self.outputs.setdefault(r.sha, s.output)
+
+        def one(r: Revision, rnd: int) -> Revision | None:
+            self.rounds = rnd + 1
+            s = self.measure(r.sha, rnd * 1000 + r.index, not r.hists)
+            if s.status != "ok":
+                r.status, r.reason = "skipped", f"{s.status}: {s.error}"
+                return r
+            r.status = "ok"
+            r.values.append((rnd, float(s.value)))
+            if s.hist:
+                r.hists.append(s.hist)
+            if s.output is not None:
+                self.outputs.setdefault(r.sha, s.output)
+            return None
+
+        def same_work(*_) -> Revision | None:
             for r in in_play:  # a revision that does other work is not slower or faster
                 mine, ref = self.outputs.get(r.sha), self.outputs.get(self.revs[0].sha)
                 if r is not self.revs[0] and mine is not None and ref is not None \
@@ -241,7 +243,9 @@ class _Search:
                     r.reason = (f"its replay does other work than good's ({mine} vs {ref}): "
                                 "a different answer, not a timing to compare")
                     return r
-        return None
+            return None
+
+        return interleaved_rounds(in_play, one, k, after=same_work, first=self.rounds)
 
     def compare(self, probe: Revision, in_play: list[Revision]) -> Step:
         """Rounds over ``in_play`` until ``probe`` against good is decided (or max_runs)."""

@@ -1,4 +1,4 @@
-/* Start and stop callgrind's counting around one region of a process (lob.measure.callgrind).
+/* Start and stop callgrind's counting around one region of a process (lob.diagnose.callgrind).
    Valgrind client requests: a magic instruction sequence that does nothing when the process
    does not run under valgrind. */
 #include <valgrind/callgrind.h>

@@ -1,4 +1,4 @@
-"""lob.measure.profile: the lineage table, the side-by-side table and the per-class breakdown
+"""lob.diagnose.profile: the lineage table, the side-by-side table and the per-class breakdown
 hold what they say (small streams; the figures themselves are benchmarks, not tested)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 import lob
 import lob.engines.compiled  # noqa: F401  (registers the @numba engines)
+from lob.diagnose import profile as pf
 from lob.engines import toggles as tg
-from lob.measure import profile as pf
 
 SCALE = 0.01  # 10k commands of lobster_replay, 20k of cpp_comprehensive
 
@@ -286,7 +286,7 @@ def test_lob_profile_writes_its_record_and_refuses_bad_input_in_one_line(tmp_pat
 
 
 def test_core_clock_is_the_chain_operations_over_the_measured_time():
-    from lob.measure import probes
+    from lob.diagnose import probes
 
     ticks = iter([1_000, 4_001_000])  # 4 ms for 2M steps of 6 operations: 3 GHz
     assert probes.core_clock_ghz(2_000_000, now=lambda: next(ticks)) == pytest.approx(3.0)
@@ -297,7 +297,7 @@ def test_core_clock_is_the_chain_operations_over_the_measured_time():
 
 
 def test_core_probe_width_is_the_chains_rate_over_the_clock():
-    from lob.measure import probes
+    from lob.diagnose import probes
 
     # the clock: 2 * 1,000 steps of 6 operations in 4,000 ns (3 GHz); the four chains: 1,000
     # steps of 24 operations in 8,000 ns: 3 operations a ns, 1.00 a cycle
@@ -311,7 +311,7 @@ def test_core_probe_width_is_the_chains_rate_over_the_clock():
 
 
 def test_width_follows_pairs_each_replay_with_the_narrower_probe_around_it():
-    from lob.measure import probes
+    from lob.diagnose import probes
 
     widths = [3.3, 3.2, 2.2, 2.4, 3.4, 2.9]
     rounds = [{"order": ["b", "a"], "width": [3.4, w, 3.4]} for w in widths]  # a is 2nd
@@ -327,7 +327,7 @@ def test_width_follows_pairs_each_replay_with_the_narrower_probe_around_it():
 
 
 def test_shared_replays_marks_a_replay_by_the_probes_around_it():
-    from lob.measure import probes
+    from lob.diagnose import probes
 
     rounds = [{"order": ["a", "b"], "width": [3.3, 3.2, 3.3]},
               {"order": ["b", "a"], "width": [3.3, 2.2, 3.3]},  # shared between b and a
@@ -347,7 +347,7 @@ def test_shared_replays_marks_a_replay_by_the_probes_around_it():
 
 def test_machine_width_remembers_each_streams_widest_and_reads_their_upper_quartile(
         tmp_path, monkeypatch):
-    from lob.measure import probes
+    from lob.diagnose import probes
 
     rec = tmp_path / "rec.json"
     # nothing on record: no reference until WIDTH_RECORD_MIN streams were recorded
@@ -382,7 +382,7 @@ def test_machine_width_remembers_each_streams_widest_and_reads_their_upper_quart
 
 
 def test_a_stream_wholly_on_a_shared_core_is_marked_against_the_machines_quiet_width():
-    from lob.measure import probes
+    from lob.diagnose import probes
 
     flat = [{"order": ["a"], "width": [2.5, 2.6], "machine_width": 3.3},
             {"order": ["a"], "width": [3.2, 3.3], "machine_width": 3.3}]
@@ -395,7 +395,7 @@ def test_a_stream_wholly_on_a_shared_core_is_marked_against_the_machines_quiet_w
 
 
 def test_stream_floor_reads_every_command_and_writes_every_outcome():
-    from lob.measure import probes
+    from lob.diagnose import probes
     from lob.semantics import OUTCOME_DTYPE
 
     cmds = lob.workload("lobster_replay", scale=0.001).commands
@@ -414,7 +414,7 @@ def test_stream_floor_reads_every_command_and_writes_every_outcome():
 
 def _scripted_probes(monkeypatch, widths):
     """core_probe returning the given widths in turn (then 3.3): a core shared, then not."""
-    from lob.measure import probes
+    from lob.diagnose import probes
 
     it = iter(widths)
     monkeypatch.setattr(probes, "core_probe",
@@ -434,7 +434,7 @@ def test_measure_tops_up_rounds_until_enough_ran_on_a_quiet_core(monkeypatch):
     assert len(got["v4@numba"]["kernel"]) == 7 and all(got["v4@numba"]["shared"])
     # the next stream is judged against the machine's record as well: probed wholly at 2.0
     # after streams that reached 3.3, every replay is marked
-    from lob.measure import probes
+    from lob.diagnose import probes
 
     for _ in range(probes.WIDTH_RECORD_MIN):
         probes.machine_width([3.3])

@@ -162,7 +162,7 @@ def machine_width(record: Sequence[float] = (), *, path=None) -> float | None:
 def shared_replays(probes: list[dict], below: float = SHARED_BELOW) -> dict[str, np.ndarray]:
     """Per engine, whether each of its replays ran on a shared core: the width probed just
     before or just after it fell below ``below`` times the widest probe of all ``probes``
-    (:func:`lob.measure.profile.measure`'s, one dict a round with the engines' ``order`` and
+    (:func:`lob.diagnose.profile.measure`'s, one dict a round with the engines' ``order`` and
     ``len(order) + 1`` ``width`` probes) or the machine's quiet width a round carries as
     ``machine_width`` (:func:`machine_width`), whichever is wider. A stream probed only on a
     shared core on a machine with no record has nothing wider to compare with, and no replay

@@ -1,10 +1,10 @@
-"""lob.measure.callgrind: the callgrind output parser, the refusals, and (where valgrind is
+"""lob.diagnose.callgrind: the callgrind output parser, the refusals, and (where valgrind is
 installed) exact, repeatable counts per command."""
 
 import pytest
 
 from lob import cli
-from lob.measure import callgrind as cg
+from lob.diagnose import callgrind as cg
 
 SAMPLE = """# callgrind format
 version: 1

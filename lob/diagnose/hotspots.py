@@ -30,22 +30,27 @@ How to read it:
 from __future__ import annotations
 
 import argparse
-import ast
-import bisect
 import collections
-import functools
 import json
-import linecache
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["available", "enclosing", "hotspots", "instructions_of", "line_table",
-           "map_instructions", "map_samples", "parse_objdump", "per_line"]
+from lob.engines.compiled.hotspots import (
+    compiled_functions,
+    instructions_of,
+    line_table,
+    map_instructions,
+    parse_objdump,
+    per_line,
+    short,
+    symbol,
+)
+
+__all__ = ["available", "hotspots"]
 
 # samples a second asked of perf: each costs the guest a timer interrupt (on this project's VMs
 # 10 kHz slowed the kernel by ~25%, so the default is lower and the replays more)
@@ -67,202 +72,6 @@ def available() -> str | None:
     return None
 
 
-# --- the machine code and its line table --------------------------------------------------------
-
-_SYMBOL = re.compile(r"^([0-9a-f]+) <(.+)>:$")
-_LOCATION = re.compile(r"^(/\S+\.py):(\d+)(?: \(discriminator \d+\))?$")
-_INSN = re.compile(r"^\s+([0-9a-f]+):\s+(.*)$")
-_TARGET = re.compile(r"<([^<>+]+)(\+0x[0-9a-f]+)?>")
-
-
-def parse_objdump(text: str) -> dict[str, list[tuple[int, str, int, str]]]:
-    """``objdump -d -l --no-show-raw-insn`` output -> per function symbol, its instructions
-    in address order as ``(offset in the object, source file, source line, instruction)``
-    (file ``""`` and line 0 where the line table says nothing)."""
-    funcs: dict[str, list] = {}
-    cur = None
-    where = ("", 0)
-    for line in text.splitlines():
-        m = _SYMBOL.match(line)
-        if m:
-            cur = funcs.setdefault(m.group(2), [])
-            where = ("", 0)
-            continue
-        m = _LOCATION.match(line.strip())
-        if m:
-            where = (m.group(1), int(m.group(2)))
-            continue
-        m = _INSN.match(line)
-        if m and cur is not None:
-            insn = _TARGET.sub(lambda t: f"<{_short(t.group(1))}{t.group(2) or ''}>",
-                               m.group(2).strip())  # a jump's or call's target, by its name
-            cur.append((int(m.group(1), 16), where[0], where[1], insn))
-    return funcs
-
-
-def map_instructions(ips, functions: list[dict],
-                     code: dict[str, list]) -> collections.Counter:
-    """Count samples per ``(function, index of the instruction in code[function])``: ``ips``
-    are sampled instruction addresses; ``functions`` the compiled functions as ``{"name",
-    "address", "size", "offset"}`` and optionally ``"object"`` (run-time address, size in
-    bytes, offset of the symbol in its object file); ``code`` their instructions
-    (:func:`parse_objdump`), keyed by ``(object, name)`` where functions name their object
-    (two libraries can each hold a copy of one symbol, at other offsets), else by name. A
-    sample maps to the instruction at or before its address; one outside every function is
-    not counted. The function of each key is that key of ``code``."""
-    by_start = {}  # one function an address: a symbol two libraries both hold resolves once
-    for f in functions:
-        by_start.setdefault(f["address"], f)
-    spans = [(a, a + f["size"], f) for a, f in sorted(by_start.items())]
-    starts = [s[0] for s in spans]
-    offsets = {key: [i[0] for i in insns] for key, insns in code.items()}
-    got: collections.Counter = collections.Counter()
-    for ip in ips:
-        k = bisect.bisect_right(starts, ip) - 1
-        if k < 0 or ip >= spans[k][1]:
-            continue
-        f = spans[k][2]
-        key = (f["object"], f["name"]) if "object" in f else f["name"]
-        if not code.get(key):
-            continue
-        j = bisect.bisect_right(offsets[key], f["offset"] + ip - f["address"]) - 1
-        if j >= 0:
-            got[(key, j)] += 1
-    return got
-
-
-def _symbol(key) -> str:
-    """The symbol of a ``code`` key (a name, or ``(object, name)``)."""
-    return key[1] if isinstance(key, tuple) else key
-
-
-def map_samples(ips, functions: list[dict], code: dict[str, list]) -> collections.Counter:
-    """Count samples per ``(file, line, function)`` (:func:`map_instructions`, each
-    instruction's samples given to its source line)."""
-    return per_line(map_instructions(ips, functions, code), code)
-
-
-def per_line(per_insn: collections.Counter, code: dict[str, list]) -> collections.Counter:
-    """Per-instruction counts (:func:`map_instructions`) summed per ``(file, line,
-    function)``."""
-    got: collections.Counter = collections.Counter()
-    for (fn, j), n in per_insn.items():
-        _, path, line, _ = code[fn][j]
-        got[(path, line, fn)] += n
-    return got
-
-
-def instructions_of(per_insn: collections.Counter, code: dict[str, list], path: str,
-                    line: int, most: int = 6) -> list[dict]:
-    """The sampled instructions of one source line, most samples first (at most ``most``):
-    ``{"function", "offset", "insn", "samples"}`` (offset in the function's object)."""
-    rows = [{"function": _short(_symbol(fn)), "offset": code[fn][j][0],
-             "insn": code[fn][j][3], "samples": n} for (fn, j), n in per_insn.items()
-            if code[fn][j][1] == path and code[fn][j][2] == line]
-    rows.sort(key=lambda r: (-r["samples"], r["offset"]))
-    return rows[:most]
-
-
-def _short(symbol: str) -> str:
-    """A numba symbol's Python name: ``_ZN3lob...kernel_v43runB...`` -> ``kernel_v4.run``."""
-    parts, s = [], symbol.removeprefix("_ZN")
-    while s and s[0].isdigit():
-        m = re.match(r"(\d+)", s)
-        n = int(m.group(1))
-        parts.append(s[len(m.group(1)):len(m.group(1)) + n])
-        s = s[len(m.group(1)) + n:]
-    if not parts:
-        return symbol
-    name = re.sub(r"B\d+v\d+.*$", "", parts[-1])  # numba's specialisation suffix
-    return ".".join(parts[-2:-1] + [name])
-
-
-@functools.cache
-def _definitions(path: str) -> tuple[tuple[int, int, str], ...]:
-    """``(first line, last line, name)`` of every function defined in a source file,
-    innermost last among those that nest."""
-    try:
-        tree = ast.parse(Path(path).read_text())
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    return tuple(sorted((n.lineno, n.end_lineno or n.lineno, n.name) for n in ast.walk(tree)
-                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))))
-
-
-def enclosing(path: str, line: int) -> str | None:
-    """The name of the innermost function whose source holds ``line``, or None (a line of
-    the module itself: numba tags the instructions that materialise a module-level constant,
-    such as an outcome code, with the line that defines or imports it)."""
-    name = None
-    for first, last, n in _definitions(path):
-        if first <= line <= last:
-            name = n
-    return name
-
-
-def line_table(counts: collections.Counter, total: int, top: int = 25) -> list[dict]:
-    """The ``top`` source lines by samples: ``{"share", "samples", "path", "line", "where",
-    "function", "code"}`` (share of ``total``, the kernel's samples; ``where`` as
-    ``file.py:line``;
-    ``function`` the Python function the line is in: an inlined helper is named as itself,
-    and a module-level line (a constant) as ``(module constant)``). Counts of the same line
-    from several compiled functions are added."""
-    by_line: collections.Counter = collections.Counter()
-    for (path, line, _), n in counts.items():
-        by_line[(path, line)] += n
-    rows = []
-    for (path, line), n in by_line.most_common(top):
-        # the line as written, less a continuation backslash (it would escape a table's bar)
-        code = linecache.getline(path, line).strip().removesuffix("\\").rstrip() if path else ""
-        fn = enclosing(path, line) if path else None
-        rows.append({"share": n / total if total else 0.0, "samples": n, "path": path,
-                     "line": line, "where": f"{Path(path).name}:{line}" if path else "(no line)",
-                     "function": fn or ("(module constant)" if path else "(unknown)"),
-                     "code": code})
-    return rows
-
-
-# --- the child: compile with debug info, report the code, replay under perf ---------------------
-
-def _compiled_functions(out_dir: Path) -> list[dict]:
-    """Every function numba compiled for ``lob.engines`` in this process: name, run-time
-    address, size and symbol offset, its object file written to ``out_dir``."""
-    from numba.core.registry import CPUDispatcher
-
-    seen, funcs = set(), []
-    for mod_name, mod in list(sys.modules.items()):
-        if not mod_name.startswith("lob.engines") or mod is None:
-            continue
-        for obj in list(vars(mod).values()):
-            if not isinstance(obj, CPUDispatcher):
-                continue
-            for cres in obj.overloads.values():
-                lib = cres.library
-                if id(lib) in seen:
-                    continue
-                seen.add(id(lib))
-                try:
-                    blob = lib._get_compiled_object()  # numba's object code of the library
-                except Exception:  # noqa: BLE001 - a library loaded from a cache has none
-                    continue
-                path = out_dir / f"lib{len(seen)}.o"
-                path.write_bytes(blob)
-                table = subprocess.run(["objdump", "-t", str(path)], capture_output=True,
-                                       text=True, check=True).stdout
-                for row in table.splitlines():
-                    p = row.split()
-                    if len(p) >= 6 and "F" in p[2:4] and p[-2] != "0000000000000000":
-                        try:
-                            addr = lib.get_pointer_to_function(p[-1])
-                        except Exception:  # noqa: BLE001 - not resolvable: not mapped
-                            continue
-                        if addr:
-                            funcs.append({"name": p[-1], "address": int(addr),
-                                          "size": int(p[-2], 16), "offset": int(p[0], 16),
-                                          "object": str(path)})
-    return funcs
-
-
 MAX_SECONDS = 600.0  # kernel seconds a stream is sampled for at most (2.4M samples at 4 kHz)
 
 
@@ -272,7 +81,7 @@ def _child(engine: str, workload: str, scale: float, seconds: float, out: str) -
 
     wl = build_workload(workload, scale=scale)
     get_engine(engine, wl.config).replay(wl.commands)  # compiles, with debug info
-    funcs = _compiled_functions(Path(out).parent)
+    funcs = compiled_functions(Path(out).parent)
     ns, checksum, spent = [], None, 0
     while not ns or spent < seconds * 1e9:  # fresh engines until the kernel ran `seconds`
         r = get_engine(engine, wl.config).replay(wl.commands)
@@ -320,7 +129,7 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
         data, meta = Path(tmp) / "perf.data", Path(tmp) / "meta.json"
         env = dict(os.environ, NUMBA_DEBUGINFO="1", NUMBA_CACHE_DIR=str(Path(tmp) / "cache"))
         cmd = [*_RECORD, "-F", str(frequency), "-o", str(data), "--", sys.executable, "-m",
-               "lob.measure.hotspots", "--child", engine, workload, repr(scale), repr(seconds),
+               "lob.diagnose.hotspots", "--child", engine, workload, repr(scale), repr(seconds),
                str(meta)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
@@ -350,7 +159,7 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
     total = sum(counts.values())
     per_fn: collections.Counter = collections.Counter()
     for (_, _, fn), n in counts.items():
-        per_fn[_short(_symbol(fn))] += n
+        per_fn[short(symbol(fn))] += n
     ns = sorted(got["ns_per_op"])
     return {"engine": engine, "workload": workload, "commands": got["commands"],
             "reps": len(ns),
@@ -408,5 +217,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 7 and sys.argv[1] == "--child":
         _child(sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6])
     else:
-        sys.exit("usage: python -m lob.measure.hotspots --child ENGINE WORKLOAD SCALE SECONDS "
+        sys.exit("usage: python -m lob.diagnose.hotspots --child ENGINE WORKLOAD SCALE SECONDS "
                  "OUT")

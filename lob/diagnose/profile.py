@@ -23,20 +23,20 @@ can print as it is, the last a JSON-able record:
   engines on named streams in interleaved rounds, the :func:`side_by_side` figures plus the
   interval of replay/kernel and the rounds each engine won against the base, every round's
   figures, and the run conditions with the steal and load around each stream, beside the
-  yardsticks taken in the same rounds (:mod:`lob.measure.probes`): the core's clock, which
+  yardsticks taken in the same rounds (:mod:`lob.diagnose.probes`): the core's clock, which
   turns each kernel's ns/op into cycles/op, its issue width, which marks the replays that
   ran on a core shared with another hardware thread, and the stream's floor (reading the
   commands and writing the outcomes with no book), which no engine can beat;
   :func:`versus_base_text` prints it.
 
-Measurement: rounds are interleaved with :func:`lob.measure.stats.rotations` (every engine
+Measurement: rounds are interleaved by :func:`lob.measure.rounds.interleaved_rounds` (every engine
 takes every position equally often); every engine is warmed first with one untimed replay
 of the whole stream (the kernel compiled or loaded, the pre-mapped buffers of the compiled
 book in place); each round builds a fresh engine and replays the whole stream. The *kernel*
 figure is the engine's own timer around its compiled call(s) (``ReplayResult.elapsed_ns``);
 the *replay* figure is the whole ``get_engine`` + ``replay`` call, setup, allocation and
 result wrapping included. ``clock="cpu"`` (the default) reads the measuring thread's CPU
-clock (``CLOCK_THREAD_CPUTIME_ID``, passed explicitly: :func:`clock_of`, :func:`timed_replay`;
+clock (``CLOCK_THREAD_CPUTIME_ID``, passed explicitly: :mod:`lob.measure.rounds`;
 nothing process-wide is swapped): time the thread spends preempted by other processes is not
 counted, which on a shared 2-core machine at a load above 2 is most of what a wall clock
 would measure. The engine's own timer reads the wall clock; its kernel figure is carried onto
@@ -55,44 +55,18 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 
 import numpy as np
 import pandas as pd
 
 from lob.measure import stats
+from lob.measure.rounds import clock_of, interleaved_rounds, timed_replay
 
 DEFAULT_WORKLOADS = ("lobster_replay", "cpp_comprehensive")
-CLOCKS = ("cpu", "wall")
 AA = " (A/A)"  # the key of an engine's second measurement in the same rounds (``twin``)
 
 __all__ = ["AA", "DEFAULT_WORKLOADS", "aa_control", "command_breakdown", "hardware_counters",
-           "clock_of", "lineage_profile", "measure", "side_by_side", "timed_replay", "versus_base",
-           "versus_base_text"]
-
-
-def clock_of(clock: str):
-    """The clock ``clock`` names, as a function returning ns: ``"cpu"`` the measuring
-    thread's CPU clock (:func:`time.thread_time_ns`), ``"wall"`` :func:`time.perf_counter_ns`.
-    It is passed to whatever times with it; nothing process-wide is swapped."""
-    if clock not in CLOCKS:
-        raise ValueError(f"clock must be one of {CLOCKS}, got {clock!r}")
-    return time.thread_time_ns if clock == "cpu" else time.perf_counter_ns
-
-
-def timed_replay(call, now):
-    """``call()`` (a replay), timed by ``now`` (:func:`clock_of`): ``(run, kernel_ns,
-    call_ns)``. ``call_ns`` is the whole call on ``now``; ``kernel_ns`` the engine's own
-    timer (``run.elapsed_ns``, on the wall clock, around its compiled call) carried onto
-    ``now``: the kernel's share of the call's wall time, times the call's time on ``now``
-    (the engine's own figure when ``now`` is the wall clock)."""
-    w0, t0 = time.perf_counter_ns(), now()
-    run = call()
-    t1, w1 = now(), time.perf_counter_ns()
-    call_ns = t1 - t0
-    if now is time.perf_counter_ns:
-        return run, run.elapsed_ns, call_ns
-    return run, call_ns * min(1.0, run.elapsed_ns / max(1, w1 - w0)), call_ns
+           "lineage_profile", "measure", "side_by_side", "versus_base", "versus_base_text"]
 
 
 def _workload(workload, scale: float):
@@ -113,14 +87,14 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
     round, under the key ``twin + AA``, as if it were another engine (the A/A control).
     ``probes``: a list that receives one dict a round, ``{"order", "core_ghz", "width",
     "machine_width", "floor_ns"}``: the round's engines in the order they ran, the core's
-    clock and issue width (:func:`lob.measure.probes.core_probe`) before each replay and
+    clock and issue width (:func:`lob.diagnose.probes.core_probe`) before each replay and
     after the last (``len(order) + 1`` of each: replay ``j`` ran between probes ``j`` and
     ``j + 1``), this machine's remembered quiet width
-    (:func:`lob.measure.probes.machine_width`, None before it has a record), and
-    :func:`lob.measure.probes.stream_floor` on the same stream after the round, all timed by
+    (:func:`lob.diagnose.probes.machine_width`, None before it has a record), and
+    :func:`lob.diagnose.probes.stream_floor` on the same stream after the round, all timed by
     the same clock as the engines. With probes, each engine's entry also holds ``"shared"``:
     per round, whether its replay ran on a core shared with another hardware thread
-    (:func:`lob.measure.probes.shared_replays`).
+    (:func:`lob.diagnose.probes.shared_replays`).
 
     ``top_up``: up to this many rounds more (probed, whether or not ``probes`` is given),
     run only while fewer than ``rounds`` rounds had every replay on a quiet core: on a host
@@ -152,33 +126,33 @@ def measure(engines: list[str], workload, *, scale: float = 1.0, rounds: int = 7
     if top_up and probes is None:
         probes = []
     if probes is not None:
+        from lob.diagnose import probes as pr
         from lob.engines.compiled import _buffers
-        from lob.measure import probes as pr
         from lob.semantics import OUTCOME_DTYPE
 
         scratch = _buffers.take_array(len(cmds), OUTCOME_DTYPE)
         first = len(probes)  # the caller's list may hold other streams' rounds
         quiet_ref = pr.machine_width()  # this machine's quiet width, from earlier streams
     now = clock_of(clock)  # passed to every timing below, never swapped in
-    for r, order in enumerate(stats.rotations(live, rounds + top_up)):
-        if r >= rounds and pr.quiet_rounds(probes[first:]).sum() >= rounds:
-            break
-        cores = []
-        for name in order:
-            if probes is not None:
-                cores.append(pr.core_probe(pr.PROBE_STEPS, now=now))
-            res, kernel, call = timed_replay(
-                lambda name=name: get_engine(name.removesuffix(AA), cfg).replay(cmds), now)
-            out[name]["kernel"].append(kernel / n)
-            out[name]["replay"].append(call / n)
-            del res
-        if probes is not None:
-            cores.append(pr.core_probe(pr.PROBE_STEPS, now=now))
-            probes.append({"order": list(order),
-                           "core_ghz": [c["core_ghz"] for c in cores],
-                           "width": [c["width"] for c in cores],
-                           "machine_width": quiet_ref,
-                           "floor_ns": pr.stream_floor(cmds, scratch, now=now)})
+
+    def one(name, _):
+        _, kernel, call = timed_replay(
+            lambda: get_engine(name.removesuffix(AA), cfg).replay(cmds), now)
+        out[name]["kernel"].append(kernel / n)
+        out[name]["replay"].append(call / n)
+
+    def probed(order, cores):
+        probes.append({"order": list(order),
+                       "core_ghz": [c["core_ghz"] for c in cores],
+                       "width": [c["width"] for c in cores],
+                       "machine_width": quiet_ref,
+                       "floor_ns": pr.stream_floor(cmds, scratch, now=now)})
+
+    interleaved_rounds(
+        live, one, rounds, extra=top_up,
+        enough=lambda: pr.quiet_rounds(probes[first:]).sum() >= rounds,
+        probe=None if probes is None else (lambda: pr.core_probe(pr.PROBE_STEPS, now=now)),
+        after=None if probes is None else probed)
     if probes is not None:
         pr.machine_width([w for p in probes[first:] for w in p["width"]])  # on record
     if probes is not None and live:
@@ -411,17 +385,17 @@ def versus_base(engines: list[str], workloads=DEFAULT_WORKLOADS, *, base: str | 
     than :data:`QUIET_MIN` such replays or rounds, as in :func:`side_by_side`), ``core_ghz``
     (each round's median probe) and ``width`` (every probe: the core's
     issue width), ``shared_replays`` (per engine, its replays on a core shared with another
-    hardware thread, :func:`lob.measure.probes.shared_replays`) and ``floor``
+    hardware thread, :func:`lob.diagnose.probes.shared_replays`) and ``floor``
     (``ns``: the stream's floor in ns/op, ``of_base``: its per-round share of the base's
-    kernel time), each as [median, low, high] (:mod:`lob.measure.probes`), ``per_round``
+    kernel time), each as [median, low, high] (:mod:`lob.diagnose.probes`), ``per_round``
     (each engine's kernel and replay ns/op, round by round, for a later reader's own
-    statistics), ``width_follows`` (:func:`lob.measure.probes.width_follows` of the base:
+    statistics), ``width_follows`` (:func:`lob.diagnose.probes.width_follows` of the base:
     whether its kernel follows the width probe on this host at all), ``probes``
     (:func:`measure`'s, round by round) and ``shared`` (per engine,
     whether each of its replays ran on a shared core).
     """
+    from lob.diagnose import probes as pr
     from lob.engines.registry import engine_spec
-    from lob.measure import probes as pr
     from lob.measure.conditions import run_conditions, steal_fraction
     from lob.workloads import check_scale
 
@@ -521,7 +495,7 @@ def _interval(lo, hi, fmt: str) -> str:
 
 def versus_base_text(rep: dict) -> str:
     """:func:`versus_base`'s record as a plain-text table per workload, with its conditions."""
-    from lob.measure.probes import SHARED_BELOW
+    from lob.diagnose.probes import SHARED_BELOW
 
     c = rep["conditions"]
     pk = c.get("packages") or {}

@@ -1,4 +1,4 @@
-"""The machine-pause recorder and the latency floor it drives (lob.measure.hiccup)."""
+"""The machine-pause recorder and the latency floor it drives (lob.diagnose.hiccup)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from lob.measure.hiccup import (
+from lob.diagnose.hiccup import (
     Hiccups,
     floor_latency,
     floor_runs,

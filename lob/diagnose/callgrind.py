@@ -3,7 +3,7 @@ callgrind (valgrind) on a simulated CPU: the profile where the machine has no ha
 counters.
 
 Why: on a VM without a virtual PMU ``perf stat`` reports ``<not supported>``
-(:func:`lob.measure.profile.hardware_counters`), and a time per command moves by +-20% with
+(:func:`lob.diagnose.profile.hardware_counters`), and a time per command moves by +-20% with
 the host within minutes. Callgrind runs the process on a synthetic CPU and counts every
 instruction (``Ir``), load (``Dr``) and store (``Dw``) of the counted region, every
 conditional and indirect branch with its simulated mispredicts (``Bcm``, ``Bim``: a bimodal
@@ -151,7 +151,7 @@ def _prime(engine: str, workload: str, scale: float, env: dict, timeout: float) 
     under valgrind takes minutes), by running the child's own replays without valgrind."""
     with tempfile.TemporaryDirectory(prefix="lob-callgrind-") as tmp:
         out = Path(tmp) / "meta.json"
-        proc = subprocess.run([sys.executable, "-m", "lob.measure.callgrind", "--child", engine,
+        proc = subprocess.run([sys.executable, "-m", "lob.diagnose.callgrind", "--child", engine,
                                workload, repr(scale), str(out)], capture_output=True,
                               text=True, timeout=timeout, env=env)
         if proc.returncode != 0:
@@ -195,7 +195,7 @@ def _count_one(engine: str, workload: str, scale: float, timeout: float,
         cg = Path(tmp) / "callgrind.out"
         meta = Path(tmp) / "meta.json"
         cmd = ["valgrind", *_OPTIONS, f"--callgrind-out-file={cg}", sys.executable, "-m",
-               "lob.measure.callgrind", "--child", engine, workload, repr(scale), str(meta)]
+               "lob.diagnose.callgrind", "--child", engine, workload, repr(scale), str(meta)]
         env = _child_env(tomls)
         _prime(engine, workload, scale, env, timeout)
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -305,4 +305,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "--child":
         _child(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5])
     else:
-        sys.exit("usage: python -m lob.measure.callgrind --child ENGINE WORKLOAD SCALE OUT")
+        sys.exit("usage: python -m lob.diagnose.callgrind --child ENGINE WORKLOAD SCALE OUT")
