@@ -302,3 +302,23 @@ def test_sweep_searches_again_when_a_row_above_capacity_keeps_up(monkeypatch, re
     assert 900.0 <= lo <= 1000.0 < hi, cap
     assert all(r["above_capacity"] and r["saturated"] for r in rows), rows
     assert [r["offered_rate"] for r in rows] == [2 * lo, 3 * lo]
+
+
+@pytest.mark.parametrize("engine, stp", [("v2@cpp", "CANCEL_MAKER"), ("orderbook_rs@cpp", "NONE")])
+def test_a_foreign_engine_runs_through_the_transport_interface(engine, stp):
+    """lob's C++ engines (behind the C ABI) run in the pipeline through the same Transport
+    interface as Python and compiled ones (the python transport: a drained chunk per library
+    call), with the outcomes of a plain replay; the compiled transport, whose loops call the
+    engine inside numba code, refuses them in one line before any process starts."""
+    from lob.engines import native
+    from lob.semantics import StpMode
+
+    if native.unavailable() is not None:
+        pytest.skip(f"lob's C++ engines: {native.unavailable()}")
+    cfg = BookConfig(1, 99, StpMode[stp])
+    c = warmup_commands(cfg, 1500, seed=11)
+    r = run_pipeline(engine, c, rate=100_000, batch=8, config=cfg, warmup=50)
+    assert r.transport == "python"
+    assert (r.outcomes == lob.get_engine("reference", cfg).replay(c).outcomes).all()
+    with pytest.raises(ValueError, match=r"compiled engines only .* is a cpp engine"):
+        run_pipeline(engine, c[:10], rate=math.inf, config=cfg, transport="compiled")
