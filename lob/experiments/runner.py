@@ -129,21 +129,24 @@ def check_values(experiment: str, params: dict) -> None:
 
 
 def _study_check(experiment: str, params: dict) -> None:
-    """The study's own up-front check of its parameters, when its module
-    (``lob.studies.<experiment>``) has one (``check_params``): what its notebook would refuse
-    only after its kernel started is refused here, in one line."""
+    """The study's own up-front check of its parameters: its module
+    (``lob.studies.<experiment>``) declares a parameters dataclass
+    (:class:`lob.studies.study.Shape`), built here from the run's parameters: what its notebook
+    would refuse only after its kernel started is refused here, in one line."""
     import importlib
     import importlib.util
+
+    from lob.studies.shape import check_study_parameters
 
     name = f"lob.studies.{experiment}"
     try:
         found = importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         found = False
-    check = getattr(importlib.import_module(name), "check_params", None) if found else None
-    if check is not None:
+    module = importlib.import_module(name) if found else None
+    if module is not None and hasattr(module, "SHAPE"):
         try:
-            check(params)
+            check_study_parameters(module, params)
         except ValueError as e:
             raise ValueError(f"{experiment}: {e}") from None
 

@@ -20,14 +20,18 @@ tables, the plot and the claims are unit-tested on synthetic data
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from lob.measure.alloc import NATIVE_METHOD
 from lob.studies import conclude as K
+from lob.studies.shape import Parameters as _Parameters
+from lob.studies.shape import Shape
 
-__all__ = ["COUNTER", "NATIVE_COUNTER", "CLAIM_COLUMN", "POOL_STEP", "check_parameters",
+__all__ = ["Parameters", "SHAPE",
+           "COUNTER", "NATIVE_COUNTER", "CLAIM_COLUMN", "POOL_STEP", "check_parameters",
            "measure_allocations", "allocations_table", "seed_table", "beside_seed_table",
            "plot_allocations",
            "sites_table", "claims"]
@@ -43,12 +47,25 @@ def check_parameters(engines: Sequence[str], workloads: Sequence[str], claim_eng
                      top: int) -> None:
     """One clear ValueError for parameters that do not fit together (engine names are
     checked by ``Study.start``)."""
-    from lob.studies.study import at_least_one, need, one_of
+    from lob.studies.shape import at_least_one, need, one_of
 
     need(engines, "engines", "version to profile")
     need(workloads, "workloads", "stream")
     one_of(claim_engine, engines, "claim_engine", "engines")
     at_least_one(top, "top")
+
+
+@dataclass(frozen=True)
+class Parameters(_Parameters):
+    """The notebook's parameters this study checks (names and defaults as in its cell)."""
+
+    engines: Sequence[str] = ("v0", "v0+pool", "v1", "v2", "v3")
+    workloads: Sequence[str] = ("mixed_70_20_10", "alloc_budget")
+    claim_engine: str = "v3"
+    top: int = 8
+
+    def check(self) -> None:
+        check_parameters(self.engines, self.workloads, self.claim_engine, self.top)
 
 
 def _site(path: str) -> str:
@@ -257,3 +274,8 @@ def claims(rows: Sequence[dict], claim_engine: str) -> dict[str, dict]:
                 detail=f"{claim_engine}, {col.replace('_per_op', '/op')}"
                        + (" (the engine library's own counter)" if native else ""))
     return out
+
+
+SHAPE = Shape(parameters=Parameters, measure=(measure_allocations,),
+              tables=(allocations_table, seed_table, beside_seed_table, sites_table),
+              claims=claims, plots=(plot_allocations,))

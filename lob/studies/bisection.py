@@ -25,6 +25,7 @@ data; the table builders, the plot and :func:`claims` work on that data, so
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,8 @@ from lob.measure.stats import (
     supported,
 )
 from lob.studies import conclude as K
+from lob.studies.shape import Parameters as _Parameters
+from lob.studies.shape import Shape, at_least_one
 
 __all__ = ["METRICS", "BACKENDS", "WARMUP", "SEED_POINTS", "AA", "resolve_metric", "changed",
            "prepare", "path_table", "measure_walk", "raw_table", "steps_table",
@@ -53,6 +56,34 @@ AA = " (A/A)"  # suffix of the A/A control's name in the interleaving: the start
 
 
 # --- parameters and the walk ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Parameters(_Parameters):
+    """The notebook's parameters this study checks up front (names and defaults as in its
+    cell); the walk's versions and the workload's size are checked by :func:`prepare`."""
+
+    start: str = "v0"
+    end: str = "v3"
+    metric: str = "p50"
+    runs: int = 5
+    n_boot: int = 2000
+    confidence: float = 0.95
+    backend: str = ""
+
+    def check(self) -> None:
+        from lob.engines.toggles import CHAIN
+        from lob.studies.shape import one_of
+
+        one_of(self.start, CHAIN, "start", "the lineage chain")
+        one_of(self.end, CHAIN, "end", "the lineage chain")
+        one_of(self.metric, (*METRICS, "auto"), "metric", "the metrics")
+        one_of(self.backend, list(BACKENDS), "backend", "the backends")
+        if isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 3:
+            raise ValueError(f"runs must be >= 3 (one warm-up is dropped), got {self.runs!r}")
+        at_least_one(self.n_boot, "n_boot")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence must be in (0, 1), got {self.confidence!r}")
+
 
 def resolve_metric(metric: str, workload: str) -> str:
     """``auto``: ns/op for the C++ streams (throughput is their published figure), else p50;
@@ -424,3 +455,9 @@ def claims(steps: K.Conclusion, plan: dict, walk: dict | None = None) -> dict[st
             ci_what=ratio_interval_what(whole["runs"], whole["runs"], of="kept runs"),
             detail=f"p50 {names[-1]} / {names[0]}", **common)
     return out
+
+
+SHAPE = Shape(parameters=Parameters, measure=(prepare, measure_walk),
+              tables=(path_table, raw_table, steps_table, three_points_table,
+                      seed_points_table),
+              claims=claims, plots=(plot_walk,))

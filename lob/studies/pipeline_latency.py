@@ -56,8 +56,11 @@ from lob.studies.conclude import (
     fmt,
     percentile_row,
 )
+from lob.studies.shape import Parameters as _Parameters
+from lob.studies.shape import Shape, at_least_one, need
 
 __all__ = [
+    "Parameters", "SHAPE",
     "PCTS", "AT_FRACTIONS", "TAIL_FRACTIONS", "BASE_VARIANT", "TICK_LOCKED_PCT", "TICK_PERIODS",
     "MIN_SPAN_MS_NO_HZ", "MODEL_FACTOR", "SAME_BAND", "STALL_COVERAGE", "AA_PINNING",
     "Plan", "Service", "Sweep", "Tail", "TailModel",
@@ -86,6 +89,42 @@ SERVICE_REPEAT = 2  # fresh-engine passes of the executor's cost per command (th
 BESIDE = ("v5@numba", "v2@numba")  # the engines compared on the compiled transport (B=1)
 BESIDE_FRACTION = 0.5  # their latency is read at this fraction of each one's own capacity
 AA_PINNING = "unpinned (A/A)"  # the second unpinned run of a round: the pinning's A/A control
+
+
+@dataclass(frozen=True)
+class Parameters(_Parameters):
+    """The notebook's parameters this study checks up front (names and defaults as in its
+    cell; the engine is resolved and checked by :func:`resolve_engine`)."""
+
+    transports: tuple[str, ...] = ("python", "compiled")
+    batches: tuple[int, ...] = (1, 8)
+    fractions: tuple[float, ...] = (0.5, 0.9, 1.2)
+    steps: int = 1
+    mode: str = "chunk"
+    beside_rounds: int = 1
+    scenario_fractions: tuple[float, ...] = (0.5, 0.9)
+    tail_repeat: int = 1
+
+    def check(self) -> None:
+        from lob.studies.shape import one_of
+
+        need(self.transports, "transports", "transport (python, compiled)")
+        for t in self.transports:
+            one_of(t, ("python", "compiled"), "transport", "the transports")
+        need(self.batches, "batches", "batch size")
+        for b in self.batches:
+            at_least_one(b, "a batch size")
+        for name in ("fractions", "scenario_fractions"):
+            values = getattr(self, name)
+            need(values, name, "fraction of capacity")
+            if any(isinstance(f, bool) or not isinstance(f, int | float) or not f > 0
+                   for f in values):
+                raise ValueError(f"{name} must be > 0 (fractions of capacity), got "
+                                 f"{list(values)!r}")
+        at_least_one(self.steps, "steps")
+        one_of(self.mode, ("chunk", "command"), "mode", "the engine loops")
+        at_least_one(self.beside_rounds, "beside_rounds")
+        at_least_one(self.tail_repeat, "tail_repeat")
 
 
 def _pct_cells(lat, qs=("p50", "p99", "p99.9")) -> dict:
@@ -1326,3 +1365,13 @@ def claims(tables, cpu_count: int | None = None, *, here: bool = True) -> dict[s
              "s003_pipeline_saturation": saturation_claim(tables),
              "s003_pinning": pinning_claim(tables, cpu_count)}
     return {k: m for k, m in found.items() if m is not None}
+
+
+SHAPE = Shape(parameters=Parameters,
+              measure=(measure_service, measure_sweep, measure_engines, measure_scenarios,
+                       measure_pauses, measure_tail),
+              tables=(service_table, sweep_table, saturation_table, capacity_table,
+                      at_fraction_table, at_fraction_pivot, engines_table, scenarios_table,
+                      pauses_raw, pauses_table, tail_table, tail_runs_table, pinning_table,
+                      stalls_table, steps_table),
+              claims=claims, plots=(plot_latency_by_rate, plot_capacity, plot_tail_vs_model))

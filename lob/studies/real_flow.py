@@ -31,14 +31,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from lob.measure.stats import rotations, supported
 from lob.studies import conclude as K
+from lob.studies.shape import Parameters as _Parameters
+from lob.studies.shape import Shape
 
 __all__ = ["REAL", "QS", "FEATURES", "LOG_FEATURES", "OPS", "check_parameters",
+           "Parameters", "SHAPE", "claims",
            "conversion_table",
            "synthetic_names", "order_life", "flow_figures", "diagnose_stream",
            "measure_candidates", "distances", "closest_table", "misses_table",
@@ -79,7 +83,7 @@ def check_parameters(compare: Sequence[str], candidates: Sequence[str], real_sca
                      speedups: Sequence[float], open_loop_s: float | None = None) -> list[str]:
     """One clear ValueError for parameters that do not fit together; returns the candidate
     list (``candidates`` or, when empty, :func:`synthetic_names`)."""
-    from lob.studies.study import at_least_one, need
+    from lob.studies.shape import at_least_one, need
     from lob.workloads import workload_names
 
     known = set(workload_names())
@@ -111,15 +115,27 @@ def _check_open_loop_s(v) -> None:
         raise ValueError(f"open_loop_s must be a number of seconds > 0, got {v!r}")
 
 
-def check_params(params: Mapping) -> None:
-    """The experiment runner's up-front check (before any kernel starts): the parameters
-    ``params`` sets, held to :func:`check_parameters` (a parameter it leaves out is the
-    notebook's default, checked by the notebook itself)."""
-    given = dict(params)
-    check_parameters(given.get("compare", ["mixed_70_20_10"]), given.get("candidates", []),
-                     given.get("real_scale", 1.0), given.get("scale", 1.0),
-                     given.get("candidate_scale", 1.0), given.get("repeat", 1),
-                     given.get("speedups", [1.0]), given.get("open_loop_s"))
+@dataclass(frozen=True)
+class Parameters(_Parameters):
+    """The notebook's parameters this study checks (names and defaults as in its cell)."""
+
+    compare: Sequence[str] = ("lobster_replay", "mixed_70_20_10")
+    candidates: Sequence[str] = ()
+    real_scale: float = 0.06
+    scale: float = 0.01
+    candidate_scale: float = 0.005
+    repeat: int = 1
+    speedups: Sequence[float] = (1.0, 100.0, 1000.0)
+    open_loop_s: float = 2.0
+
+    def check(self) -> None:
+        self.candidate_names()
+
+    def candidate_names(self) -> list[str]:
+        """The streams the closest is chosen from (:func:`check_parameters`)."""
+        return check_parameters(self.compare, self.candidates, self.real_scale, self.scale,
+                                self.candidate_scale, self.repeat, self.speedups,
+                                self.open_loop_s)
 
 
 # --- the conversion --------------------------------------------------------------------------
@@ -772,3 +788,16 @@ def closing_markdown(streams: dict, engine: str) -> str:
         lines.append(f"| {engine} {c}{'' if c == 'count' else ' ns'} | "
                      + " | ".join(K.fmt(lat.get(n, {}).get(c)) for n in names) + " |")
     return "\n".join(lines)
+
+
+def claims(*_args) -> dict[str, dict]:
+    """No seed claim rests on this study (no seed publishes a real venue's flow): it sets a
+    real stream beside lob's synthetic ones, so it records no claim measurement."""
+    return {}
+
+
+SHAPE = Shape(parameters=Parameters,
+              measure=(measure_candidates, measure_streams, measure_open_loop),
+              tables=(conversion_table, closest_table, misses_table, diagnostics_table,
+                      latency_table, open_loop_table),
+              claims=claims, plots=(plot_features, plot_latency))

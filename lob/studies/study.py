@@ -1,4 +1,5 @@
-"""What every experiment's notebook does at its start and its end, in one place.
+"""What every experiment's notebook does at its start and its end, in one place (the shape
+every study module declares is :mod:`lob.studies.shape`).
 
 A notebook opens with ``s = Study.start(out_dir, "<experiment>", engines=[...])`` (run
 conditions shown, the run folder chosen, engine names checked against the registry) and
@@ -19,28 +20,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lob.studies.shape import at_least_one, at_least_zero, need, one_of
+
+# the parameter rules (lob.studies.shape) stay importable from here, where the studies used them
 __all__ = ["WARMUP_COMMANDS", "check_engines", "interleaved_throughput", "need", "one_of",
-           "at_least_one", "Study"]
-
-
-# --- the parameter rules every study checks, in one place --------------------------------------
-
-def need(values, name: str, what: str) -> None:
-    """ValueError unless ``values`` is non-empty (``what``: what to name instead)."""
-    if not values:
-        raise ValueError(f"{name} is empty: name at least one {what}")
-
-
-def one_of(value, options, name: str, options_name: str) -> None:
-    """ValueError unless ``value`` is one of ``options``."""
-    if value not in options:
-        raise ValueError(f"{name} {value!r} must be one of {options_name} {list(options)!r}")
-
-
-def at_least_one(value, name: str) -> None:
-    """ValueError unless ``value`` is an int >= 1 (a bool is not a count)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value!r}")
+           "at_least_one", "at_least_zero", "Study"]
 
 
 def check_engines(names: Iterable[str]) -> None:

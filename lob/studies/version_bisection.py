@@ -9,16 +9,40 @@ the conclusion, whose every number is shown by its table or the note under it.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from lob.studies import conclude as K
+from lob.studies.shape import Parameters as _Parameters
+from lob.studies.shape import Shape, at_least_one
 
-__all__ = ["DEMO", "SHA", "SUBJECT", "target", "steps_table", "revisions_table"]
+__all__ = ["Parameters", "SHAPE",
+           "claims", "DEMO", "SHA", "SUBJECT", "target", "steps_table", "revisions_table"]
 
 # the demo repository: commit 1 of 3 adds a fixed cost per command (20 us), none is broken
 DEMO = {"n_commits": 3, "slow_at": 1, "broken_at": None, "spin_ns": 20_000}
 SHA = 12  # characters of a sha shown
 SUBJECT = 60  # characters of a commit subject shown
+
+
+@dataclass(frozen=True)
+class Parameters(_Parameters):
+    """The notebook's parameters this study checks (names and defaults as in its cell; the
+    revisions are checked where they are read, :func:`target`)."""
+
+    metric: str = "ns_per_op"
+    runs: int = 2
+    max_runs: int = 6
+    threshold: float = 0.2
+    inner: int = 1
+
+    def check(self) -> None:
+        from lob.studies.gitbisect.measurer import metric_name
+        from lob.studies.gitbisect.search import check_rounds
+
+        metric_name(self.metric)
+        check_rounds(self.runs, self.max_runs, self.threshold, 0.5)
+        at_least_one(self.inner, "inner")
 
 
 def target(repo: str, good: str, bad: str, engine: str) -> dict:
@@ -72,3 +96,20 @@ def revisions_table(res) -> K.Conclusion:
              "status": r.status, "n": len(r.values), "median": r.median}
             for r in res.revisions]
     return K.Conclusion("revisions", rows, key="sha", kinds={"index": "label", "n": "count"})
+
+
+def claims(*_args) -> dict[str, dict]:
+    """No seed claim rests on this study (it searches a repository's history for a change):
+    it records no claim measurement."""
+    return {}
+
+
+def _search(*args, **kwargs):
+    """The search (:func:`lob.studies.gitbisect.bisect_versions`)."""
+    from lob.studies.gitbisect import bisect_versions
+
+    return bisect_versions(*args, **kwargs)
+
+
+SHAPE = Shape(parameters=Parameters, measure=(target, _search),
+              tables=(steps_table, revisions_table), claims=claims)

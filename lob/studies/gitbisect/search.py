@@ -180,7 +180,7 @@ def _say(line: str) -> None:
     print(line, flush=True)  # as it goes, also into a pipe or a log file
 
 
-def _check_rounds(runs, max_runs: int | None, threshold: float, confidence: float) -> int:
+def check_rounds(runs, max_runs: int | None, threshold: float, confidence: float) -> int:
     """``max_runs`` resolved (default ``3 * runs``, at least ``MIN_RATIO_N``), every search
     parameter checked (ValueError naming the one that is wrong)."""
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
@@ -331,7 +331,7 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
     """
     t0 = time.perf_counter()
     metric = metric_name(metric)
-    max_runs = _check_rounds(runs, max_runs, threshold, confidence)
+    max_runs = check_rounds(runs, max_runs, threshold, confidence)
     # every look at a comparison is a test: Bonferroni over the looks keeps the family's
     # false-call rate under 1 - confidence
     # (only looks that can give an interval count: from MIN_RATIO_N rounds on)
