@@ -248,14 +248,17 @@ def measure_sweep(p: Plan, *, batches, fractions, steps: int, mode: str, gc_enab
                   out) -> Sweep:
     """One sender/engine pair per transport: capacity per batch, then the rows at
     ``fractions`` of it per pinning (:func:`lob.pipeline.sweep.sweep`); one .hgrm per row and
-    the result JSON written to ``out``."""
+    the result JSON written to ``out``. The capacity is searched once per batch, in its own
+    pass before the rows, and never again from what the rows show (``research=False``): a row
+    at a fixed multiple above it that keeps up stands as measured, so the saturation claim
+    (:func:`saturation_claim`) can fail."""
     from lob.pipeline.sweep import save_rows, sweep
 
     rows, caps = [], []
     for tr in p.transports:
         r, c = sweep(p.engine, p.wl.commands, batches=batches, fractions=fractions, steps=steps,
                      pins=p.pins, config=p.wl.config, mode=mode if tr == "python" else None,
-                     gc_enabled=gc_enabled, transport=tr,
+                     gc_enabled=gc_enabled, transport=tr, research=False,
                      confirm=3 if tr == "compiled" else 1)  # the claim's rows are compiled
         rows += r
         caps += c
@@ -1242,7 +1245,8 @@ def _saturation_explain(sweep: list[dict], above: list[dict]) -> dict:
 
 def saturation_claim(tables: dict) -> dict | None:
     """``s003_pipeline_saturation``: the share of rows offered above capacity (every batch
-    and pinning of the compiled transport when it ran) that were *measured* not to keep up
+    and pinning of the compiled transport when it ran; rows at fixed multiples of a capacity
+    searched once, before them: :func:`measure_sweep`) that were *measured* not to keep up
     (``keeps_up`` false, or achieved below 99% of offered), with its Clopper-Pearson
     interval and the growth of p99 and of latency over the run as the explanation. A row
     above capacity is one offered above the top of the capacity's bracket when the table

@@ -544,14 +544,29 @@ def test_claims_verdicts_per_variant_and_saturation_decided():
     m = pl.claims([sweep, runs], cpu_count=2)
     v = judge(cl["s003_pipeline_saturation"], m["s003_pipeline_saturation"])
     assert m["s003_pipeline_saturation"]["diagnostics"]["count"] == 18
-    # 18 of 18 compiled rows: interval 0.81-1, inside the band; the method guarantees it
-    assert v.verdict == "sanity check: holds"
+    # 18 of 18 compiled rows: interval 0.81-1, inside the band (rows at fixed multiples of a
+    # capacity searched once: the method does not guarantee it, so it is a finding)
+    assert v.verdict == "reproduced"
     keeps = {("compiled", 64, 1.5)}
     two = pl.claims([pl.sweep_table(pl.Sweep(_sweep_rows(
         batches=(1, 8, 64), pins=(False, True), fractions=(0.5, 0.9, 1.5, 2.0, 3.0),
         keeps=keeps), _caps()))], cpu_count=2)
     assert judge(cl["s003_pipeline_saturation"], two["s003_pipeline_saturation"]).verdict \
         == "inconclusive"  # 16 of 18 (its pinned and unpinned rows): 0.65-0.99 straddles 0.8
+    every = {(tr, b, f) for tr in ("python", "compiled") for b in (1, 8, 64)
+             for f in (1.5, 2.0, 3.0)}  # a capacity under-measured: every row above keeps up
+    none = pl.claims([pl.sweep_table(pl.Sweep(_sweep_rows(
+        batches=(1, 8, 64), pins=(False, True), fractions=(0.5, 0.9, 1.5, 2.0, 3.0),
+        keeps=every), _caps()))], cpu_count=2)["s003_pipeline_saturation"]
+    assert none["value"] == 0.0 and none["diagnostics"]["count"] == 18
+    assert judge(cl["s003_pipeline_saturation"], none).verdict == "not reproduced"
+    half = {(tr, b, f) for tr, b, f in every if f == 1.5}  # 1.5x keeps up, 2x and 3x do not
+    some = pl.claims([pl.sweep_table(pl.Sweep(_sweep_rows(
+        batches=(1, 8, 64), pins=(False, True), fractions=(0.5, 0.9, 1.5, 2.0, 3.0),
+        keeps=half), _caps()))], cpu_count=2)["s003_pipeline_saturation"]
+    assert some["value"] == pytest.approx(12 / 18)
+    # 12 of 18: 0.41-0.87 straddles the 0.8 edge
+    assert judge(cl["s003_pipeline_saturation"], some).verdict == "inconclusive"
     pv = judge(cl["s003_pinning"], m["s003_pinning"])
     assert pv.verdict == "reproduced" and "A/A control" in pv.lob_figure
     assert pv.reason.count("reproduced") >= 3  # one verdict per variant
