@@ -1,9 +1,9 @@
 """One conversion model for real market-by-order feeds: venue events -> lob commands.
 
 Every importer (:mod:`lob.workloads.formats`: LOBSTER, ITCH 5.0, DBN MBO) reads its bytes
-into the same normalised events (:data:`EVENT_DTYPE`, one symbol, venue order ids made dense
-``0..n-1``, prices in the venue's units) and :func:`convert` turns them into commands by
-one set of rules, the rules the Bitstamp converter (:mod:`lob.workloads.bitstamp`) follows
+into the same normalised events (:data:`EVENT_DTYPE`, one symbol, venue order ids and
+prices in the venue's units) and a :class:`Converter` turns them into commands, chunk by
+chunk, by one set of rules, the rules the Bitstamp converter (:mod:`lob.workloads.bitstamp`) follows
 for its real capture:
 
 * a resting order becomes a LIMIT submit (owner 1, STP mode NONE); its venue id is kept per
@@ -12,7 +12,7 @@ for its real capture:
   the other side at the maker's price, for the executed quantity) that fills exactly the
   reported maker for exactly that quantity: the converter follows the book it builds and
   submits the taker only when the maker is first in price-time priority, so the fill it
-  expects (:attr:`Conversion.expected_fills`) is the one every engine must give;
+  expects (the fills :meth:`Converter.feed` returns) is the one every engine must give;
 * a partial cancel becomes a MODIFY that reduces the order (its queue place kept), a full
   one a CANCEL; a replace (ITCH ``U``) a CANCEL and a new LIMIT (priority lost); a modify
   (DBN) a MODIFY, which keeps the place on a reduction and loses it otherwise, as the venue
@@ -21,12 +21,14 @@ for its real capture:
   compared level by level with the book the commands build, after every event.
 
 Every rule the converter invents is named in :data:`RULES` and counted in
-:attr:`Conversion.counts` (the workload's description prints both). Prices become lob ticks
+:attr:`Result.counts` (the workload's description prints both). Prices become lob ticks
 ``venue price / tick`` with ``tick`` the greatest common divisor of the symbol's prices (a
 rule, counted), and the band is the lowest to the highest tick seen.
 
-The conversion runs in one compiled pass (numba) over arrays sized by the symbol's events:
-memory is bounded by the symbol's stream and book, not by the file it came from.
+The conversion is compiled (numba) and streams: each chunk of events is converted as it is
+read, and what persists from chunk to chunk is the live orders (in recycled slots, found
+from their venue ids by a hash table) and the levels of the band seen so far. Memory is
+bounded by the symbol's book and the chunk, not by the stream or the file it came from.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ import numpy as np
 from lob.semantics import COMMAND_DTYPE, FILL_DTYPE, MAX_QTY, BookConfig, Kind, OrderType
 from lob.workloads.orderbook_rs import _put
 
-__all__ = ["EVENT_DTYPE", "RULES", "Conversion", "FeedError", "compare_fills", "convert",
-           "EV"]
+__all__ = ["EVENT_DTYPE", "EV", "RULES", "Converter", "FeedError", "Result", "compare_fills",
+           "to_ticks"]
 
 
 class FeedError(ValueError):
@@ -122,19 +124,6 @@ MAKER, TAKER = 1, 2  # owners
 F_SNAPSHOT, F_BAD_BOOK = 1, 2  # EVENT_DTYPE flags (the importers map the venue's own)
 
 
-@dataclass
-class Conversion:
-    """A converted stream: commands, config, what the venue says the fills are, the counts."""
-
-    commands: np.ndarray
-    config: BookConfig
-    tick: int  # venue price units per lob tick
-    venue_id: np.ndarray  # per command: the venue order id it submits / targets (-1: none)
-    expected_fills: np.ndarray  # FILL_DTYPE, in order: every fill any engine must give
-    counts: dict = field(default_factory=dict)
-    first_mismatch: int = -1  # first event whose book differed from the venue's (-1: none)
-
-
 def compare_fills(got: np.ndarray, want: np.ndarray) -> dict:
     """Fill by fill comparison (taker, maker, price, quantity, in order) of an engine's fills
     with a venue's trades: ``{"fills", "trades", "matched", "extra", "missing", "ok"}``."""
@@ -160,73 +149,206 @@ for _k, _c in ((EV.HIDDEN, C_HIDDEN), (EV.CROSS, C_CROSS), (EV.PRINT, C_PRINTS),
 F_FILL_RESTATED = 4  # internal flag: a cancel restating this fill follows (DBN F records)
 
 
-@numba.njit(cache=True)
-def _best(lvl_n, side, start, width):
+# --- the compiled conversion -------------------------------------------------------------
+# Compiled without numba's runtime (_nrt=False): the kernel allocates nothing, and without
+# the runtime numba counts no references to the state arrays the helpers pass around (the
+# counting took most of the kernel's time).
+# State (arrays that persist from chunk to chunk, grown between chunks by Converter):
+# orders live in recycled slots (a slot is freed when its order is gone), found from their
+# venue id by an open-addressing hash table; levels are indexed by price // g - base (g: the
+# gcd of the prices seen so far, base and width: the band so far with slack).
+O_LOB, O_QTY, O_ABS, O_KEY = range(4)  # oi rows: lob id (0: not resting), open qty, absorb, key
+S_SIDE, S_PX, S_PREV, S_NEXT = range(4)  # o32 rows: side, level index, queue links
+L_N, L_Q = 0, 1  # lv[which, side, level]: orders, quantity
+L_HEAD, L_TAIL, L_PRE = 0, 1, 2  # l32[which, side, level]: queue ends, the pre-load order
+(R_BB, R_BA, R_NEXT, R_FREE, R_HLIVE, R_BAD, R_TS, R_G, R_BASE, R_W, R_NC, R_NF) = range(12)
+N_REGS = 12
+EMPTY_KEY = -(2**63)
+PRE_KEY = EMPTY_KEY + 1  # a pre-load order: no venue id, in no hash slot
+SUB = 1 << 16  # events converted per kernel call: room for them is made before
+
+
+@numba.njit(cache=True, _nrt=False)
+def _hash(key, mask):
+    return np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(24)) & mask
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def _find(hk, hv, key):
+    """The slot of venue id ``key`` (-1: none)."""
+    mask = hk.shape[0] - 1
+    h = _hash(key, mask)
+    while True:
+        k = hk[h]
+        if k == key:
+            return np.int64(hv[h])
+        if k == EMPTY_KEY:
+            return np.int64(-1)
+        h = (h + 1) & mask
+
+
+@numba.njit(cache=True, _nrt=False)
+def _insert(hk, hv, regs, key, slot):
+    mask = hk.shape[0] - 1
+    h = _hash(key, mask)
+    while hk[h] != EMPTY_KEY:
+        h = (h + 1) & mask
+    hk[h] = key
+    hv[h] = slot
+    regs[R_HLIVE] += 1
+
+
+@numba.njit(cache=True, _nrt=False)
+def _delete(hk, hv, regs, key):
+    """Remove ``key`` (present) by backward shift: no tombstones, probes stay short."""
+    mask = hk.shape[0] - 1
+    i = _hash(key, mask)
+    while hk[i] != key:
+        i = (i + 1) & mask
+    j = i
+    while True:
+        j = (j + 1) & mask
+        if hk[j] == EMPTY_KEY:
+            break
+        k = _hash(hk[j], mask)
+        if (i <= j and i < k <= j) or (i > j and (k > i or k <= j)):
+            continue  # its home is between the hole and it: it stays
+        hk[i] = hk[j]
+        hv[i] = hv[j]
+        i = j
+    hk[i] = EMPTY_KEY
+    regs[R_HLIVE] -= 1
+
+
+@numba.njit(cache=True, _nrt=False)
+def rehash(hk, hv, new_k, new_v, regs):
+    """Move every key of (hk, hv) into the empty table (new_k, new_v)."""
+    regs[R_HLIVE] = 0
+    for h in range(hk.shape[0]):
+        if hk[h] != EMPTY_KEY:
+            _insert(new_k, new_v, regs, hk[h], hv[h])
+
+
+@numba.njit(cache=True, _nrt=False)
+def _release(st, o):
+    """Order slot ``o`` is gone for good: its venue id forgotten, the slot reused."""
+    oi, free, hk, hv, regs = st[0], st[2], st[5], st[6], st[7]
+    if oi[O_KEY, o] != PRE_KEY:
+        _delete(hk, hv, regs, oi[O_KEY, o])
+    oi[O_KEY, o] = EMPTY_KEY
+    free[regs[R_FREE]] = o
+    regs[R_FREE] += 1
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def _gone(st, o):
+    """Order ``o`` leaves the book (unlinked already): no lob id; freed unless a cancel that
+    restates its fill is still to come (DBN)."""
+    oi = st[0]
+    oi[O_LOB, o] = 0
+    if oi[O_ABS, o] == 0:
+        _release(st, o)
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def _best(lv, side, start, width):
     """The best non-empty level of ``side`` at or behind ``start`` (-1 / width: none)."""
     p = start
     if side == 0:
-        while p >= 0 and lvl_n[0, p] == 0:
+        while p >= 0 and lv[L_N, 0, p] == 0:
             p -= 1
         return p
-    while p < width and lvl_n[1, p] == 0:
+    while p < width and lv[L_N, 1, p] == 0:
         p += 1
     return p
 
 
-@numba.njit(cache=True)
-def _unlink(o, o_side, o_px, o_prev, o_next, lvl_head, lvl_tail, lvl_n):
-    s, p = o_side[o], o_px[o]
-    a, b = o_prev[o], o_next[o]
+@numba.njit(cache=True, inline="always", _nrt=False)
+def _unlink(st, o):
+    """Take ``o`` out of its level's queue (the level's quantity is the caller's); the best
+    price follows and the level forgets ``o`` as its pre-load order."""
+    o32, lv, l32, regs = st[1], st[3], st[4], st[7]
+    s, p = o32[S_SIDE, o], o32[S_PX, o]
+    a, b = o32[S_PREV, o], o32[S_NEXT, o]
     if a >= 0:
-        o_next[a] = b
+        o32[S_NEXT, a] = b
     else:
-        lvl_head[s, p] = b
+        l32[L_HEAD, s, p] = b
     if b >= 0:
-        o_prev[b] = a
+        o32[S_PREV, b] = a
     else:
-        lvl_tail[s, p] = a
-    lvl_n[s, p] -= 1
-    o_prev[o] = -1
-    o_next[o] = -1
+        l32[L_TAIL, s, p] = a
+    lv[L_N, s, p] -= 1
+    o32[S_PREV, o] = -1
+    o32[S_NEXT, o] = -1
+    if l32[L_PRE, s, p] == o:
+        l32[L_PRE, s, p] = -1
+    if s == 0 and p == regs[R_BB]:
+        regs[R_BB] = _best(lv, 0, p, regs[R_W])
+    elif s == 1 and p == regs[R_BA]:
+        regs[R_BA] = _best(lv, 1, p, regs[R_W])
 
 
-@numba.njit(cache=True)
-def _link(o, o_side, o_px, o_prev, o_next, lvl_head, lvl_tail, lvl_n):
-    s, p = o_side[o], o_px[o]
-    t = lvl_tail[s, p]
-    o_prev[o] = t
-    o_next[o] = -1
+@numba.njit(cache=True, inline="always", _nrt=False)
+def _link(st, o, s, p, q):
+    """``o`` joins the tail of level ``p`` of side ``s`` with quantity ``q``."""
+    oi, o32, lv, l32, regs = st[0], st[1], st[3], st[4], st[7]
+    o32[S_SIDE, o] = s
+    o32[S_PX, o] = p
+    oi[O_QTY, o] = q
+    t = l32[L_TAIL, s, p]
+    o32[S_PREV, o] = t
+    o32[S_NEXT, o] = -1
     if t >= 0:
-        o_next[t] = o
+        o32[S_NEXT, t] = o
     else:
-        lvl_head[s, p] = o
-    lvl_tail[s, p] = o
-    lvl_n[s, p] += 1
+        l32[L_HEAD, s, p] = o
+    l32[L_TAIL, s, p] = o
+    lv[L_N, s, p] += 1
+    lv[L_Q, s, p] += q
+    if s == 0:
+        regs[R_BB] = max(regs[R_BB], p)
+    else:
+        regs[R_BA] = min(regs[R_BA], p)
 
 
-@numba.njit(cache=True)
-def _check(i, ob, depth, chk, lvl_n, lvl_q, best_b, best_a, width, cnt):
-    """Compare lob's top ``depth`` levels after event ``i`` with the venue's row ``i`` of
-    ``ob`` (ask tick, ask qty, bid tick, bid qty per level; tick -1: no level). True when
-    they agree (or there is nothing to compare)."""
-    if depth == 0 or i >= ob.shape[0] or not chk[i]:
+@numba.njit(cache=True, inline="always", _nrt=False)
+def _emit(outs, regs, kind, otype, side, owner, p, qty, oid, timed, vid):
+    """Append a command; ``p`` a level index (-1: no price), written in venue units."""
+    out, out_vid = outs[0], outs[1]
+    nc = regs[R_NC]
+    price = 0 if p < 0 else (p + regs[R_BASE]) * regs[R_G]
+    _put(out, nc, kind, otype, side, timed, owner, price, qty, oid)
+    out[nc]["price_hi"] = 0
+    out_vid[nc] = vid
+    regs[R_NC] = nc + 1
+
+
+@numba.njit(cache=True, _nrt=False)
+def _check(i, ob, depth, st, cnt):
+    """Compare lob's top ``depth`` levels with the venue's row ``i`` of ``ob`` (ask level,
+    ask qty, bid level, bid qty per level, as level indices; -1: no level). True when they
+    agree (or there is nothing to compare)."""
+    if depth == 0:
         return True
+    lv, regs = st[3], st[7]
+    width = regs[R_W]
     cnt[C_CHECKS] += 1
-    pa, pb = best_a, best_b
+    pa, pb = regs[R_BA], regs[R_BB]
     ok = True
-    for lv in range(depth):
-        while pa < width and lvl_n[1, pa] == 0:
+    for k in range(depth):
+        while pa < width and lv[L_N, 1, pa] == 0:
             pa += 1
-        while pb >= 0 and lvl_n[0, pb] == 0:
+        while pb >= 0 and lv[L_N, 0, pb] == 0:
             pb -= 1
-        wa, wq = ob[i, 4 * lv], ob[i, 4 * lv + 1]
-        wb, wbq = ob[i, 4 * lv + 2], ob[i, 4 * lv + 3]
+        wa, wq = ob[i, 4 * k], ob[i, 4 * k + 1]
+        wb, wbq = ob[i, 4 * k + 2], ob[i, 4 * k + 3]
         if pa < width:
-            ok = ok and wa == pa and wq == lvl_q[1, pa]
+            ok = ok and wa == pa and wq == lv[L_Q, 1, pa]
         else:
             ok = ok and wa == -1
         if pb >= 0:
-            ok = ok and wb == pb and wbq == lvl_q[0, pb]
+            ok = ok and wb == pb and wbq == lv[L_Q, 0, pb]
         else:
             ok = ok and wb == -1
         pa += 1
@@ -236,312 +358,405 @@ def _check(i, ob, depth, chk, lvl_n, lvl_q, best_b, best_a, width, cnt):
     return ok
 
 
-@numba.njit(cache=True)
-def _emit(out, out_vid, nc, kind, otype, side, owner, price, qty, oid, timed, vid):
-    _put(out, nc, kind, otype, side, timed, owner, price, qty, oid)
-    out[nc]["price_hi"] = 0
-    out_vid[nc] = vid
-    return nc + 1
-
-
-@numba.njit(cache=True)
-def _kernel(ev, n_ids, lo, width, tick, pre_side, pre_px, pre_qty, ob, ob_depth, chk,
-            out, out_vid, fills, cnt):
-    """Convert ``ev`` (prices in venue units) into ``out``; returns (n_cmds, n_fills,
-    first event whose book differed). Orders are dense ids 0..n_ids-1, pre-loads after."""
-    n_pre = pre_side.shape[0]
-    n_all = n_ids + n_pre
-    lob = np.zeros(n_all, np.int64)  # lob id while resting, else 0
-    o_side = np.zeros(n_all, np.int8)
-    o_px = np.zeros(n_all, np.int32)  # band index (tick - lo; a band is < 2**31 ticks)
-    o_qty = np.zeros(n_all, np.int64)
-    o_prev = np.full(n_all, -1, np.int32)  # links in the level's queue (ids < 2**31)
-    o_next = np.full(n_all, -1, np.int32)
-    absorb = np.zeros(n_all, np.int64)  # filled quantity a later cancel restates (DBN)
-    lvl_head = np.full((2, width), -1, np.int32)
-    lvl_tail = np.full((2, width), -1, np.int32)
-    lvl_n = np.zeros((2, width), np.int64)
-    lvl_q = np.zeros((2, width), np.int64)
-    pre_at = np.full((2, width), -1, np.int32)  # the pre-load order of a level
-    best_b, best_a = -1, width
-    next_lob = 1
-    nc = 0
-    nf = 0
-    first_bad = -1
-    last_ts = -(1 << 62)
-    for k in range(n_pre):  # the venue's book before the first event
-        o = n_ids + k
+@numba.njit(cache=True, _nrt=False)
+def _preload(st, outs, pre_side, pre_px, pre_qty, cnt):
+    """The venue's book before the first event: one untimed LIMIT per level."""
+    oi, free, l32, regs = st[0], st[2], st[4], st[7]
+    for k in range(pre_side.shape[0]):
+        regs[R_FREE] -= 1
+        o = free[regs[R_FREE]]
         s, p = pre_side[k], pre_px[k]
-        nc = _emit(out, out_vid, nc, SUBMIT, LIMIT, s, MAKER, p + lo, pre_qty[k], 0, False, -1)
-        lob[o] = next_lob
-        next_lob += 1
-        o_side[o], o_px[o], o_qty[o] = s, p, pre_qty[k]
-        _link(o, o_side, o_px, o_prev, o_next, lvl_head, lvl_tail, lvl_n)
-        lvl_q[s, p] += pre_qty[k]
-        pre_at[s, p] = o
-        if s == 0:
-            best_b = max(best_b, p)
-        else:
-            best_a = min(best_a, p)
+        _emit(outs, regs, SUBMIT, LIMIT, s, MAKER, p, pre_qty[k], 0, False, -1)
+        oi[O_LOB, o] = regs[R_NEXT]
+        regs[R_NEXT] += 1
+        oi[O_ABS, o] = 0
+        oi[O_KEY, o] = PRE_KEY
+        _link(st, o, s, p, pre_qty[k])
+        l32[L_PRE, s, p] = o
         cnt[C_PRELOAD] += 1
+
+
+@numba.njit(cache=True, _nrt=False)
+def _clear(st, outs, timed, cnt):
+    """The venue cleared its book: a MASS_CANCEL; every order goes."""
+    o32, lv, l32, regs = st[1], st[3], st[4], st[7]
+    cnt[C_CLEARS] += 1
+    _emit(outs, regs, MASS, 0, 0, 0, -1, 0, 0, timed, -1)
+    for s in range(2):
+        for p in range(regs[R_W]):
+            h = l32[L_HEAD, s, p]
+            while h >= 0:
+                nx = o32[S_NEXT, h]
+                o32[S_PREV, h] = -1
+                o32[S_NEXT, h] = -1
+                _gone(st, h)
+                h = nx
+            l32[L_HEAD, s, p] = -1
+            l32[L_TAIL, s, p] = -1
+            l32[L_PRE, s, p] = -1
+            lv[L_N, s, p] = 0
+            lv[L_Q, s, p] = 0
+    regs[R_BB], regs[R_BA] = -1, regs[R_W]
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def _level(price, regs):
+    """The level index of a venue price (-1: not a price of lob's grid)."""
+    g = regs[R_G]
+    if g == 0 or price <= 0 or price % g != 0:
+        return -1
+    p = price // g - regs[R_BASE]
+    return p if 0 <= p < regs[R_W] else -1
+
+
+@numba.njit(cache=True, _nrt=False)
+def _modify(st, outs, e, o, cnt):
+    """DBN modify of resting ``o``: how much of the order goes (0: it stays, modified)."""
+    oi, o32, lv, regs = st[0], st[1], st[3], st[7]
+    s, p = o32[S_SIDE, o], o32[S_PX, o]
+    p2, q2 = _level(e["price"], regs), e["qty"]
+    restated = oi[O_ABS, o] > 0 and p2 == p and q2 == oi[O_QTY, o]
+    oi[O_ABS, o] = 0
+    if restated:  # DBN: the book update that restates a fill
+        cnt[C_ABSORBED] += 1
+        return 0
+    crosses = p2 >= regs[R_BA] if s == 0 else p2 <= regs[R_BB]
+    if p2 == p:
+        crosses = False
+    if crosses or q2 <= 0 or q2 > MAX_QTY_ or p2 < 0:
+        cnt[C_CROSSING] += 1
+        return oi[O_QTY, o]  # the order goes, nothing re-enters
+    cnt[C_MODIFIES] += 1
+    _emit(outs, regs, MODIFY, 0, 0, 0, p2 if p2 != p else -1, q2, oi[O_LOB, o],
+          e["timed"] != 0, oi[O_KEY, o])
+    lv[L_Q, s, p] -= oi[O_QTY, o]
+    if p2 != p or q2 > oi[O_QTY, o]:  # to the tail of the (new) level
+        _unlink(st, o)
+        _link(st, o, s, p2, q2)
+    else:
+        oi[O_QTY, o] = q2
+        lv[L_Q, s, p2] += q2
+    return 0
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def _take(st, outs, e, o, q, fill, cnt):
+    """``q`` of resting ``o`` goes: a synthesised taker's fill (``fill``), else a CANCEL of
+    the whole order or a MODIFY reducing it; the book follows."""
+    oi, o32, lv, regs = st[0], st[1], st[3], st[7]
+    s, p = o32[S_SIDE, o], o32[S_PX, o]
+    kind = e["kind"]
+    timed = e["timed"] != 0
+    vid = oi[O_KEY, o] if oi[O_KEY, o] != PRE_KEY else -1
+    if fill:
+        _emit(outs, regs, SUBMIT, IOC, 1 - s, TAKER, p, q, 0, timed, -1)
+        f = outs[2][regs[R_NF]]
+        f["taker"] = regs[R_NEXT]
+        f["maker"] = oi[O_LOB, o]
+        f["price"] = (p + regs[R_BASE]) * regs[R_G]
+        f["qty"] = q
+        regs[R_NF] += 1
+        regs[R_NEXT] += 1
+        cnt[C_EXEC] += 1
+        if oi[O_KEY, o] == PRE_KEY:
+            cnt[C_EXEC_PRE] += 1
+        if e["aux"] >= 0 and e["aux"] != e["price"]:
+            cnt[C_EXEC_PRINTED] += 1
+    elif q >= oi[O_QTY, o]:
+        _emit(outs, regs, CANCEL, 0, 0, 0, -1, 0, oi[O_LOB, o], timed, vid)
+        if kind == EV.REDUCE or kind == EV.DELETE:
+            cnt[C_DELETES] += 1
+    else:
+        _emit(outs, regs, MODIFY, 0, 0, 0, -1, oi[O_QTY, o] - q, oi[O_LOB, o], timed, vid)
+        if kind == EV.REDUCE:
+            cnt[C_PARTIAL] += 1
+    lv[L_Q, s, p] -= q
+    oi[O_QTY, o] -= q
+    if oi[O_QTY, o] == 0:
+        _unlink(st, o)
+        _gone(st, o)
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def _resting(st, outs, e, cnt):
+    """An event on a resting order (EXEC, REDUCE, DELETE, REPLACE, MODIFY). Returns the
+    side and level of the order a REPLACE enters (-1: none)."""
+    oi, o32, l32, hk, hv, regs = st[0], st[1], st[4], st[5], st[6], st[7]
+    kind = e["kind"]
+    o = _find(hk, hv, e["oid"]) if e["oid"] >= 0 else -1
+    restates = 0
+    if kind == EV.REDUCE and o >= 0 and oi[O_ABS, o] > 0:
+        restates = min(oi[O_ABS, o], e["qty"])  # DBN: the cancel restating a fill
+        oi[O_ABS, o] -= restates
+        cnt[C_ABSORBED] += 1
+        if oi[O_ABS, o] == 0 and oi[O_LOB, o] == 0:
+            _release(st, o)
+            o = -1
+        if restates > 0 and restates == e["qty"]:
+            return -1, -1  # nothing left to do
+    if o < 0 or oi[O_LOB, o] == 0:
+        # an order from before the file began, at a pre-loaded level (LOBSTER)
+        o = -1
+        s, p = e["side"], _level(e["price"], regs)
+        if kind <= EV.DELETE and p >= 0 and s <= 1:
+            o = l32[L_PRE, s, p]
+    if o < 0:
+        cnt[C_UNKNOWN] += 1
+        return -1, -1
+    s, p = o32[S_SIDE, o], o32[S_PX, o]
+    q = e["qty"] - restates  # how much of the order goes (EXEC, REDUCE)
+    fill = False
+    if kind == EV.EXEC:
+        if q > oi[O_QTY, o]:
+            cnt[C_EXEC_CLIP] += 1
+            q = oi[O_QTY, o]
+        if e["flags"] & F_FILL_RESTATED:
+            oi[O_ABS, o] += q
+        fill = l32[L_HEAD, s, p] == o and (p == regs[R_BB] if s == 0 else p == regs[R_BA])
+        if not fill:
+            cnt[C_EXEC_OOP] += 1
+    elif kind == EV.DELETE and oi[O_KEY, o] == PRE_KEY and 0 < q < oi[O_QTY, o]:
+        pass  # a pre-load order stands for several: the delete's own size
+    elif kind == EV.DELETE or kind == EV.REPLACE:
+        q = oi[O_QTY, o]
+    elif kind == EV.MODIFY:
+        q = _modify(st, outs, e, o, cnt)
+    if q > 0:
+        _take(st, outs, e, o, q, fill, cnt)
+    if kind == EV.REPLACE:
+        cnt[C_REPLACES] += 1
+        return s, _level(e["price"], regs)
+    return -1, -1
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def _enter(st, outs, e, key, s, p, cnt):
+    """A new resting order (ADD, or a REPLACE's new id) at level ``p`` of side ``s``."""
+    oi, free, hk, hv, regs = st[0], st[2], st[5], st[6], st[7]
+    q = e["qty"]
+    o = _find(hk, hv, key) if key >= 0 else -1
+    if key < 0 or (o >= 0 and oi[O_LOB, o] != 0):
+        cnt[C_DUP] += 1
+    elif q <= 0 or q > MAX_QTY_ or p < 0:
+        cnt[C_QTY] += 1
+    elif (s == 0 and p >= regs[R_BA]) or (s == 1 and p <= regs[R_BB]):
+        cnt[C_CROSSING] += 1
+    else:
+        _emit(outs, regs, SUBMIT, LIMIT, s, MAKER, p, q, 0, e["timed"] != 0, key)
+        if o < 0:
+            regs[R_FREE] -= 1
+            o = free[regs[R_FREE]]
+            oi[O_KEY, o] = key
+            _insert(hk, hv, regs, key, o)
+        oi[O_LOB, o] = regs[R_NEXT]
+        regs[R_NEXT] += 1
+        oi[O_ABS, o] = 0
+        _link(st, o, s, p, q)
+        if e["kind"] == EV.ADD:
+            cnt[C_ADDS] += 1
+
+
+@numba.njit(cache=True, _nrt=False)
+def _chunk(ev, i0, ob, depth, st, outs, cnt):
+    """Convert the events ``ev`` (event ``i0`` of the stream onwards) into ``outs``
+    (commands, their venue ids, fills); ``ob``: the venue's book after each event, as
+    level indices (``depth`` levels, 0: none)."""
+    regs = st[7]
     for i in range(ev.shape[0]):
         e = ev[i]
         kind = e["kind"]
-        timed = e["timed"] != 0
         cnt[C_EVENTS] += 1
-        if e["ts"] < last_ts:
+        if e["ts"] < regs[R_TS]:
             cnt[C_TS_DEC] += 1
-        last_ts = max(last_ts, e["ts"])
+        regs[R_TS] = max(regs[R_TS], e["ts"])
         if e["flags"] & F_SNAPSHOT:
             cnt[C_SNAPSHOT] += 1
         if e["flags"] & F_BAD_BOOK:
             cnt[C_BADBOOK] += 1
-        o = e["oid"]
-        # (1) what the event does to lob's book, as commands
         if _NO_BOOK[kind] >= 0:  # hidden / cross / print / halt / other: counted only
             cnt[_NO_BOOK[kind]] += 1
         elif kind == EV.CLEAR:
-            cnt[C_CLEARS] += 1
-            nc = _emit(out, out_vid, nc, MASS, 0, 0, 0, 0, 0, 0, timed, -1)
-            for s in range(2):
-                for p in range(width):
-                    h = lvl_head[s, p]
-                    while h >= 0:
-                        nx = o_next[h]
-                        lob[h] = 0
-                        o_prev[h] = -1
-                        o_next[h] = -1
-                        h = nx
-                    lvl_head[s, p] = -1
-                    lvl_tail[s, p] = -1
-                    lvl_n[s, p] = 0
-                    lvl_q[s, p] = 0
-                    pre_at[s, p] = -1
-            best_b, best_a = -1, width
+            _clear(st, outs, e["timed"] != 0, cnt)
+        elif kind == EV.ADD:
+            _enter(st, outs, e, e["oid"], e["side"], _level(e["price"], regs), cnt)
         else:
-            new_id, new_side, new_px, new_q = -1, 0, 0, 0  # an order to enter at the end
-            if kind == EV.ADD:
-                new_id, new_side = o, e["side"]
-                new_px, new_q = e["price"] // tick - lo, e["qty"]
-            else:  # EXEC, REDUCE, DELETE, REPLACE, MODIFY: on a resting order
-                restates = 0
-                if kind == EV.REDUCE and o >= 0 and absorb[o] > 0:
-                    restates = min(absorb[o], e["qty"])  # DBN: the cancel restating a fill
-                    absorb[o] -= restates
-                    cnt[C_ABSORBED] += 1
-                if restates > 0 and restates == e["qty"]:
-                    o = -2  # nothing left to do
-                elif o < 0 or lob[o] == 0:
-                    # an order from before the file began, at a pre-loaded level (LOBSTER)
-                    o = -1
-                    s = e["side"]
-                    p = e["price"] // tick - lo
-                    if kind <= EV.DELETE and e["price"] > 0 and 0 <= p < width and s <= 1:
-                        o = pre_at[s, p]
-                if o == -1:
-                    cnt[C_UNKNOWN] += 1
-                elif o >= 0:
-                    s, p = o_side[o], o_px[o]
-                    q = e["qty"] - restates  # how much of the order goes (EXEC, REDUCE)
-                    fill = False
-                    if kind == EV.EXEC:
-                        if q > o_qty[o]:
-                            cnt[C_EXEC_CLIP] += 1
-                            q = o_qty[o]
-                        if e["flags"] & F_FILL_RESTATED:
-                            absorb[o] += q
-                        fill = lvl_head[s, p] == o and (p == best_b if s == 0 else p == best_a)
-                        if not fill:
-                            cnt[C_EXEC_OOP] += 1
-                    elif kind == EV.DELETE and o >= n_ids and 0 < q < o_qty[o]:
-                        pass  # a pre-load order stands for several: the delete's own size
-                    elif kind == EV.DELETE or kind == EV.REPLACE:
-                        q = o_qty[o]
-                    if kind == EV.MODIFY:
-                        p2, q2 = e["price"] // tick - lo, e["qty"]
-                        restated = absorb[o] > 0 and p2 == p and q2 == o_qty[o]
-                        absorb[o] = 0
-                        if restated:  # DBN: the book update that restates a fill
-                            cnt[C_ABSORBED] += 1
-                            p2 = -1
-                        crosses = p2 >= best_a if s == 0 else p2 <= best_b
-                        if p2 == p:
-                            crosses = False
-                        if p2 == -1:
-                            q = 0
-                        elif crosses or q2 <= 0 or q2 > MAX_QTY_ or not 0 <= p2 < width:
-                            cnt[C_CROSSING] += 1
-                            q = o_qty[o]  # the order goes, nothing re-enters
-                        else:
-                            cnt[C_MODIFIES] += 1
-                            nc = _emit(out, out_vid, nc, MODIFY, 0, 0, 0,
-                                       p2 + lo if p2 != p else 0, q2, lob[o], timed, o)
-                            lvl_q[s, p] -= o_qty[o]
-                            if p2 != p or q2 > o_qty[o]:  # to the tail of the (new) level
-                                _unlink(o, o_side, o_px, o_prev, o_next, lvl_head, lvl_tail,
-                                        lvl_n)
-                                if pre_at[s, p] == o:
-                                    pre_at[s, p] = -1
-                                if s == 0 and p == best_b:
-                                    best_b = _best(lvl_n, 0, p, width)
-                                elif s == 1 and p == best_a:
-                                    best_a = _best(lvl_n, 1, p, width)
-                                o_px[o] = p2
-                                _link(o, o_side, o_px, o_prev, o_next, lvl_head, lvl_tail,
-                                      lvl_n)
-                                if s == 0:
-                                    best_b = max(best_b, p2)
-                                else:
-                                    best_a = min(best_a, p2)
-                            o_qty[o] = q2
-                            lvl_q[s, p2] += q2
-                            q = 0
-                    if fill and q > 0:
-                        nc = _emit(out, out_vid, nc, SUBMIT, IOC, 1 - s, TAKER, p + lo, q, 0,
-                                   timed, -1)
-                        f = fills[nf]
-                        f["taker"] = next_lob
-                        f["maker"] = lob[o]
-                        f["price"] = p + lo
-                        f["qty"] = q
-                        nf += 1
-                        next_lob += 1
-                        cnt[C_EXEC] += 1
-                        if o >= n_ids:
-                            cnt[C_EXEC_PRE] += 1
-                        if e["aux"] >= 0 and e["aux"] != e["price"]:
-                            cnt[C_EXEC_PRINTED] += 1
-                    elif q >= o_qty[o]:
-                        nc = _emit(out, out_vid, nc, CANCEL, 0, 0, 0, 0, 0, lob[o], timed, o)
-                        if kind == EV.REDUCE or kind == EV.DELETE:
-                            cnt[C_DELETES] += 1
-                    elif q > 0:
-                        nc = _emit(out, out_vid, nc, MODIFY, 0, 0, 0, 0, o_qty[o] - q, lob[o],
-                                   timed, o)
-                        if kind == EV.REDUCE:
-                            cnt[C_PARTIAL] += 1
-                    if q > 0:  # the book follows
-                        lvl_q[s, p] -= q
-                        o_qty[o] -= q
-                        if o_qty[o] == 0:
-                            _unlink(o, o_side, o_px, o_prev, o_next, lvl_head, lvl_tail, lvl_n)
-                            if pre_at[s, p] == o:
-                                pre_at[s, p] = -1
-                            lob[o] = 0
-                            if s == 0 and p == best_b:
-                                best_b = _best(lvl_n, 0, p, width)
-                            elif s == 1 and p == best_a:
-                                best_a = _best(lvl_n, 1, p, width)
-                    if kind == EV.REPLACE:
-                        new_id, new_side = e["oid2"], s
-                        new_px, new_q = e["price"] // tick - lo, e["qty"]
-                        cnt[C_REPLACES] += 1
-            if new_id >= 0 or kind == EV.ADD:
-                s, p = new_side, new_px
-                if new_id < 0 or lob[new_id] != 0:
-                    cnt[C_DUP] += 1
-                elif new_q <= 0 or new_q > MAX_QTY_ or not 0 <= p < width:
-                    cnt[C_QTY] += 1
-                elif (s == 0 and p >= best_a) or (s == 1 and p <= best_b):
-                    cnt[C_CROSSING] += 1
-                else:
-                    nc = _emit(out, out_vid, nc, SUBMIT, LIMIT, s, MAKER, p + lo, new_q, 0,
-                               timed, new_id)
-                    o = new_id
-                    lob[o] = next_lob
-                    next_lob += 1
-                    o_side[o], o_px[o], o_qty[o] = s, p, new_q
-                    absorb[o] = 0
-                    _link(o, o_side, o_px, o_prev, o_next, lvl_head, lvl_tail, lvl_n)
-                    lvl_q[s, p] += new_q
-                    if s == 0:
-                        best_b = max(best_b, p)
-                    else:
-                        best_a = min(best_a, p)
-                    if kind == EV.ADD:
-                        cnt[C_ADDS] += 1
-        # (2) the venue's book, where the file states it
-        if not _check(i, ob, ob_depth, chk, lvl_n, lvl_q, best_b, best_a, width, cnt) \
-                and first_bad < 0:
-            first_bad = i
-    return nc, nf, first_bad
+            s, p = _resting(st, outs, e, cnt)
+            if s >= 0 and e["oid2"] >= 0:
+                _enter(st, outs, e, e["oid2"], s, p, cnt)
+        if depth and not _check(i, ob, depth, st, cnt) and regs[R_BAD] < 0:
+            regs[R_BAD] = i0 + i
 
 
-def price_tick(prices: np.ndarray) -> int:
-    """The greatest common divisor of the (positive) prices: venue units per lob tick."""
-    p = prices[prices > 0]
-    if len(p) == 0:
-        return 1
-    return int(np.gcd.reduce(p)) or 1
+MAX_WIDTH = 50_000_000  # ticks: the widest band lob's converter lays out
 
 
-def convert(ev: np.ndarray, *, n_ids: int, tick: int | None = None,
-            preload: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-            book: np.ndarray | None = None, book_depth: int = 0,
-            check_rows: np.ndarray | None = None) -> Conversion:
-    """Convert the normalised events ``ev`` (:data:`EVENT_DTYPE`, dense ids ``0..n_ids-1``,
-    prices in venue units) into a :class:`Conversion`.
+@dataclass
+class Result:
+    """What a whole conversion comes to, once its last chunk is in."""
 
+    config: BookConfig
+    tick: int  # venue price units per lob tick
+    counts: dict = field(default_factory=dict)
+    first_mismatch: int = -1  # first event whose book differed from the venue's (-1: none)
+
+
+class Converter:
+    """Venue events -> lob commands by the rules above, one chunk at a time (:meth:`feed`).
+
+    Its memory is the live orders (recycled slots, a hash of their venue ids) and the
+    levels of the band seen so far, not the stream. Commands and fills come out with
+    prices in venue units (the tick, the gcd of every price, is known only at the end):
+    :func:`to_ticks` converts them once :meth:`finish` has said the tick.
     ``preload``: (side, price, qty) of the venue's levels before the first event (untimed
-    LIMIT orders standing for the orders the file does not show). ``book``: the venue's top
-    ``book_depth`` levels after each event, ``(len(ev), 4 * depth)`` of (ask price, ask qty,
-    bid price, bid qty), price <= 0 for an empty level, compared level by level after
-    every event (``check_rows``: only after the events it marks True).
+    LIMIT orders standing for the orders the file does not show); ``book_depth``: the
+    venue's levels given to :meth:`feed` after each event, compared level by level.
     """
-    ev = np.ascontiguousarray(ev, dtype=EVENT_DTYPE)
-    if n_ids + (0 if preload is None else len(preload[0])) >= 2**31 - 1:
-        raise FeedError(f"{n_ids:,} orders: more than lob's converter links (2**31)")
-    pre_s, pre_p, pre_q = preload if preload is not None else (np.zeros(0, np.int64),) * 3
-    priced = ev["price"][(ev["kind"] == EV.ADD) | (ev["kind"] == EV.REPLACE)
-                         | (ev["kind"] == EV.MODIFY)]
-    allp = np.concatenate([priced, np.asarray(pre_p, np.int64)])
-    if tick is None:
-        tick = price_tick(allp)
-    allp = allp[allp > 0]
-    if len(allp) == 0:
-        raise FeedError("no priced order in the events: nothing to replay")
-    if np.any(allp % tick):
-        raise FeedError(f"a price is not a multiple of the tick {tick}")
-    lo, hi = int(allp.min() // tick), int(allp.max() // tick)
-    width = hi - lo + 1
-    if width > 50_000_000:
-        raise FeedError(f"the symbol's prices span {width:,} ticks of {tick} (more than "
-                        "lob's engines hold): narrow the window or filter the outliers")
-    # prices outside the band (execution prints, cancels that carry a price) index nothing
-    depth = int(book_depth) if book is not None else 0
-    if depth:
-        b = np.asarray(book, np.int64).reshape(len(book), 4 * depth).copy()
+
+    def __init__(self, preload=None, book_depth: int = 0):
+        self.pre = None if preload is None or not len(preload[0]) else \
+            tuple(np.asarray(a, np.int64) for a in preload)
+        self.depth = int(book_depth)
+        self.g = self.pmin = self.pmax = 0  # the grid so far (g 0: no price yet)
+        self.cnt = np.zeros(_N_RULES, np.int64)
+        self.regs = np.zeros(N_REGS, np.int64)
+        self.regs[[R_BB, R_BAD, R_TS, R_NEXT]] = -1, -1, -(1 << 62), 1  # lob ids from 1
+        self.oi = np.zeros((4, 0), np.int64)
+        self.o32 = np.zeros((4, 0), np.int32)
+        self.free = np.zeros(0, np.int32)
+        self.lv = np.zeros((2, 2, 0), np.int64)
+        self.l32 = np.zeros((3, 2, 0), np.int32)
+        self.hk = np.full(1024, EMPTY_KEY, np.int64)
+        self.hv = np.zeros(1024, np.int32)
+        self.events = self.commands = self.timed = self.fills = 0
+
+    def _grid(self, prices: np.ndarray) -> None:
+        """Lay the levels out again when a price falls off the grid or out of the band."""
+        p = prices[prices > 0]
+        if not len(p):
+            return
+        g = int(np.gcd.reduce(p))
+        lo, hi = int(p.min()), int(p.max())
+        if self.g:
+            g, lo, hi = int(np.gcd(g, self.g)), min(lo, self.pmin), max(hi, self.pmax)
+        self.pmin, self.pmax = lo, hi
+        base, width = int(self.regs[R_BASE]), int(self.regs[R_W])
+        if g == self.g and base <= lo // g and hi // g < base + width:
+            return
+        span = (hi - lo) // g + 1
+        if span > MAX_WIDTH:
+            raise FeedError(f"the symbol's prices span {span:,} ticks of {g} (more than "
+                            "lob's engines hold): narrow the window or filter the outliers")
+        slack = max(64, min(span // 2, (MAX_WIDTH - span) // 2))
+        nb = max(0, lo // g - slack)
+        self._relayout(g, nb, hi // g + slack + 1 - nb)
+
+    def _relayout(self, g: int, nb: int, nw: int) -> None:
+        r = self.g // g if self.g else 1
+        ob, ow = int(self.regs[R_BASE]), int(self.regs[R_W])
+        idx = (ob + np.arange(ow, dtype=np.int64)) * r - nb
+        lv = np.zeros((2, 2, nw), np.int64)
+        lv[:, :, idx] = self.lv
+        l32 = np.full((3, 2, nw), -1, np.int32)
+        l32[:, :, idx] = self.l32
+        self.lv, self.l32 = lv, l32
+        live = self.oi[O_LOB] != 0
+        self.o32[S_PX] = np.where(live, (ob + self.o32[S_PX].astype(np.int64)) * r - nb, 0)
+        bb, ba = int(self.regs[R_BB]), int(self.regs[R_BA])
+        self.regs[R_BB] = (ob + bb) * r - nb if bb >= 0 else -1
+        self.regs[R_BA] = (ob + ba) * r - nb if ba < ow else nw
+        self.regs[R_G], self.regs[R_BASE], self.regs[R_W] = g, nb, nw
+        self.g = g
+
+    def _room(self, n_new: int) -> None:
+        """Free slots and hash room for ``n_new`` more orders."""
+        free, cap = int(self.regs[R_FREE]), self.oi.shape[1]
+        if free < n_new:
+            new = max(2 * cap, cap + n_new - free + 1024)
+            if new >= 2**31:
+                raise FeedError(f"{new:,} live orders: more than lob's converter links (2**31)")
+            oi = np.zeros((4, new), np.int64)
+            oi[:, :cap] = self.oi
+            oi[O_KEY, cap:] = EMPTY_KEY
+            o32 = np.full((4, new), -1, np.int32)
+            o32[:, :cap] = self.o32
+            stack = np.empty(new, np.int32)
+            stack[:free] = self.free[:free]
+            stack[free:free + new - cap] = np.arange(cap, new, dtype=np.int32)
+            self.oi, self.o32, self.free = oi, o32, stack
+            self.regs[R_FREE] = free + new - cap
+        if 2 * (int(self.regs[R_HLIVE]) + n_new) > len(self.hk):
+            size = 1 << (4 * (int(self.regs[R_HLIVE]) + n_new) + 1024).bit_length()
+            hk, hv = np.full(size, EMPTY_KEY, np.int64), np.zeros(size, np.int32)
+            rehash(self.hk, self.hv, hk, hv, self.regs)
+            self.hk, self.hv = hk, hv
+
+    def _state(self):
+        return self.oi, self.o32, self.free, self.lv, self.l32, self.hk, self.hv, self.regs
+
+    def _book(self, book, n: int) -> np.ndarray:
+        """The venue's rows (ask price, ask qty, bid price, bid qty per level; price <= 0:
+        no level) as level indices: -1 no level, -2 a level lob's grid cannot hold."""
+        if book is None or not self.depth:
+            return np.zeros((0, 4), np.int64)
+        b = np.array(book, np.int64).reshape(n, 4 * self.depth)
+        g, base, w = self.g or 1, int(self.regs[R_BASE]), int(self.regs[R_W])
         for j in (0, 2):
             px = b[:, j::4]
-            ok = (px > 0) & (px % tick == 0)
-            t = np.where(ok, px // tick - lo, -1)
-            t[(t < 0) | (t >= width)] = -1
-            b[:, j::4] = np.where(ok, t, -1)
-            # an empty level: qty 0; a level outside lob's band: a tick no level can have
-            b[:, j::4][ok & (t == -1)] = -2
-        chk = np.ones(len(ev), np.bool_) if check_rows is None else \
-            np.asarray(check_rows, np.bool_)
-    else:
-        b = np.zeros((0, 4), np.int64)
-        chk = np.zeros(len(ev), np.bool_)
-    pre_s = np.asarray(pre_s, np.int64)
-    pre_px = np.asarray(pre_p, np.int64) // tick - lo
-    # one command per event at most, two for a replace
-    n_out = len(ev) + int(np.count_nonzero(ev["kind"] == EV.REPLACE)) + len(pre_s) + 1
-    out = np.empty(n_out, COMMAND_DTYPE)  # the kernel writes every field of what it emits
-    vid = np.empty(n_out, np.int64)
-    fills = np.empty(int(np.count_nonzero(ev["kind"] == EV.EXEC)) + 1, FILL_DTYPE)
-    cnt = np.zeros(_N_RULES, np.int64)
-    nc, nf, first_bad = _kernel(ev, int(n_ids), lo, width, int(tick), pre_s, pre_px,
-                                np.asarray(pre_q, np.int64), b, depth, chk, out, vid, fills, cnt)
-    # trimmed in place when little is spare (a copy of a large stream costs a second pass)
-    out, vid, fills = (a[:k] if k > 0.9 * len(a) else a[:k].copy()
-                       for a, k in ((out, nc), (vid, nc), (fills, nf)))
-    counts = {k: int(cnt[i]) for k, i in _K.items()}
-    counts["commands"] = nc
-    counts["timed_commands"] = int(np.count_nonzero(out["timed"]))
-    counts["trades_reproduced"] = nf
-    return Conversion(out, BookConfig(lo, hi), int(tick), vid, fills, counts, int(first_bad))
+            t = px // g - base
+            t[(px % g != 0) | (t < 0) | (t >= w)] = -2
+            t[px <= 0] = -1
+            b[:, j::4] = t
+        return b
+
+    def feed(self, ev: np.ndarray, book: np.ndarray | None = None):
+        """Convert the next events (:data:`EVENT_DTYPE`, venue ids and prices; ``book``:
+        the venue's top levels after each, or None): (commands, their venue ids, fills),
+        prices in venue units."""
+        ev = np.ascontiguousarray(ev, dtype=EVENT_DTYPE)
+        pre, self.pre = self.pre, None
+        k = ev["kind"]
+        priced = ev["price"][(k == EV.ADD) | (k == EV.REPLACE) | (k == EV.MODIFY)]
+        n_rep = int(np.count_nonzero(k == EV.REPLACE))
+        n_pre = len(pre[0]) if pre is not None else 0
+        self._grid(priced if pre is None else np.concatenate([priced, pre[1]]))
+        n_out = len(ev) + n_rep + n_pre + 1  # one command an event at most, two a replace
+        outs = (np.empty(n_out, COMMAND_DTYPE), np.empty(n_out, np.int64),
+                np.empty(int(np.count_nonzero(k == EV.EXEC)) + 1, FILL_DTYPE))
+        self.regs[R_NC] = self.regs[R_NF] = 0
+        if pre is not None:
+            self._room(n_pre)
+            _preload(self._state(), outs, pre[0], pre[1] // self.g - self.regs[R_BASE], pre[2],
+                     self.cnt)
+        ob = self._book(book, len(ev))
+        depth = self.depth if len(ob) else 0
+        new = np.cumsum((k == EV.ADD) | (k == EV.REPLACE))
+        for a in range(0, len(ev), SUB):  # a small table and few slots: they stay in cache
+            b = min(a + SUB, len(ev))
+            self._room(int(new[b - 1] - (new[a - 1] if a else 0)))
+            _chunk(ev[a:b], self.events + a, ob[a:b] if depth else ob, depth, self._state(),
+                   outs, self.cnt)
+        nc, nf = int(self.regs[R_NC]), int(self.regs[R_NF])
+        self.events += len(ev)
+        self.commands += nc
+        self.fills += nf
+        self.timed += int(np.count_nonzero(outs[0]["timed"][:nc]))
+        return outs[0][:nc], outs[1][:nc], outs[2][:nf]
+
+    def finish(self) -> Result:
+        """The band, the tick and the counts of everything fed."""
+        if not self.g:
+            raise FeedError("no priced order in the events: nothing to replay")
+        counts = {k: int(self.cnt[i]) for k, i in _K.items()}
+        counts.update(commands=self.commands, timed_commands=self.timed,
+                      trades_reproduced=self.fills)
+        return Result(BookConfig(self.pmin // self.g, self.pmax // self.g), self.g, counts,
+                      int(self.regs[R_BAD]))
+
+
+def to_ticks(a: np.ndarray, tick: int) -> None:
+    """Venue prices -> lob ticks, in place, in commands or fills (0, no price, stays 0)."""
+    if tick != 1:
+        a["price"] //= tick
 
 
 def describe_counts(counts: dict, rules: dict = RULES) -> list[str]:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,16 +57,20 @@ CHUNK_BYTES = 32 << 20
 
 @dataclass
 class Parsed:
-    """A symbol's events (venue ids, venue prices), with the venue's book where stated."""
+    """A symbol's events (venue ids, venue prices) in file order, chunk by chunk, with the
+    venue's book where the file states one."""
 
-    events: np.ndarray
+    chunks: Iterator  # (events, the venue's book after each event or None) per chunk
     symbol: str
-    messages: int  # messages (rows, records) read from the file, every symbol
-    preload: tuple | None = None  # (side, price, qty) arrays: the book before the events
-    book: np.ndarray | None = None  # per event: 4 x depth (ask px, ask qty, bid px, bid qty)
-    book_rows: np.ndarray | None = None  # the event index of each book row
-    book_depth: int = 0
+    messages: int = 0  # messages (rows, records) in the file, every symbol: once read
+    preload: tuple | None = None  # (side, price, qty): the book before the events
+    book_depth: int = 0  # levels of each book row (stated once the first chunk is read)
     notes: dict = field(default_factory=dict)
+
+
+def _slices(ev: np.ndarray):
+    for k in range(0, len(ev), CHUNK_ROWS):
+        yield ev[k:k + CHUNK_ROWS], None
 
 
 def parse_time(text: str | None) -> float | None:
@@ -196,7 +201,7 @@ def _csv_chunks(path: Path, ncol: int | None = None, names: list[str] | None = N
                 first = data.split(b"\n", 1)[0]
                 ncol = first.count(b",") + 1
             names = names or [f"column {j + 1}" for j in range(ncol)]
-            out = np.empty((data.count(b"\n") + 1, ncol), np.int64)
+            out = np.empty((len(data) // (2 * ncol) + 1, ncol), np.int64)  # rows at most
             k, used, bad, fld, why = _parse_csv(buf, final, out, ncol, fixed_first)
             if bad >= 0:
                 text = data[used:].split(b"\n", 1)[0].decode(errors="replace").strip()
@@ -214,16 +219,6 @@ def _csv_chunks(path: Path, ncol: int | None = None, names: list[str] | None = N
                 break
 
 
-def _count_lines(path: Path) -> int:
-    """Rows a CSV can hold at most (its newlines, plus a last line without one)."""
-    n, last = 0, b"\n"
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK_BYTES):
-            n += block.count(b"\n")
-            last = block[-1:]
-    return n + (last != b"\n")
-
-
 def read_lobster(path: str | os.PathLike, *, book: str | os.PathLike | None = None,
                  symbol: str | None = None, t_from=None, t_to=None, progress=None) -> Parsed:
     path = Path(path)
@@ -231,114 +226,145 @@ def read_lobster(path: str | os.PathLike, *, book: str | os.PathLike | None = No
     if symbol is not None and "_" in path.name and ticker != symbol:
         raise FeedError(f"{path.name}: a LOBSTER file of {ticker}, not {symbol} (one ticker "
                         "per file)")
-    ev = np.empty(_count_lines(path), EVENT_DTYPE)  # filled in place, chunk by chunk
-    n_read = 0
+    out = Parsed(iter(()), symbol or ticker)
+    out.chunks = _lobster_stream(path, Path(book) if book is not None else None, out,
+                                 t_from, t_to, progress)
+    return out
+
+
+def _lobster_stream(path: Path, book: Path | None, out: Parsed, t_from, t_to, progress):
+    """(events, book rows) per chunk of the message file (and its orderbook file, read in
+    step); the events of the window only, every row read and checked."""
+    rows = _BookRows(book) if book is not None else None
+    n_read, ended = 0, False
     for row, a in _csv_chunks(path, 6, _LOBSTER_COLS, fixed_first=True):
-        typ = a[:, 1]
-        bad = np.flatnonzero((typ < 1) | (typ > 7))
-        if len(bad):
-            raise FeedError(f"{path.name}: row {row + int(bad[0])}, field type: "
-                            f"{typ[bad[0]]} is not a LOBSTER event type 1..7")
-        d = a[:, 5]
-        bad = np.flatnonzero((d != 1) & (d != -1))
-        if len(bad):
-            raise FeedError(f"{path.name}: row {row + int(bad[0])}, field direction: "
-                            f"{d[bad[0]]} (expected 1 or -1)")
-        sz = a[:, 3]
-        bad = np.flatnonzero((sz <= 0) & (typ < 7))
-        if len(bad):
-            raise FeedError(f"{path.name}: row {row + int(bad[0])}, field size: "
-                            f"{sz[bad[0]]} (expected a positive whole number)")
-        _lobster_events(a, _LOBSTER_EV, ev[n_read:n_read + len(a)])
+        ev = np.empty(len(a), EVENT_DTYPE)
+        bad, why, value = _lobster_events(a, _LOBSTER_EV, ev)
+        if bad >= 0:
+            raise FeedError(f"{path.name}: row {row + bad}, "
+                            + _LOBSTER_BAD[why].format(value))
+        b = rows.take(len(a)) if rows is not None else None
         n_read += len(a)
         if progress:
             progress(n_read)
-    ev = ev[:n_read]
-    ev = ev[:_window(ev, ev["ts"], t_from, t_to)]
-    out = Parsed(ev, symbol or ticker, n_read)
-    if book is not None:
-        _lobster_book(Path(book), out, n_read)
-    return out
+        if ended:
+            continue
+        keep = _window(ev, ev["ts"], t_from, t_to)
+        ended = keep < len(ev)
+        if n_read == len(a) and rows is not None and keep:
+            out.book_depth = rows.depth
+            out.preload = _lobster_preload(rows.first, ev[0], rows.depth)
+        if keep:
+            yield ev[:keep], None if b is None else b[:keep]
+    out.messages = n_read
+    if rows is not None:
+        rows.end(n_read)
+
+
+_LOBSTER_BAD = {1: "field type: {} is not a LOBSTER event type 1..7",
+                2: "field direction: {} (expected 1 or -1)",
+                3: "field size: {} (expected a positive whole number)"}
 
 
 @numba.njit(cache=True)
 def _lobster_events(a, kinds, e):
+    """Parsed rows ``a`` -> events ``e``; returns (first bad row or -1, why: a key of
+    :data:`_LOBSTER_BAD`, the bad value)."""
     for i in range(a.shape[0]):
+        typ, size, d = a[i, 1], a[i, 3], a[i, 5]
+        if typ < 1 or typ > 7:
+            return i, 1, typ
+        if d != 1 and d != -1:
+            return i, 2, d
+        if size <= 0 and typ < 7:
+            return i, 3, size
         r = e[i]
-        r["kind"] = kinds[a[i, 1]]
-        r["side"] = a[i, 5] < 0
+        r["kind"] = kinds[typ]
+        r["side"] = d < 0
         r["timed"] = 1
         r["flags"] = 0
         r["oid"] = a[i, 2]
         r["oid2"] = -1
         r["price"] = a[i, 4]
-        r["qty"] = a[i, 3]
-        r["aux"] = a[i, 4] if a[i, 1] == 7 else -1
+        r["qty"] = size
+        r["aux"] = a[i, 4] if typ == 7 else -1
         r["ts"] = a[i, 0]
+    return -1, 0, 0
 
 
-BOOK_BUDGET = 32_000_000  # book values kept for the level-by-level check (int64 each)
+class _BookRows:
+    """LOBSTER's orderbook file, taken in step with the message file: ``take(n)`` gives its
+    next ``n`` rows (empty levels: price 0)."""
+
+    def __init__(self, path: Path):
+        self.path, self.seen, self.ncol = path, 0, 0
+        self.it = _csv_chunks(path)
+        self.buf: list[np.ndarray] = []
+        self.have = 0
+        first = self._next()
+        if first is None:
+            raise FeedError(f"{path.name}: empty orderbook file")
+        self.ncol = first.shape[1]
+        if self.ncol % 4:
+            raise FeedError(f"{path.name}: {self.ncol} columns, expected 4 per level")
+        self.depth = self.ncol // 4
+        self.first = first[0].copy()
+
+    def _next(self):
+        got = next(self.it, None)
+        if got is None:
+            return None
+        row, a = got
+        if self.ncol and a.shape[1] != self.ncol:
+            raise FeedError(f"{self.path.name}: row {row}: {a.shape[1]} fields, expected "
+                            f"{self.ncol}")
+        for j in (0, 2):  # LOBSTER's empty levels: price 9999999999 / -9999999999, size 0
+            px = a[:, j::4]
+            px[(px == _EMPTY_ASK) | (px == _EMPTY_BID) | (px < 0)] = 0
+        self.buf.append(a)
+        self.have += len(a)
+        return a
+
+    def take(self, n: int) -> np.ndarray:
+        while self.have < n:
+            if self._next() is None:
+                raise FeedError(f"{self.path.name}: {self.seen + self.have:,} rows, fewer "
+                                f"than the message file's (row {self.seen + self.have + 1} "
+                                "is missing: truncated file?)")
+        a = np.concatenate(self.buf) if len(self.buf) > 1 else self.buf[0]
+        self.buf = [a[n:]] if len(a) > n else []
+        self.have -= n
+        self.seen += n
+        return a[:n]
+
+    def end(self, n_msgs: int) -> None:
+        """The message file had ``n_msgs`` rows: so must this one."""
+        while self._next() is not None:
+            self.buf = self.buf[-1:]
+        if self.have:
+            raise FeedError(f"{self.path.name}: {self.seen + self.have:,} rows, the message "
+                            f"file has {n_msgs:,}")
 
 
-def _lobster_book(path: Path, out: Parsed, n_msgs: int) -> None:
-    """Read LOBSTER's orderbook file beside the message file: the pre-load from its first
-    row, and its rows (every ``stride``-th when the whole file would not fit the budget)."""
-    ncol = None
-    rows, idx = [], []
-    n = len(out.events)
-    seen = 0
-    stride = 1
-    first = None
-    names = None
-    for row, a in _csv_chunks(path):
-        if ncol is None:
-            ncol = a.shape[1]
-            if ncol % 4:
-                raise FeedError(f"{path.name}: {ncol} columns, expected 4 per level")
-            names = [f"{w} {lv + 1}" for lv in range(ncol // 4)
-                     for w in ("ask price", "ask size", "bid price", "bid size")]
-            stride = max(1, -(-n * ncol // BOOK_BUDGET))
-            first = a[0].copy()
-        elif a.shape[1] != ncol:
-            raise FeedError(f"{path.name}: row {row}: {a.shape[1]} fields, expected {ncol}")
-        k = np.arange(seen, seen + len(a))
-        sel = (k < n) & ((k % stride == 0) | (k == n - 1))
-        rows.append(a[sel])
-        idx.append(k[sel])
-        seen += len(a)
-    if ncol is None:
-        raise FeedError(f"{path.name}: empty orderbook file")
-    if seen != n_msgs:
-        raise FeedError(f"{path.name}: {seen:,} rows, the message file has {n_msgs:,} "
-                        f"(row {min(seen, n_msgs) + 1} is missing: truncated file?)")
-    assert names is not None
-    b = np.concatenate(rows)
-    for j in (0, 2):  # LOBSTER's empty levels: price 9999999999 / -9999999999, size 0
-        px = b[:, j::4]
-        px[(px == _EMPTY_ASK) | (px == _EMPTY_BID) | (px < 0)] = 0
-    depth = ncol // 4
-    # the pre-load: the first row, less the first message's own change
-    f = first
+def _lobster_preload(first: np.ndarray, e0, depth: int):
+    """The book before the first message: the orderbook file's first row, less the first
+    message's own change."""
     lv = {}
     for d in range(depth):
         for side, j in ((1, 4 * d), (0, 4 * d + 2)):
-            p, q = int(f[j]), int(f[j + 1])
-            if p not in (_EMPTY_ASK, _EMPTY_BID) and p > 0 and q > 0:
+            p, q = int(first[j]), int(first[j + 1])
+            if p > 0 and q > 0:
                 lv[(side, p)] = q
-    if n:
-        e0 = out.events[0]
-        key = (int(e0["side"]), int(e0["price"]))
-        dq = {EV.ADD: -1, EV.REDUCE: 1, EV.DELETE: 1, EV.EXEC: 1}.get(int(e0["kind"]), 0)
-        if dq:
-            lv[key] = lv.get(key, 0) + dq * int(e0["qty"])
-            if lv[key] <= 0:
-                del lv[key]
+    key = (int(e0["side"]), int(e0["price"]))
+    dq = {EV.ADD: -1, EV.REDUCE: 1, EV.DELETE: 1, EV.EXEC: 1}.get(int(e0["kind"]), 0)
+    if dq:
+        lv[key] = lv.get(key, 0) + dq * int(e0["qty"])
+        if lv[key] <= 0:
+            del lv[key]
     pre = sorted(lv.items())
-    out.preload = (np.array([s for (s, _), _ in pre], np.int64),
-                   np.array([p for (_, p), _ in pre], np.int64),
-                   np.array([q for _, q in pre], np.int64))
-    out.book, out.book_rows, out.book_depth = b, np.concatenate(idx), depth
-    out.notes["book_stride"] = stride
+    return (np.array([s for (s, _), _ in pre], np.int64),
+            np.array([p for (_, p), _ in pre], np.int64),
+            np.array([q for _, q in pre], np.int64))
 
 
 # --- ITCH 5.0 ------------------------------------------------------------------------------
@@ -469,7 +495,7 @@ def read_itch(path: str | os.PathLike, *, symbol: str | None = None, t_from=None
     if locate < 0:
         raise FeedError(f"{path.name}: no stock directory message (R) for {symbol!r}")
     ev = np.concatenate(parts) if parts else np.zeros(0, EVENT_DTYPE)
-    return Parsed(ev[:_window(ev, ev["ts"], t_from, t_to)], symbol, n_msgs)
+    return Parsed(_slices(ev[:_window(ev, ev["ts"], t_from, t_to)]), symbol, n_msgs)
 
 
 _ITCH_KIND = {b"A": EV.ADD, b"F": EV.ADD, b"E": EV.EXEC, b"C": EV.EXEC, b"X": EV.REDUCE,
@@ -649,7 +675,7 @@ def read_dbn(path: str | os.PathLike, *, symbol: str | None = None, t_from=None,
     day = ev["ts"] % (86_400 * 10**9)
     keep = _window(ev, day, t_from, t_to)
     name = symbol or (str(parts[0][1]) if parts else "?")
-    return Parsed(ev[:keep], name, n_rec)
+    return Parsed(_slices(ev[:keep]), name, n_rec)
 
 
 def _instrument(meta, symbol, path) -> int | None:

@@ -14,15 +14,21 @@ first: a failed import leaves nothing behind, and a name is listed only when bot
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import json
 import os
 import re
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
+from numpy.lib import format as npformat
 
-from lob.workloads.feed import RULES, Conversion, FeedError, compare_fills, convert, describe_counts
+from lob.semantics import COMMAND_DTYPE, FILL_DTYPE
+from lob.workloads import Workload
+from lob.workloads.feed import RULES, Converter, FeedError, compare_fills, describe_counts, to_ticks
 
 __all__ = ["import_file", "imported_dir", "remove", "validate"]
 
@@ -55,52 +61,15 @@ def _sha256(path: Path) -> str:
     return file_sha256(path)
 
 
-def _dense(ev: np.ndarray) -> int:
-    """Venue ids -> dense 0..n-1 in place (-1 stays); returns n."""
-    n = len(ev)
-    has2 = bool((ev["oid2"] >= 0).any())
-    ids = np.concatenate([ev["oid"], ev["oid2"]]) if has2 else ev["oid"]
-    used = ids >= 0
-    top = int(ids.max()) if len(ids) else -1
-    if top < 4 * len(ids) + 1_000_000:  # ids of a bounded range: a direct map, no sort
-        seen = np.zeros(top + 2, bool)
-        seen[ids[used]] = True
-        rank = np.cumsum(seen) - 1
-        out = np.where(used, rank[np.where(used, ids, 0)], -1)
-        k = int(seen.sum())
-    else:
-        uniq, inv = np.unique(ids[used], return_inverse=True)
-        out = np.full(len(ids), -1, np.int64)
-        out[used] = inv
-        k = len(uniq)
-    ev["oid"] = out[:n]
-    if has2:
-        ev["oid2"] = out[n:]
-    return k
-
-
-def convert_parsed(parsed) -> Conversion:
-    """The :class:`~lob.workloads.feed.Conversion` of a reader's output."""
-    ev = parsed.events  # the reader's own array: made dense in place
-    n_ids = _dense(ev)
-    if parsed.book is None:
-        return convert(ev, n_ids=n_ids, preload=parsed.preload)
-    book = np.zeros((len(ev), parsed.book.shape[1]), np.int64)
-    book[parsed.book_rows] = parsed.book
-    rows = np.zeros(len(ev), bool)
-    rows[parsed.book_rows] = True
-    return convert(ev, n_ids=n_ids, preload=parsed.preload, book=book,
-                   book_depth=parsed.book_depth, check_rows=rows)
-
-
 def import_file(fmt: str, path, *, name: str, symbol: str | None = None,
                 book: str | None = None, t_from: str | None = None, t_to: str | None = None,
                 progress=None, force: bool = True):
     """Read ``path`` (format ``fmt``: lobster, itch or dbn), convert it, store it as the
-    workload ``name``; returns the :class:`~lob.workloads.Workload`. ``book``: LOBSTER's
-    orderbook file; ``t_from`` / ``t_to``: the window (time of day), events before it
-    build the book untimed."""
-    from lob.workloads import _SPECS, Workload, spec, workload_names
+    workload ``name``; returns the :class:`~lob.workloads.Workload` (its commands mapped
+    from the stored file, not read into memory). ``book``: LOBSTER's orderbook file;
+    ``t_from`` / ``t_to``: the window (time of day), events before it build the book
+    untimed. The file streams through in chunks: read, converted, appended to the output."""
+    from lob.workloads import _SPECS, spec, workload_names
     from lob.workloads.formats import parse_time, read
 
     _check_name(name)
@@ -112,46 +81,141 @@ def import_file(fmt: str, path, *, name: str, symbol: str | None = None,
     t0 = time.perf_counter()
     parsed = read(fmt, src, symbol=symbol, book=book, t_from=parse_time(t_from),
                   t_to=parse_time(t_to), progress=progress)
-    t_read = time.perf_counter() - t0
-    if not len(parsed.events):
-        raise FeedError(f"{src.name}: no events of {parsed.symbol!r} in the window")
-    conv = convert_parsed(parsed)
-    t_conv = time.perf_counter() - t0 - t_read
-    sha = _sha256(src)
-    bsha = _sha256(Path(book)) if book else None
-    params = {"seed": 0, "scale": 1.0}
-    c = conv.counts
-    desc = (f"Imported {fmt} file {src.name}, symbol {parsed.symbol}: {c['events']:,} events "
-            f"-> {c['commands']:,} commands, {c['trades_reproduced']:,} executions reproduced "
-            f"fill by fill; tick {conv.tick} venue price units, band "
-            f"{conv.config.min_price:,}..{conv.config.max_price:,}. Rules and counts: "
-            "`lob workloads describe` (lob.workloads.feed).")
-    prov = {"format": fmt, "file": src.name, "sha256": sha, "symbol": parsed.symbol,
-            "book_file": Path(book).name if book else None, "book_sha256": bsha,
-            "from": t_from, "to": t_to, "converter": CONVERTER_VERSION,
-            "messages_in_file": parsed.messages, "tick": conv.tick, "counts": c,
-            "first_book_mismatch_event": conv.first_mismatch, "notes": parsed.notes,
-            "read_s": round(t_read, 3), "convert_s": round(t_conv, 3)}
-    wl = Workload(name, "imported", conv.commands, conv.config, 0, params, desc,
-                  json.dumps(prov, sort_keys=True))
     d = imported_dir()
     d.mkdir(parents=True, exist_ok=True)
     wpath, fpath = _paths(name)
     tag = f".tmp{os.getpid()}"
     tw, tf = d / f"{name}{tag}.npz", d / f"{name}{tag}.fills.npz"
+    spool = _Spool(d / f"{name}{tag}")
     try:
-        with open(tf, "wb") as f:  # bound to its workload: the hash of the commands
-            np.savez(f, fills=conv.expected_fills, venue_id=conv.venue_id,
-                     commands_sha256=np.array(_commands_sha(conv.commands)))
-        wl.save(tw)
+        res = _convert(parsed, spool, src)
+        prov = {"format": fmt, "file": src.name, "sha256": _sha256(src),
+                "symbol": parsed.symbol, "book_file": Path(book).name if book else None,
+                "book_sha256": _sha256(Path(book)) if book else None, "from": t_from,
+                "to": t_to, "converter": CONVERTER_VERSION,
+                "messages_in_file": parsed.messages, "tick": res.tick, "counts": res.counts,
+                "first_book_mismatch_event": res.first_mismatch, "notes": parsed.notes,
+                "read_convert_s": round(time.perf_counter() - t0, 3)}
+        sha = spool.write(tw, tf, res.tick, _meta(name, fmt, src, parsed.symbol, res, prov))
         with _pair_lock(d):  # two imports of one name never interleave their renames
             os.replace(tf, fpath)
             os.replace(tw, wpath)
     finally:
+        spool.close()
         for t in (tw, tf):
             t.unlink(missing_ok=True)
     _SPECS.clear()
-    return wl
+    return _mapped(name, wpath, res, sha)
+
+
+def _convert(parsed, spool, src: Path):
+    """Stream the reader's chunks through a :class:`~lob.workloads.feed.Converter` into
+    ``spool``; the :class:`~lob.workloads.feed.Result`."""
+    chunks = iter(parsed.chunks)
+    first = next(chunks, None)  # the reader states its pre-load and depth as it reads it
+    conv = Converter(parsed.preload, parsed.book_depth)
+    for ev, bk in itertools.chain([first] if first is not None else [], chunks):
+        spool.add(*conv.feed(ev, bk))
+    if not conv.events:
+        raise FeedError(f"{src.name}: no events of {parsed.symbol!r} in the window")
+    return conv.finish()
+
+
+def _meta(name, fmt, src, symbol, res, prov) -> Workload:
+    c = res.counts
+    desc = (f"Imported {fmt} file {src.name}, symbol {symbol}: {c['events']:,} events "
+            f"-> {c['commands']:,} commands, {c['trades_reproduced']:,} executions reproduced "
+            f"fill by fill; tick {res.tick} venue price units, band "
+            f"{res.config.min_price:,}..{res.config.max_price:,}. Rules and counts: "
+            "`lob workloads describe` (lob.workloads.feed).")
+    return Workload(name, "imported", np.zeros(0, COMMAND_DTYPE), res.config, 0,
+                    {"seed": 0, "scale": 1.0}, desc, json.dumps(prov, sort_keys=True))
+
+
+class _Spool:
+    """Commands, their venue ids and the fills, appended chunk by chunk to raw files beside
+    the cache (never whole in memory), then written as the workload's two ``.npz`` files
+    once the conversion's tick is known."""
+
+    DTYPES = {"commands": COMMAND_DTYPE, "venue_id": np.dtype(np.int64), "fills": FILL_DTYPE}
+
+    def __init__(self, stem: Path):
+        self.raw = {k: stem.with_name(f"{stem.name}.{k}.raw") for k in self.DTYPES}
+        self.files = {k: open(p, "wb") for k, p in self.raw.items()}
+        self.n = dict.fromkeys(self.DTYPES, 0)
+
+    def add(self, commands, venue_id, fills) -> None:
+        for k, a in (("commands", commands), ("venue_id", venue_id), ("fills", fills)):
+            self.files[k].write(np.ascontiguousarray(a).data)
+            self.n[k] += len(a)
+
+    def write(self, tw: Path, tf: Path, tick: int, wl: Workload) -> str:
+        """Both files, prices in ticks; returns the commands' sha256 (the workload's own,
+        which binds the fills to it)."""
+        for f in self.files.values():
+            f.close()
+        sha = hashlib.sha256()
+
+        def commands(a):
+            to_ticks(a, tick)
+            sha.update(a.data)
+        with zipfile.ZipFile(tw, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+            self._member(z, "commands", commands)
+            meta = wl._meta()
+            meta.update(n_commands=self.n["commands"], sha256=sha.hexdigest())
+            _array_member(z, "meta", np.array(json.dumps(meta, sort_keys=True)))
+        with zipfile.ZipFile(tf, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+            self._member(z, "fills", lambda a: to_ticks(a, tick))
+            self._member(z, "venue_id", None)
+            _array_member(z, "commands_sha256", np.array(sha.hexdigest()))
+        return sha.hexdigest()
+
+    def _member(self, z, key: str, each) -> None:
+        dt, n = self.DTYPES[key], self.n[key]
+        with z.open(f"{key}.npy", "w", force_zip64=True) as f, open(self.raw[key], "rb") as r:
+            npformat.write_array_header_2_0(f, {"descr": npformat.dtype_to_descr(dt),
+                                                "fortran_order": False, "shape": (n,)})
+            while block := r.read(dt.itemsize * (1 << 18)):
+                a = np.frombuffer(block, dt)
+                if each:
+                    a = a.copy()
+                    each(a)
+                f.write(a.data)
+
+    def close(self) -> None:
+        for k, f in self.files.items():
+            f.close()
+            self.raw[k].unlink(missing_ok=True)
+
+
+def _array_member(z, key: str, a: np.ndarray) -> None:
+    with z.open(f"{key}.npy", "w", force_zip64=True) as f:
+        npformat.write_array(f, a, allow_pickle=False)
+
+
+def _mapped(name: str, wpath: Path, res, sha: str) -> Workload:
+    """The stored workload, its commands a read-only map of the file's ``commands`` member
+    (an uncompressed zip member: its bytes sit in the file as they are)."""
+    with zipfile.ZipFile(wpath) as z:
+        info = z.getinfo("commands.npy")
+        with z.open("meta.npy") as f:
+            meta = json.loads(str(npformat.read_array(f, allow_pickle=False)[()]))
+    with open(wpath, "rb") as f:
+        f.seek(info.header_offset)
+        local = f.read(30)  # a zip local header: 30 bytes, then the name and the extra field
+        f.seek(info.header_offset + 30 + int.from_bytes(local[26:28], "little")
+               + int.from_bytes(local[28:30], "little"))
+        version = npformat.read_magic(f)
+        header = (npformat.read_array_header_1_0 if version == (1, 0)
+                  else npformat.read_array_header_2_0)
+        shape, _, dtype = header(f)
+        offset = f.tell()
+    if meta["sha256"] != sha or dtype != COMMAND_DTYPE:
+        raise FeedError(f"imported workload {name!r}: replaced while it was being imported")
+    cmds = np.memmap(wpath, COMMAND_DTYPE, "r", offset, shape) if shape[0] else \
+        np.zeros(0, COMMAND_DTYPE)
+    return Workload(name, "imported", cmds, res.config, 0, meta["params"], meta["description"],
+                    meta["provenance"])
 
 
 def _commands_sha(cmds: np.ndarray) -> str:

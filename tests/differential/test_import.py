@@ -229,18 +229,6 @@ def test_fills_of_another_import_of_the_name_are_refused(cache, monkeypatch):
     assert len(expected_fills("t_pair"))
 
 
-def test_dense_ids_by_map_and_by_sort():
-    from lob.workloads.feed import EVENT_DTYPE
-    from lob.workloads.imported import _dense
-
-    for base in (0, 10**15):  # a bounded range (a direct map) and a sparse one (a sort)
-        ev = np.zeros(5, EVENT_DTYPE)
-        ev["oid"] = [base + 5, base + 9, base + 5, -1, base + 9]
-        ev["oid2"] = [-1, -1, -1, base + 7, -1]
-        assert _dense(ev) == 3
-        assert ev["oid"].tolist() == [0, 2, 0, -1, 2] and ev["oid2"].tolist()[3] == 1
-
-
 def test_a_replace_at_the_same_price_loses_priority(cache):
     """ITCH U at an unchanged price sends the order to the back of its level: the order that
     was behind it is executed first, and lob's fills say so (maker by maker)."""
