@@ -42,7 +42,6 @@ command line.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import functools
 import json
@@ -269,36 +268,6 @@ def counts(engines: list[str], workload: str = "lobster_replay", *, scale: float
     df["mispredicts_vs_base"] = df.mispredicts / b.mispredicts if b.mispredicts else float("nan")
     df["same_work"] = df.checksum == b.checksum
     return df
-
-
-def _cmd(args) -> int:
-    why = available()
-    if why is not None:
-        print(f"lob callgrind: {why}", file=sys.stderr)
-        return 2
-    try:
-        df = counts(args.engines, args.workload, scale=args.scale)
-    except (RuntimeError, ValueError, KeyError) as e:
-        print(f"lob callgrind: error: {e}", file=sys.stderr)
-        return 1
-    import pandas as pd
-
-    shown = df.drop(columns=["checksum"] + (["note"] if df.note.isna().all() else []))
-    with pd.option_context("display.width", 200, "display.max_columns", 30):
-        print(shown.to_string(index=False, float_format="%.3f"))
-    return 0
-
-
-def add_parsers(sub) -> None:
-    """Register ``lob callgrind`` on the ``lob`` CLI's subparsers."""
-    s = sub.add_parser("callgrind", help="instructions, branches, mispredicts and cache "
-                       "misses per command of each engine's replay (valgrind's callgrind)",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    s.add_argument("engines", nargs="+", help="engine names (see `lob engines`); the first "
-                                              "is the base of the ratios")
-    s.add_argument("--workload", default="lobster_replay", help="workload name")
-    s.add_argument("--scale", type=float, default=1.0, help="workload scale")
-    s.set_defaults(func=_cmd)
 
 
 if __name__ == "__main__":

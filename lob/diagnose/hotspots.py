@@ -29,7 +29,6 @@ How to read it:
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
@@ -169,48 +168,6 @@ def hotspots(engine: str, workload: str = "lobster_replay", *, scale: float = 1.
             "lines": [{**r, "instructions": instructions_of(per_insn, code, r["path"],
                                                             r["line"])}
                       for r in line_table(counts, total, top)]}
-
-
-def _cmd(args) -> int:
-    why = available()
-    if why is not None:
-        print(f"lob hotspots: {why}", file=sys.stderr)
-        return 2
-    try:
-        h = hotspots(args.engine, args.workload, scale=args.scale, seconds=args.seconds,
-                     top=args.top)
-    except (RuntimeError, ValueError, KeyError) as e:
-        print(f"lob hotspots: error: {e}", file=sys.stderr)
-        return 1
-    print(f"{h['engine']} on {h['workload']} ({h['commands']:,} commands), {h['reps']} "
-          f"replays sampled by perf's cpu-clock: {h['kernel_samples']:,} of {h['samples']:,} "
-          f"samples in the compiled kernel; the debug-info build ran "
-          f"{h['ns_per_op']:.1f} ns/op under sampling")
-    print("functions: " + ", ".join(f"{k} {v:.1%}" for k, v in h["functions"].items()))
-    print(f"{'share':>6}  {'line':<18} {'function':<22} source")
-    for r in h["lines"]:
-        print(f"{r['share']:6.1%}  {r['where']:<18} {r['function']:<22} {r['code']}")
-        if args.asm:
-            for i in r["instructions"]:
-                print(f"{'':8}{i['samples'] / h['kernel_samples']:6.1%}  {i['function']}"
-                      f"+{i['offset']:#x}  {i['insn']}")
-    return 0
-
-
-def add_parsers(sub) -> None:
-    """Register ``lob hotspots`` on the ``lob`` CLI's subparsers."""
-    s = sub.add_parser("hotspots", help="where a compiled engine's kernel spends its time, "
-                       "source line by source line (perf's cpu-clock samples)",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    s.add_argument("engine", help="a compiled engine (see `lob engines`), e.g. v5@numba")
-    s.add_argument("--workload", default="lobster_replay", help="workload name")
-    s.add_argument("--scale", type=float, default=1.0, help="workload scale")
-    s.add_argument("--seconds", type=float, default=2.0,
-                   help="kernel time sampled (fresh engines replay until it has run this long)")
-    s.add_argument("--top", type=int, default=25, help="lines shown")
-    s.add_argument("--asm", action="store_true",
-                   help="under each line, its most sampled machine instructions")
-    s.set_defaults(func=_cmd)
 
 
 if __name__ == "__main__":

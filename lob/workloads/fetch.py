@@ -206,49 +206,16 @@ def read_member(path: Path, member: str) -> bytes:
                              ) from None
 
 
-def _cmd_fetch(args) -> int:
-    try:
-        fetch(force=args.force)
-    except DataFetchError as e:
-        print(f"lob data fetch: {e}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _cmd_status(args) -> int:
-    print(status())
-    return 0
-
-
-def _cmd_clear(args) -> int:
-    p = _path(OB_ANALYTICS)
+def clear(ds: Dataset = OB_ANALYTICS) -> str:
+    """Delete the cached wheel: what was done, in one line; DataFetchError when the path is
+    a folder or cannot be removed."""
+    p = _path(ds)
     if p.is_dir() and not p.is_symlink():
-        print(f"lob data clear: {p} is a folder, not the cached wheel; left alone",
-              file=sys.stderr)
-        return 1
+        raise DataFetchError(f"{p} is a folder, not the cached wheel; left alone")
     try:
         p.unlink()
-        print(f"removed {p}")
     except FileNotFoundError:
-        print(f"nothing to remove ({p} is not there)")
+        return f"nothing to remove ({p} is not there)"
     except OSError as e:
-        print(f"lob data clear: cannot remove {p} ({_why(e)})", file=sys.stderr)
-        return 1
-    return 0
-
-
-def add_parsers(subparsers) -> None:
-    """Add the ``data`` command group (fetch / status / clear) to the ``lob`` parser."""
-    p = subparsers.add_parser("data", help="real data fetched on demand (not shipped)")
-    sub = p.add_subparsers(dest="data_cmd", required=True)
-    s = sub.add_parser("fetch", help=f"download {OB_ANALYTICS.requirement}'s wheel into the "
-                       f"cache (${ENV} or ~/.cache/lob), check its sha256")
-    s.add_argument("--force", action="store_true", help="download again even if cached")
-    s.set_defaults(func=_cmd_fetch)
-    s = sub.add_parser("status", help="where the data is cached and whether it checks out")
-    s.set_defaults(func=_cmd_status)
-    s = sub.add_parser("clear", help="delete the cached wheel")
-    s.set_defaults(func=_cmd_clear)
-    from lob.workloads.import_cli import add_parsers as add_import
-
-    add_import(sub)
+        raise DataFetchError(f"cannot remove {p} ({_why(e)})") from None
+    return f"removed {p}"

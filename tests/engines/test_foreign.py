@@ -699,7 +699,8 @@ def test_measure_beside_runs_interleaved(oc):
 def test_lob_engines_lists_band_and_gaps_from_the_declaration(oc, toml):
     """`lob engines`: the band column and what an engine lacks come from lob_capabilities
     (no book is built for a foreign engine); `lob engines build` builds adapters."""
-    from lob.cli import engines_table, main
+    from lob.cli import main
+    from lob.cli.engines import engines_table
 
     rows = {r.split()[0]: r for r in engines_table()[1:-1]}
     assert " any " in rows[OC] and rows[OC].endswith(
@@ -739,7 +740,8 @@ def test_orderly_chaos_build_is_cached_and_keeps_the_licence(oc):
 
 def test_adapter_build_without_compiler_or_index_says_so(tmp_path, monkeypatch, capsys):
     """One clear line, never a failure deep inside: no compiler, no package index."""
-    from lob.engines.foreign.adapters import BuildUnavailable, build, main
+    from lob.cli import main
+    from lob.engines.foreign.adapters import BuildUnavailable, build
 
     monkeypatch.setenv("LOB_CACHE", str(tmp_path))
     monkeypatch.setenv("CXX", "no-such-compiler-xyz")
@@ -747,7 +749,7 @@ def test_adapter_build_without_compiler_or_index_says_so(tmp_path, monkeypatch, 
         build(OC)
     assert str(e.value) == "no C++ compiler: 'no-such-compiler-xyz' not found (install g++ or " \
                            "set CXX)"
-    assert main([OC]) == 2
+    assert main(["engines", "build", OC]) == 2
     assert capsys.readouterr().err == ("orderly_chaos: skipped: no C++ compiler: "
                                        "'no-such-compiler-xyz' not found (install g++ or set "
                                        "CXX)\n")
@@ -772,7 +774,7 @@ def test_adapter_build_without_compiler_or_index_says_so(tmp_path, monkeypatch, 
         with pytest.raises(ValueError) as e:
             lob.get_engine(OC)
         assert str(e.value) == hint
-        from lob.cli import engines_table
+        from lob.cli.engines import engines_table
 
         assert ("not built yet (third-party engines behind a shim): orderly_chaos; build with "
                 "`lob engines build NAME`") in engines_table()

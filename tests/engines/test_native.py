@@ -122,7 +122,7 @@ def test_a_library_replaced_in_the_cache_is_rebuilt_and_a_bad_cache_is_one_line(
 
 
 def test_without_a_compiler_the_engines_are_listed_as_not_built(tmp_path, monkeypatch):
-    from lob.cli import engines_table
+    from lob.cli.engines import engines_table
 
     monkeypatch.setenv("LOB_CACHE", str(tmp_path))  # nothing built there
     monkeypatch.setenv("CXX", "no-such-compiler-here")

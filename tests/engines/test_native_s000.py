@@ -96,7 +96,7 @@ def test_a_wide_band_book_and_every_mass_cancel_scope(name):
 
 
 def test_lob_engines_names_the_chains_toggles():
-    from lob.cli import engines_table
+    from lob.cli.engines import engines_table
 
     row = next(r for r in engines_table() if r.startswith("orderbook_rs@cpp "))
     assert "orders=heap,levels=skiplist,level_objects=refcounted,index=sharded" in row

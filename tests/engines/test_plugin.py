@@ -64,7 +64,7 @@ def test_installed_only_in_a_throwaway_folder(listbook):
 
 
 def test_listed_by_lob_engines_with_its_source(listbook):
-    from lob.cli import engines_table
+    from lob.cli.engines import engines_table
 
     spec = registry.engine_spec(listbook)
     assert spec.source.startswith(f"{DIST} (lob_listbook:ENGINES)")

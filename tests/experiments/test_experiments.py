@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from lob.cli.experiments import parse_assignment
 from lob.experiments import MANIFEST, MARKER, plan, run_batch, run_id
-from lob.experiments.cli import parse_assignment
 from lob.experiments.report import write_index
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import pytest
 LOB = Path(__file__).resolve().parents[2] / "lob"
 PROTOCOL_USERS = ("workloads", "measure", "diagnose", "pipeline", "studies", "experiments")
 # the package order: a module may import its own layer and the layers before it, never after
-# (at module or function level). lob/__init__ (the facade) and lob/cli.py sit above all.
+# (at module or function level). lob/__init__ (the facade) and lob/cli/ sit above all.
 LAYERS = ("semantics", "engines", "workloads", "measure", "diagnose", "pipeline", "studies",
           "experiments")
 BOTTOM = ("_version", "paths", "system", "semantics")
@@ -186,7 +186,8 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 def test_every_lob_module_has_a_place_in_the_order():
     graph = import_graph(LOB)
-    homeless = [m for m in graph if layer(m) is None and m not in ("lob", "lob.cli")]
+    homeless = [m for m in graph if layer(m) is None and m != "lob"
+                and m.split(".")[1] != "cli"]
     assert homeless == []
 
 
@@ -274,3 +275,20 @@ def test_internals_checker_fails_on_the_old_code():
            "    return self._fills\n")
     assert private_engine_uses(old, private | {"_exec"}) == [
         "2: engine._fills", "3: hasattr(engine, '_exec')", "4: engine._prepare"]
+
+
+def test_only_the_cli_package_parses_command_lines():
+    """argparse and subcommand registration live in lob/cli/, one module per command group;
+    domain modules expose functions (a child process's ``__main__`` reads its fixed argv)."""
+    bad = []
+    for path in sorted(LOB.rglob("*.py")):
+        if path.relative_to(LOB).parts[0] == "cli":
+            continue
+        text = path.read_text()
+        if "import argparse" in text or "add_parser(" in text or "def add_parsers" in text:
+            bad.append(str(path.relative_to(LOB.parent)))
+    assert bad == []
+    groups = {p.stem for p in (LOB / "cli").glob("*.py")} - {"__init__", "__main__"}
+    from lob.cli import GROUPS
+
+    assert sorted(m.rsplit(".", 1)[1] for m in GROUPS) == sorted(groups)

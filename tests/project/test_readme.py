@@ -35,3 +35,16 @@ def test_the_two_setup_commands_open_the_readme():
     block = README.split("```")[1]
     cmds = [ln.split("#")[0].strip() for ln in block.splitlines()[1:] if ln.strip()]
     assert cmds == ["make run", "make test"]
+
+
+def test_the_command_table_is_one_short_row_per_command_and_names_them_all():
+    from lob.cli import build_parser
+
+    m = re.search(r"^\| command \|.*?\n\|---\|---\|\n(.*?)\n\n", README, re.S | re.M)
+    assert m, "README has no command table"
+    rows = m.group(1).splitlines()
+    assert all(r.startswith("| `lob ") and len(r) <= 160 for r in rows), \
+        [r[:60] for r in rows if len(r) > 160]
+    named = {re.match(r"\| `lob (\w+)", r).group(1) for r in rows}
+    sub = next(a for a in build_parser()._actions if a.dest == "cmd")
+    assert named == set(sub.choices)

@@ -51,7 +51,6 @@ needs asv's environment-per-commit, which is out of scope here.
 """
 
 from lob.studies.gitbisect.checkouts import Checkouts, Revision, cache_root, revisions
-from lob.studies.gitbisect.cli import add_parsers
 from lob.studies.gitbisect.demo import demo_repo
 from lob.studies.gitbisect.measurer import (
     BISECT_METRICS,
@@ -64,5 +63,5 @@ from lob.studies.gitbisect.measurer import (
 from lob.studies.gitbisect.search import BisectResult, Step, bisect_versions
 
 __all__ = ["BISECT_METRICS", "CHANGED", "PROBE_FILE", "BisectResult", "Checkouts", "Revision",
-           "Sample", "Step", "SubprocessMeasurer", "add_parsers", "bisect_versions",
+           "Sample", "Step", "SubprocessMeasurer", "bisect_versions",
            "cache_root", "demo_repo", "metric_name", "revisions"]

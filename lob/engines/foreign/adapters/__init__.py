@@ -285,26 +285,7 @@ def native_replay(name: str):
     return run
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m lob.engines.foreign.adapters [NAME ...] [--force]``: build adapters."""
-    args = sys.argv[1:] if argv is None else argv
-    force = "--force" in args
-    names = [x for x in args if x != "--force"] or list(ADAPTERS)
-    rc = 0
-    for n in names:
-        try:
-            lib = build(n, force=force, log=lambda m, n=n: print(f"{n}: {m}", flush=True))
-            print(f"{n}: ready ({lib})")
-        except BuildUnavailable as e:
-            print(f"{n}: skipped: {e}", file=sys.stderr)
-            rc = rc or 2
-        except (BuildError, ValueError) as e:
-            print(f"{n}: {e}", file=sys.stderr)
-            rc = 1
-    return rc
-
-
 __all__ = ["ADAPTERS", "SHIM_STATS", "Adapter", "BuildError", "BuildUnavailable", "adapter",
            "compiler",
-           "build", "cache_dir", "main", "native_replay", "not_built_hint", "shim_stats", "specs",
+           "build", "cache_dir", "native_replay", "not_built_hint", "shim_stats", "specs",
            "unbuilt"]

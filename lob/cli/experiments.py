@@ -1,4 +1,5 @@
-"""``lob experiments list|run`` and ``lob report``: thin wrappers over the runner and report."""
+"""``lob main`` (the default batch), ``lob experiments list|run`` and ``lob report``: thin
+wrappers over the runner and the report."""
 
 from __future__ import annotations
 
@@ -23,6 +24,18 @@ def parse_assignment(text: str) -> tuple[str, object]:
         why = " ".join(str(getattr(e, "problem", None) or e).split())
         raise ValueError(f"parameter {text!r}: the value is not valid YAML ({why}); quote "
                          "a string that holds ':', '[', '{' or '#'") from None
+
+
+def _cmd_main(args) -> int:
+    """The default batch (see README): every experiment at the default preset."""
+    from lob.experiments import run_batch
+    from lob.experiments.lock import ArtifactsLocked
+
+    try:
+        return run_batch(preset=args.preset)  # refreshes artifacts/index.md itself
+    except ArtifactsLocked as e:  # another batch writes this folder: nothing was touched
+        print(f"lob main: {e}", file=sys.stderr)
+        return 3
 
 
 def _cmd_list(args) -> int:
@@ -90,13 +103,36 @@ def _cmd_report(args) -> int:
     return 0
 
 
+MAIN_DESC = (
+    "The default batch (`make run`): every experiment at the default preset, then `lob "
+    "report`.")
+RUN_DESC = (
+    "The notebooks run by papermill into artifacts/<experiment>/<run_id>/; values are checked "
+    "before any kernel starts. --force reruns into a scratch folder and swaps on success (a "
+    "swap killed between its renames is undone by the next batch, first of all).")
+REPORT_DESC = (
+    "Writes artifacts/index.md: the latest complete run of each experiment, every run listed. "
+    "With --reruns K, first the experiments that measure the seeds' claims run K times from "
+    "scratch (each notebook in a fresh process, into artifacts/reruns/), each claim's "
+    "verdicts are counted (\"reproduced 5/5\", \"direction only 3/5, inconclusive 2/5\") and "
+    "shown at the top of the index; checked first, under the folder's lock, built in a "
+    "scratch folder and swapped in only when all K completed (a failed rerun is no verdict: "
+    "named with its exit code, exit 1, the previous tally kept).")
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Register ``experiments`` and ``report`` under the ``lob`` command."""
+    """Register ``main``, ``experiments`` and ``report`` under the ``lob`` command."""
+    s = sub.add_parser("main", description=MAIN_DESC,
+                       help="the main job: the default experiment batch")
+    s.add_argument("--preset", default="default", help="quick | default | full")
+    s.set_defaults(func=_cmd_main)
+
     e = sub.add_parser("experiments", help="list and run the parameterised notebooks")
     esub = e.add_subparsers(dest="experiments_cmd", required=True)
     s = esub.add_parser("list", help="experiments with their tags and description")
     s.set_defaults(func=_cmd_list)
-    s = esub.add_parser("run", help="run experiments with papermill into artifacts/")
+    s = esub.add_parser("run", description=RUN_DESC,
+                        help="run experiments with papermill into artifacts/")
     s.add_argument("names", nargs="*", help="experiment names (see `lob experiments list`)")
     s.add_argument("--all", action="store_true", help="every experiment")
     s.add_argument("--preset", default="default", help="quick | default | full")
@@ -119,8 +155,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="dask: let timing runs share a host (default: one at a time per host)")
     s.set_defaults(func=_cmd_run)
 
-    r = sub.add_parser("report", help="write artifacts/index.md: latest complete run of each, "
-                                             "every run listed")
+    r = sub.add_parser("report", description=REPORT_DESC,
+                       help="write artifacts/index.md: latest complete run of each, "
+                            "every run listed")
     r.add_argument("--out", default=None, help=OUT_HELP)
     r.add_argument("--reruns", type=int, default=None, metavar="K",
                    help="first run the experiments that measure the seeds' claims K times "

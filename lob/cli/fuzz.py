@@ -124,10 +124,23 @@ def _cmd_replay(args) -> int:
     return 0
 
 
+FUZZ_DESC = (
+    "Where two engines (any: lob's, numba, foreign) disagree on a stream, shrunk to a minimal "
+    "reproducer (commands after the divergence dropped, delta debugging over commands, then "
+    "simpler field values, the same kind of divergence kept). Prints it as a table beside "
+    "both engines' outcomes and writes it as JSON (exit 1 when they diverge). --profile P: "
+    "lob's fuzz streams (lob.workloads.fuzz) drawn inside the engines' declared capabilities, "
+    "each STP slot in turn.")
+REPLAY_DESC = (
+    "A reproducer replayed: its table, and whether the engines still diverge (exit 1) or "
+    "agree. lob.engines.shrink.load_reproducer(FILE) loads it in a pytest regression test.")
+
+
 def add_parsers(subparsers) -> None:
     """Add ``fuzz`` and ``replay`` to the ``lob`` parser."""
-    s = subparsers.add_parser("fuzz", help="find where two engines disagree on a stream and "
-                              "shrink it to a minimal reproducer (table + file)")
+    s = subparsers.add_parser("fuzz", description=FUZZ_DESC,
+                              help="find where two engines disagree on a stream and "
+                                   "shrink it to a minimal reproducer (table + file)")
     s.add_argument("--engines", required=True, help="two engines, A,B")
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--workload", help="a workload's stream (any registered or imported one)")
@@ -140,8 +153,9 @@ def add_parsers(subparsers) -> None:
                    help="seconds the shrinking may take (then smaller, not minimal)")
     s.add_argument("--out", default="reproducer.json", help="where the reproducer goes")
     s.set_defaults(func=_cmd_fuzz)
-    s = subparsers.add_parser("replay", help="replay a reproducer file on its engines (or "
-                              "--engines A,B): its table and whether they diverge")
+    s = subparsers.add_parser("replay", description=REPLAY_DESC,
+                              help="replay a reproducer file on its engines (or "
+                                   "--engines A,B): its table and whether they diverge")
     s.add_argument("--commands", required=True, help="a reproducer written by `lob fuzz`")
     s.add_argument("--engines", help="two engines, A,B (default: the file's)")
     s.set_defaults(func=_cmd_replay)

@@ -41,10 +41,18 @@ def _argv(args) -> list[str]:
     return argv + [f for f, on in flags.items() if on]
 
 
+BENCH_DESC = (
+    "HDR percentiles, throughput over repeats, clock overhead and run conditions of one "
+    "engine on one workload (a foreign engine's library named by the sha256 of the bytes "
+    "loaded), written as .hgrm + JSON. An engine whose replay disagrees with `reference` "
+    "(checksum, counters) is refused, not measured.")
+
+
 def add_parsers(sub) -> None:
     """Register ``lob bench`` on the ``lob`` CLI's subparsers."""
-    s = sub.add_parser("bench", help="latency percentiles + throughput of one engine on one "
-                                     "workload; writes .hgrm and JSON",
+    s = sub.add_parser("bench", description=BENCH_DESC,
+                       help="latency percentiles + throughput of one engine on one "
+                            "workload; writes .hgrm and JSON",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     s.add_argument("--engine", required=True, help="engine name (see `lob engines`)")
     s.add_argument("--workload", required=True, help="workload name (see `lob workloads`)")

@@ -7,10 +7,8 @@ import sys
 from datetime import UTC, datetime
 
 from lob.measure.stats import MIN_RATIO_N
-from lob.studies.gitbisect.measurer import metric_name
-from lob.studies.gitbisect.search import bisect_versions
+from lob.studies.gitbisect import bisect_versions, metric_name
 
-# --- CLI ---------------------------------------------------------------------------------
 
 def _cmd_bisect(args) -> int:
     out = args.out
@@ -34,12 +32,19 @@ def _cmd_bisect(args) -> int:
     return 0
 
 
+BISECT_DESC = (
+    "The first commit whose metric moved beyond noise: revisions measured in interleaved "
+    "rounds in one session on one host, each compared with good by the interval of their "
+    "per-round ratios.")
+
+
 def add_parsers(sub) -> None:
     """Register ``lob bisect`` on the ``lob`` CLI's subparsers."""
     import argparse
 
-    s = sub.add_parser("bisect", help="find the first commit that moved a metric beyond noise "
-                                      "(interleaved, one host, one session)",
+    s = sub.add_parser("bisect", description=BISECT_DESC,
+                       help="find the first commit that moved a metric beyond noise "
+                            "(interleaved, one host, one session)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     s.add_argument("--good", required=True, help="a revision before the change")
     s.add_argument("--bad", required=True, help="a revision after it (first-parent descendant)")

@@ -1,13 +1,8 @@
-"""`lob ...`: a thin command-line wrapper over the package API.
-
-Each subcommand is one small function that calls the API and prints; nothing here
-computes anything a notebook could not get from ``lob`` itself.
-"""
+"""``lob engines``: the registered engines and lineage versions; ``lob engines build`` builds
+third-party engine adapters, ``lob engines warm`` lob's C++ engines and numba's kernels."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
 
 
@@ -59,11 +54,28 @@ def engines_table() -> list[str]:
     return lines
 
 
+def _build_adapters(names: list[str], force: bool) -> int:
+    """Build the named adapters (all when none): 0, 1 when one failed, 2 when one could not
+    be built here (no compiler, no network)."""
+    from lob.engines.foreign.adapters import ADAPTERS, BuildError, BuildUnavailable, build
+
+    rc = 0
+    for n in names or list(ADAPTERS):
+        try:
+            lib = build(n, force=force, log=lambda m, n=n: print(f"{n}: {m}", flush=True))
+            print(f"{n}: ready ({lib})")
+        except BuildUnavailable as e:
+            print(f"{n}: skipped: {e}", file=sys.stderr)
+            rc = rc or 2
+        except (BuildError, ValueError) as e:
+            print(f"{n}: {e}", file=sys.stderr)
+            rc = 1
+    return rc
+
+
 def _cmd_engines(args) -> int:
     if args.action == "build":  # third-party engines behind a shim (lob.engines.foreign.adapters)
-        from lob.engines.foreign.adapters import main
-
-        return main(list(args.names) + (["--force"] if args.force else []))
+        return _build_adapters(args.names, args.force)
     if args.action == "warm":  # numba's kernels compiled (or loaded) before a batch or the tests
         from lob.engines import native
         from lob.engines.compiled import warm
@@ -94,62 +106,25 @@ def _cmd_engines(args) -> int:
     return 0
 
 
-def _cmd_main(args) -> int:
-    """The default batch (see README): every experiment at the default preset."""
-    from lob.experiments import run_batch
-    from lob.experiments.lock import ArtifactsLocked
-
-    try:
-        return run_batch(preset=args.preset)  # refreshes artifacts/index.md itself
-    except ArtifactsLocked as e:  # another batch writes this folder: nothing was touched
-        print(f"lob main: {e}", file=sys.stderr)
-        return 3
+ENGINES_DESC = (
+    "Registered engines with backend, toggles, parent, widest band and what each lacks. `lob "
+    "engines build [NAME ...]` builds the third-party engines behind a shim (fetched by pip, "
+    "compiled into lob's cache). `lob engines warm` builds lob's C++ engines and compiles (or "
+    "loads) numba's two kernels side by side, one process each, so that no later worker "
+    "compiles a kernel or races another to numba's cache (`make test` and `make run` do it "
+    "first).")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lob", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-
-    s = sub.add_parser("engines", help="list registered engines and lineage versions; "
-                       "`lob engines build [NAME ...]` builds third-party engine adapters; "
-                       "`lob engines warm` builds lob's C++ engines and compiles (or loads) "
-                       "numba's kernels in parallel")
+def add_parsers(sub) -> None:
+    """Register ``lob engines`` on the ``lob`` CLI's subparsers."""
+    s = sub.add_parser("engines", description=ENGINES_DESC,
+                       help="list registered engines and lineage versions; "
+                            "`lob engines build [NAME ...]` builds third-party engine adapters; "
+                            "`lob engines warm` builds lob's C++ engines and compiles (or loads) "
+                            "numba's kernels in parallel")
     s.add_argument("action", nargs="?", choices=["build", "warm"],
                    help="build adapters (fetch + compile), or build lob's C++ engines and warm "
                         "numba's kernels")
     s.add_argument("names", nargs="*", help="adapters to build (default: all)")
     s.add_argument("--force", action="store_true", help="rebuild even if built")
     s.set_defaults(func=_cmd_engines)
-
-    s = sub.add_parser("main", help="the main job: the default experiment batch")
-    s.add_argument("--preset", default="default", help="quick | default | full")
-    s.set_defaults(func=_cmd_main)
-
-    # subcommands of the other areas register themselves here
-    for mod in ("lob.workloads.cli", "lob.workloads.fetch", "lob.workloads.fuzz_cli",
-                "lob.measure.cli", "lob.diagnose.cli",
-                "lob.diagnose.callgrind", "lob.diagnose.hotspots", "lob.experiments.cli",
-                "lob.measure.compare", "lob.studies.gitbisect"):
-        importlib.import_module(mod).add_parsers(sub)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    from lob.paths import absolute_env
-
-    absolute_env()  # paths in the environment, resolved once, here: children inherit them
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError, PermissionError) as e:
-        print(f"lob {args.cmd}: error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # `lob engines | head`: the reader left; no traceback
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
-
-
-if __name__ == "__main__":
-    sys.exit(main())
