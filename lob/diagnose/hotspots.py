@@ -51,8 +51,8 @@ from lob.engines.compiled.hotspots import (
 
 __all__ = ["available", "hotspots"]
 
-# samples a second asked of perf: each costs the guest a timer interrupt (on this project's VMs
-# 10 kHz slowed the kernel by ~25%, so the default is lower and the replays more)
+# samples a second asked of perf: each costs the guest a timer interrupt, which slows the
+# sampled kernel, so the default is low and the replays more (docs/decisions/hotspots-rate.md)
 FREQUENCY = 4_000
 _RECORD = ("perf", "record", "-q", "-e", "cpu-clock")
 

@@ -136,11 +136,11 @@ def find_capacity(engine: str, commands: np.ndarray, *, batch: int, steps: int =
     is taken as not kept up only when ``confirm`` runs at it in a row all fall behind: a run
     cannot keep up above the pipeline's capacity, but one can fall behind below it when
     another process takes a time slice (a short run, 20k commands at a few M/s, lasts a few
-    ms: one slice), and a search that believed one such run measured a capacity 1.3-3x too
-    low on this 2-core machine (2 searches in 7: rows offered at 1.5-3x it then kept up).
+    ms: one slice), and a search that believed one such run could measure a capacity far too
+    low on a shared 2-core machine (docs/decisions/capacity-confirm-runs.md).
     :func:`sweep` (whose rows above capacity judge saturation) confirms with 3 runs; a search
     that only sets rates below capacity (the scenarios, the tail) keeps the default 1: every
-    row costs a book reset and a lead time, ~0.3 s here. When
+    row costs a book reset and a lead time. When
     no rate keeps up before the next halving would make a run longer than ``max_run_s`` (a
     machine too busy to pace: another process's time slice at the end of a run is a backlog),
     it warns and returns the best achieved rate with ``found=False``. ``floor``: a rate

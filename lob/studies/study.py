@@ -60,9 +60,8 @@ def interleaved_throughput(engines: Sequence[str], wl, repeat: int, *,
     Before the first round every engine replays the stream's first ``warmup`` commands once,
     untimed: a compiled engine's first call loads (or compiles) its kernel and a foreign one
     loads its library, a one-time cost that would otherwise land in the first round's figure
-    of whichever engine first used that code (measured: v4@numba's first replay of a
-    250,000-command lobster_replay at 59.5 ns/op against 15.6-23.1 in the next rounds,
-    which made its A/A band 0.31-3.19). ``replay`` (default :func:`lob.replay`) is
+    of whichever engine first used that code (and widen its A/A band: the run is in
+    docs/decisions/throughput-warmup.md). ``replay`` (default :func:`lob.replay`) is
     injectable for tests. ``clock``: ``"wall"`` (the engine's own timer) or ``"cpu"`` (the
     measuring thread's CPU clock), passed to the timing and the probes
     (:func:`lob.measure.rounds.timed_replay`), never swapped in process-wide.

@@ -1,8 +1,9 @@
 """The numba backend: compiled twins ``<version>@numba`` of the lineage versions it implements.
 
 Importing this package only lists its engines (``ENGINES``); numba itself is imported, and the
-kernels loaded from numba's on-disk cache (or compiled, ~30-60 s the first time), when the
-first compiled engine is built. Design notes:
+kernels loaded from numba's on-disk cache (or compiled, the first time), when the first
+compiled engine is built. Design notes (the runs behind the inlining:
+docs/decisions/pool-kernel-inlining.md):
 
 * ``v4@numba`` (``levels="packed"``) runs its own kernel, :mod:`.kernel_v4` (packed 32-byte
   order records, the book's scalars in registers; see :mod:`.engine_v4`), and ``v5@numba``
@@ -19,12 +20,11 @@ first compiled engine is built. Design notes:
 * the hot path (submit, match, the FOK check, cancel, the bitmap walks) is inlined into the
   replay loop at numba IR level (``inline="always"``): a non-inlined numba call passes every
   array as ~7 scalars and forces every value back to memory, and code loaded from numba's
-  cache was measured 30-40% slower than freshly compiled code while calls crossed cached
-  libraries; one function removes both effects. The price is compile time (~45 s, once per
-  machine: typing the inlined whole is most of it), so rare paths (modify, mass cancel) stay
-  real calls, and ``match`` has one inlined copy, which a re-priced modify shares (its own
-  copy cost another ~50 s; sharing it cost lobster_replay 3-6% on v3@numba, 15 interleaved
-  rounds);
+  cache ran slower than freshly compiled code while calls crossed cached libraries; one
+  function removes both effects. The price is compile time (once per machine: typing the
+  inlined whole is most of it), so rare paths (modify, mass cancel) stay real calls, and
+  ``match`` has one inlined copy, which a re-priced modify shares (a second copy nearly
+  doubled the compile time for a few percent of speed);
 * ``ids``: a live-id bitset (``"bitset"``, default) answers a cancel of an id that no longer
   rests without touching the 16 MB id index; ``"array"`` keeps the index alone (a backend
   layout choice, not a lineage step; kept so its effect can be measured);

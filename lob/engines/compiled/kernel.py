@@ -250,7 +250,8 @@ def modify(out, i, N, IDX, LV, B, G, oid, qty, price):
     """Everything of a modify but the trade: a re-priced order leaves its level and returns
     ``(owner, side)`` for :func:`execute` to match it (as a LIMIT at ``price``); ``(0, 0)``
     when its outcome row is written here. A real call (a rare path): the one inlined copy of
-    ``match`` serves both, and each inlined copy costs ~45 s of compile time."""
+    ``match`` serves both: each inlined copy lengthens a cold compile (a second one nearly
+    doubled it: docs/decisions/pool-kernel-inlining.md)."""
     if refuse_modify(out, i, qty, price, G[LO], G[HI]):
         return 0, 0
     node = lookup(IDX, LV, G, oid)
