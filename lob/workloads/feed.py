@@ -654,10 +654,11 @@ class Converter:
         r = self.g // g if self.g else 1
         ob, ow = int(self.regs[R_BASE]), int(self.regs[R_W])
         idx = (ob + np.arange(ow, dtype=np.int64)) * r - nb
+        on = (idx >= 0) & (idx < nw)  # the levels off the new layout are empty (no price)
         lv = np.zeros((2, 2, nw), np.int64)
-        lv[:, :, idx] = self.lv
+        lv[:, :, idx[on]] = self.lv[:, :, on]
         l32 = np.full((3, 2, nw), -1, np.int32)
-        l32[:, :, idx] = self.l32
+        l32[:, :, idx[on]] = self.l32[:, :, on]
         self.lv, self.l32 = lv, l32
         live = self.oi[O_LOB] != 0
         self.o32[S_PX] = np.where(live, (ob + self.o32[S_PX].astype(np.int64)) * r - nb, 0)

@@ -53,6 +53,8 @@ __all__ = ["FORMATS", "Parsed", "parse_time", "read"]
 
 CHUNK_ROWS = 1_000_000
 CHUNK_BYTES = 32 << 20
+CSV_BYTES = 4 << 20  # a CSV block: its arrays stay under malloc's mmap threshold (reused)
+CONVERT_ROWS = 1 << 17  # events converted at a time (its outputs stay small)
 
 
 @dataclass
@@ -69,8 +71,8 @@ class Parsed:
 
 
 def _slices(ev: np.ndarray):
-    for k in range(0, len(ev), CHUNK_ROWS):
-        yield ev[k:k + CHUNK_ROWS], None
+    for k in range(0, len(ev), CONVERT_ROWS):
+        yield ev[k:k + CONVERT_ROWS], None
 
 
 def parse_time(text: str | None) -> float | None:
@@ -191,15 +193,17 @@ def _csv_chunks(path: Path, ncol: int | None = None, names: list[str] | None = N
     carry = b""
     with open(path, "rb") as f:
         while True:
-            block = f.read(CHUNK_BYTES)
+            block = f.read(CSV_BYTES)
             final = not block
             data = carry + block
             if not data:
                 break
+            if ncol is None:  # as many columns as the first whole row has
+                if b"\n" not in data and not final:
+                    carry = data
+                    continue
+                ncol = data.split(b"\n", 1)[0].count(b",") + 1
             buf = np.frombuffer(data, np.uint8)
-            if ncol is None:
-                first = data.split(b"\n", 1)[0]
-                ncol = first.count(b",") + 1
             names = names or [f"column {j + 1}" for j in range(ncol)]
             out = np.empty((len(data) // (2 * ncol) + 1, ncol), np.int64)  # rows at most
             k, used, bad, fld, why = _parse_csv(buf, final, out, ncol, fixed_first)

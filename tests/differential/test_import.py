@@ -272,3 +272,27 @@ def test_dbn_zstd_as_databento_delivers_it(cache, capsys):
     err = _cli_error(capsys, "dbn", cache / "cut.dbn.zst", "--name", "t_cut")
     assert "of the decompressed stream" in err and "truncated" in err
     assert not _left("t_cut")
+
+
+def test_streaming_in_tiny_chunks_changes_nothing(cache, monkeypatch):
+    """Read and converted a few rows / events at a time (the grid and the band laid out
+    again as prices arrive, slots and the id table grown and reused), each format gives
+    the commands, fills and counts of one whole pass."""
+    from lob.workloads import feed, formats
+
+    m, b = ff.write_lobster(cache, "LOBS")
+    itch = ff.write_itch(cache / "s.itch")
+    dbn = ff.write_dbn(cache / "s.dbn")
+    runs = {"lobster": dict(fmt="lobster", path=m, book=str(b)),
+            "itch": dict(fmt="itch", path=itch, symbol="LOBT"),
+            "dbn": dict(fmt="dbn", path=dbn, symbol="42")}
+    whole = {k: import_file(name=f"t_w_{k}", **kw) for k, kw in runs.items()}
+    monkeypatch.setattr(formats, "CSV_BYTES", 40)  # a row or two a block
+    monkeypatch.setattr(formats, "CONVERT_ROWS", 2)
+    monkeypatch.setattr(feed, "SUB", 1)
+    for k, kw in runs.items():
+        part = import_file(name=f"t_p_{k}", **kw)
+        assert np.array_equal(part.commands, whole[k].commands), k
+        assert np.array_equal(expected_fills(part.name), expected_fills(whole[k].name)), k
+        assert counts(part) == counts(whole[k]), k
+    assert counts(whole["lobster"])["book_checks"] == len(ff.lobster_rows()[0])
