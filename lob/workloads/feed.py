@@ -108,7 +108,9 @@ RULES = {  # count -> the rule it counts (printed by `lob workloads describe`)
     "snapshot_records": "records flagged as part of a venue snapshot: untimed pre-load",
     "bad_book_flags": "records the venue flagged as possibly from a bad book (kept)",
     "timestamps_decreasing": "events timed before the event ahead of them (file order kept)",
-    "book_checks": "events after which the venue's book was compared level by level",
+    "book_checks": "events after which the venue's book was compared level by level "
+                   "(LOBSTER's orderbook file; DBN: a snapshot after a clear, against "
+                   "lob's book before the clear)",
     "book_mismatches": "of which lob's book differed from the venue's",
     "commands": "lob commands",
     "timed_commands": "of which timed",
@@ -159,10 +161,12 @@ F_FILL_RESTATED = 4  # internal flag: a cancel restating this fill follows (DBN 
 # gcd of the prices seen so far, base and width: the band so far with slack).
 O_LOB, O_QTY, O_ABS, O_KEY = range(4)  # oi rows: lob id (0: not resting), open qty, absorb, key
 S_SIDE, S_PX, S_PREV, S_NEXT = range(4)  # o32 rows: side, level index, queue links
-L_N, L_Q = 0, 1  # lv[which, side, level]: orders, quantity
+L_N, L_Q, L_SNAP = 0, 1, 2  # lv[which, side, level]: orders, quantity, before a clear
 L_HEAD, L_TAIL, L_PRE = 0, 1, 2  # l32[which, side, level]: queue ends, the pre-load order
-(R_BB, R_BA, R_NEXT, R_FREE, R_HLIVE, R_BAD, R_TS, R_G, R_BASE, R_W, R_NC, R_NF) = range(12)
-N_REGS = 12
+(R_BB, R_BA, R_NEXT, R_FREE, R_HLIVE, R_BAD, R_TS, R_G, R_BASE, R_W, R_NC, R_NF,
+ R_SNAP) = range(13)
+N_REGS = 13
+SNAP_CLEARED, SNAP_LOADING = 1, 2  # R_SNAP: a clear of a book, then the snapshot's records
 EMPTY_KEY = -(2**63)
 PRE_KEY = EMPTY_KEY + 1  # a pre-load order: no venue id, in no hash slot
 SUB = 1 << 16  # events converted per kernel call: room for them is made before
@@ -382,6 +386,12 @@ def _clear(st, outs, timed, cnt):
     o32, lv, l32, regs = st[1], st[3], st[4], st[7]
     cnt[C_CLEARS] += 1
     _emit(outs, regs, MASS, 0, 0, 0, -1, 0, 0, timed, -1)
+    regs[R_SNAP] = 0
+    if regs[R_BB] >= 0 or regs[R_BA] < regs[R_W]:  # kept, for the snapshot that may follow
+        for s in range(2):
+            for p in range(regs[R_W]):
+                lv[L_SNAP, s, p] = lv[L_Q, s, p]
+        regs[R_SNAP] = SNAP_CLEARED
     for s in range(2):
         for p in range(regs[R_W]):
             h = l32[L_HEAD, s, p]
@@ -573,6 +583,8 @@ def _chunk(ev, i0, ob, depth, st, outs, cnt):
             cnt[C_SNAPSHOT] += 1
         if e["flags"] & F_BAD_BOOK:
             cnt[C_BADBOOK] += 1
+        if regs[R_SNAP] and kind != EV.CLEAR:
+            _snapshot(e, i0 + i, st, cnt)
         if _NO_BOOK[kind] >= 0:  # hidden / cross / print / halt / other: counted only
             cnt[_NO_BOOK[kind]] += 1
         elif kind == EV.CLEAR:
@@ -585,6 +597,28 @@ def _chunk(ev, i0, ob, depth, st, outs, cnt):
                 _enter(st, outs, e, e["oid2"], s, p, cnt)
         if depth and not _check(i, ob, depth, st, cnt) and regs[R_BAD] < 0:
             regs[R_BAD] = i0 + i
+
+
+@numba.njit(cache=True, _nrt=False)
+def _snapshot(e, i, st, cnt):
+    """A book the venue cleared is restated by the snapshot records that follow (DBN
+    F_SNAPSHOT): at the first record after them, the book they built is compared level by
+    level with lob's book before the clear."""
+    lv, regs = st[3], st[7]
+    if e["flags"] & F_SNAPSHOT:
+        regs[R_SNAP] = SNAP_LOADING
+        return
+    if regs[R_SNAP] == SNAP_LOADING:
+        cnt[C_CHECKS] += 1
+        same = True
+        for s in range(2):
+            for p in range(regs[R_W]):
+                same = same and lv[L_Q, s, p] == lv[L_SNAP, s, p]
+        if not same:
+            cnt[C_MISMATCH] += 1
+            if regs[R_BAD] < 0:
+                regs[R_BAD] = i
+    regs[R_SNAP] = 0
 
 
 MAX_WIDTH = 50_000_000  # ticks: the widest band lob's converter lays out
@@ -623,7 +657,7 @@ class Converter:
         self.oi = np.zeros((4, 0), np.int64)
         self.o32 = np.zeros((4, 0), np.int32)
         self.free = np.zeros(0, np.int32)
-        self.lv = np.zeros((2, 2, 0), np.int64)
+        self.lv = np.zeros((3, 2, 0), np.int64)
         self.l32 = np.zeros((3, 2, 0), np.int32)
         self.hk = np.full(1024, EMPTY_KEY, np.int64)
         self.hv = np.zeros(1024, np.int32)
@@ -655,7 +689,7 @@ class Converter:
         ob, ow = int(self.regs[R_BASE]), int(self.regs[R_W])
         idx = (ob + np.arange(ow, dtype=np.int64)) * r - nb
         on = (idx >= 0) & (idx < nw)  # the levels off the new layout are empty (no price)
-        lv = np.zeros((2, 2, nw), np.int64)
+        lv = np.zeros((3, 2, nw), np.int64)
         lv[:, :, idx[on]] = self.lv[:, :, on]
         l32 = np.full((3, 2, nw), -1, np.int32)
         l32[:, :, idx[on]] = self.l32[:, :, on]
@@ -747,6 +781,13 @@ class Converter:
         """The band, the tick and the counts of everything fed."""
         if not self.g:
             raise FeedError("no priced order in the events: nothing to replay")
+        if self.regs[R_SNAP] == SNAP_LOADING:  # the stream ended with a snapshot
+            self.cnt[C_CHECKS] += 1
+            if not np.array_equal(self.lv[L_Q], self.lv[L_SNAP]):
+                self.cnt[C_MISMATCH] += 1
+                if self.regs[R_BAD] < 0:
+                    self.regs[R_BAD] = self.events - 1
+            self.regs[R_SNAP] = 0
         counts = {k: int(self.cnt[i]) for k, i in _K.items()}
         counts.update(commands=self.commands, timed_commands=self.timed,
                       trades_reproduced=self.fills)

@@ -146,6 +146,17 @@ def write_itch(path: Path, **kw) -> Path:
 
 # --- DBN MBO -------------------------------------------------------------------------------
 
+def dbn_record(action, side: int, oid: int, px: int, q: int, ts: int, flags: int,
+               iid: int = 42):
+    """One DBN MBO record (databento-dbn's own MBOMsg); ``px`` in 1/10,000 USD."""
+    import databento_dbn as dbn
+
+    return dbn.MBOMsg(publisher_id=1, instrument_id=iid, ts_event=ts, order_id=oid,
+                      price=px * 100_000, size=q, action=action,
+                      side=dbn.Side.BID if side == 0 else dbn.Side.ASK, ts_recv=ts + 5,
+                      flags=flags)
+
+
 def dbn_records(story=STORY, iid: int = 42, t0: int = 1_767_605_400 * 10**9):
     """``story`` as DBN MBO records (databento-dbn's own MBOMsg), Databento's conventions:
     an execution is a fill F then a cancel C restating it; a replace a modify M; the first
@@ -156,10 +167,7 @@ def dbn_records(story=STORY, iid: int = 42, t0: int = 1_767_605_400 * 10**9):
     recs = []
 
     def rec(action, side, oid, px, q, ts, flags=dbn.F_LAST):
-        recs.append(dbn.MBOMsg(publisher_id=1, instrument_id=iid, ts_event=ts, order_id=oid,
-                               price=px * 100_000, size=q, action=action,
-                               side=dbn.Side.BID if side == 0 else dbn.Side.ASK,
-                               ts_recv=ts + 5, flags=flags))
+        recs.append(dbn_record(action, side, oid, px, q, ts, flags, iid))
     same: dict[int, int] = {}  # a modify keeps the order's id
     for k, (what, s, oid, px, q, new) in enumerate(story):
         oid = same.get(oid, oid)

@@ -296,3 +296,22 @@ def test_streaming_in_tiny_chunks_changes_nothing(cache, monkeypatch):
         assert np.array_equal(expected_fills(part.name), expected_fills(whole[k].name)), k
         assert counts(part) == counts(whole[k]), k
     assert counts(whole["lobster"])["book_checks"] == len(ff.lobster_rows()[0])
+
+
+@pytest.mark.parametrize("off_by", [0, 1])
+def test_dbn_snapshot_after_a_clear_is_compared_with_the_rebuilt_book(cache, off_by):
+    """A DBN clear (R) followed by F_SNAPSHOT adds restates the venue's book: lob compares
+    the book they build with its own before the clear, level by level, and counts a
+    mismatch when the venue's says other than lob's."""
+    import databento_dbn as dbn
+
+    A, S = dbn.Action, dbn.F_SNAPSHOT
+    recs = ff.dbn_records(ff.STORY[:4])  # bids 100.00: 100 + 50; asks 100.05: 70, 100.06: 30
+    t = 1_767_605_500 * 10**9
+    recs.append(ff.dbn_record(A.CLEAR, 0, 0, 0, 0, t, S))
+    for k, (_, s, oid, px, q, _) in enumerate(ff.STORY[:4]):
+        recs.append(ff.dbn_record(A.ADD, s, oid, px, q + (off_by if k == 2 else 0), t, S))
+    recs.append(ff.dbn_record(A.ADD, 0, 99, 99 * ff.P, 5, t + 1, dbn.F_LAST))
+    path = ff.write_dbn(cache / f"snap{off_by}.dbn", recs=recs, other=False)
+    c = counts(import_file("dbn", path, name=f"t_snap{off_by}"))
+    assert c["clears"] == 1 and c["book_checks"] == 1 and c["book_mismatches"] == off_by
