@@ -362,15 +362,19 @@ _SUBPROCESS = textwrap.dedent("""
     cfg = BookConfig(1, 40, StpMode.CANCEL_BOTH)
     cmds = random_stream(21, 2000, cfg)
     sums = {{n: get_engine(n, cfg).replay(cmds).checksum for n in CHECKED}}
+    for n in {timed!r}:
+        get_engine(n, cfg).replay_timed(cmds)
     misses = sum(kernel.run.stats.cache_misses.values())
     misses += sum(kernel_v4.run.stats.cache_misses.values())
     print(json.dumps({{"sums": sums, "misses": misses}}))
 """)
 
 
-def _run_fresh(env_extra: dict) -> dict:
+def _run_fresh(env_extra: dict, timed: tuple = ()) -> dict:
+    """CHECKED replayed in a fresh process (and the engines of ``timed`` timed): the sums and
+    the kernels' cache misses."""
     env = dict(os.environ, **env_extra)
-    code = _SUBPROCESS.format(repo=str(REPO), checked=CHECKED)
+    code = _SUBPROCESS.format(repo=str(REPO), checked=CHECKED, timed=tuple(timed))
     out = subprocess.run([sys.executable, "-c", code],
                          env=env, capture_output=True, text=True, timeout=900, cwd=REPO)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -395,10 +399,12 @@ def test_boundschecked_build_agrees(tmp_path):
 
 
 def test_warm_start_loads_from_cache_without_recompiling():
-    from lob.engines.compiled import warm
+    """After warm, a fresh process replays every checked version and times the engines warm
+    names in WARM_TIMED with no compile (the timed replays a batch captures latency with)."""
+    from lob.engines.compiled import WARM_TIMED, warm
 
     warm()  # both kernels in the cache (a load when conftest or `make test` warmed them)
-    res = _run_fresh({})
+    res = _run_fresh({}, timed=WARM_TIMED)
     assert res["misses"] == 0
     assert res["sums"] == _expected_sums()
 

@@ -195,7 +195,7 @@ def test_lob_engines_lists_every_toggle_and_warms_the_kernels(capsys):
     """`lob engines` names the four toggles; `lob engines warm` loads (or compiles) the two
     kernels, one process each, and an engine that cannot be built fails it with its name."""
     from lob.cli import main
-    from lob.engines.compiled import WARM_GROUPS, warm
+    from lob.engines.compiled import WARM_GROUPS, WARM_TIMED, warm
 
     assert main(["engines"]) == 0
     out = capsys.readouterr().out
@@ -205,6 +205,8 @@ def test_lob_engines_lists_every_toggle_and_warms_the_kernels(capsys):
     warmed = [n for g in WARM_GROUPS for n in g]
     assert len(warmed) == len(set(warmed))
     assert {"v2@numba", "v4@numba", "v5@numba"} <= set(warmed)
+    # the timed replays warmed: the pool kernel's and v5's (latency captured in the batch)
+    assert set(WARM_TIMED) == {"v2@numba", "v5@numba"} and set(WARM_TIMED) <= set(warmed)
     assert main(["engines", "warm"]) == 0  # the cache is warm here (conftest): a load
     assert "numba kernels ready" in capsys.readouterr().out
     with pytest.raises(RuntimeError, match="nosuch@numba: exit 1: ValueError: unknown engine"):

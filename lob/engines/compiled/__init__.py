@@ -83,14 +83,23 @@ ENGINES = [_spec(name, parent) for name, parent in tg.backend_versions("numba").
 # one process per kernel module: numba's cache index of a function is read, changed and
 # written back with no lock, so two processes must never compile one function at once
 WARM_GROUPS = (("v2@numba",), ("v4@numba", "v5@numba", "v3+packed@numba", "v3+packed+hot@numba"))
+# the engines whose timed replay is warmed too: a timed replay is a specialisation of its own
+# (the clock code; ~20-45 s of one core each, cold), so only where the default batch or a
+# notebook's quick preset captures latency on a compiled engine: the pool kernel's (v2@numba's,
+# which v0+pool..v3 share: fok_scan_bottleneck, bisection) and v5@numba's (evolution_stress's
+# latency view). Every other version's timed replay (v4's and
+# the v3 -> v4 sub-steps', four of v4's kernel's specialisations) compiles where it is first
+# used; v3+packed+hot+select's untimed replay is v4's specialisation (ownsums is a runtime flag)
+WARM_TIMED = ("v2@numba", "v5@numba")
 
 
-def warm(groups=WARM_GROUPS) -> dict[tuple[str, ...], float]:
-    """Compile (or load from numba's on-disk cache) every specialisation the engines of each
-    group run (untimed and timed replay, invariant check), one process per group, side by
-    side; returns the seconds each group took. A cold cache costs ~1-2 minutes of one core
-    per kernel; run before work that starts many processes at once (nbval's workers, the
-    test workers, a batch), so that none of them compiles, or races another to the cache."""
+def warm(groups=WARM_GROUPS, timed=WARM_TIMED) -> dict[tuple[str, ...], float]:
+    """Compile (or load from numba's on-disk cache) the specialisations the engines of each
+    group run (untimed replay and invariant check; the timed replay too for the engines in
+    ``timed``), one process per group, side by side; returns the seconds each group took.
+    A cold cache costs ~1-2 minutes of one core per kernel; run before work that starts many
+    processes at once (nbval's workers, the test workers, a batch), so that none of them
+    compiles, or races another to the cache."""
     import subprocess
     import sys
     import time
@@ -98,7 +107,8 @@ def warm(groups=WARM_GROUPS) -> dict[tuple[str, ...], float]:
     t0 = time.perf_counter()
     procs = [(tuple(g), subprocess.Popen(
         [sys.executable, "-c", "import sys; from lob.engines.compiled import _warm_here; "
-                               "_warm_here(sys.argv[1:])", *g],
+                               "_warm_here(sys.argv[2:], sys.argv[1].split(','))",
+         ",".join(n for n in timed if n in g), *g],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)) for g in groups]
     took, failed = {}, []
     for g, p in procs:
@@ -112,7 +122,7 @@ def warm(groups=WARM_GROUPS) -> dict[tuple[str, ...], float]:
     return took
 
 
-def _warm_here(names) -> None:
+def _warm_here(names, timed=()) -> None:
     import numpy as np
 
     from lob.semantics import COMMAND_DTYPE, BookConfig
@@ -124,7 +134,8 @@ def _warm_here(names) -> None:
                              f"{', '.join(tg.backend_versions('numba'))}")
         eng = _factory(name.removesuffix(suffix))(BookConfig(1, 10))
         eng.replay(np.zeros(1, dtype=COMMAND_DTYPE))
-        eng.replay_timed(np.zeros(1, dtype=COMMAND_DTYPE))
+        if name in timed:
+            eng.replay_timed(np.zeros(1, dtype=COMMAND_DTYPE))
         eng.check()
 
 
@@ -135,4 +146,4 @@ def kernel_clock_overhead(samples: int = 100_000) -> dict[str, float]:
     return _overhead(samples)
 
 
-__all__ = ["ENGINES", "WARM_GROUPS", "kernel_clock_overhead", "warm"]
+__all__ = ["ENGINES", "WARM_GROUPS", "WARM_TIMED", "kernel_clock_overhead", "warm"]
