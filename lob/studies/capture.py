@@ -88,12 +88,14 @@ class RunConditions:
 
 # --- one latency capture, with its clock --------------------------------------------------------
 
-def capture(engine: str, wl, *, gc_enabled: bool = True) -> dict:
+def capture(engine: str, wl, *, gc_enabled: bool = True, grid: bool = True) -> dict:
     """Closed-loop per-op latency of ``engine`` on workload ``wl`` (a fresh engine), the replay
     it came from and the clock that timed it: ``durations`` (ns, one per timed command),
     ``replay`` (outcomes, fills), ``method``, ``clock`` (the engine's own clock for a compiled
     engine, else the harness clock's calibration), ``gc_enabled``, ``untimed`` (pre-load and
-    warm-up commands, run but not timed)."""
+    warm-up commands, run but not timed). ``grid``: measure the grid the durations fall on
+    (:func:`with_grid`, ~1-2 s on a million durations); False where the caller never reads
+    it (a repeated capture whose clock is the first one's)."""
     import gc
 
     from lob.engines.registry import get_engine
@@ -116,7 +118,8 @@ def capture(engine: str, wl, *, gc_enabled: bool = True) -> dict:
         clock = cal.to_dict() if hasattr(cal, "to_dict") else dict(cal)
     n_timed = int(np.count_nonzero(wl.commands["timed"]))
     durations = np.asarray(cap.durations_ns, dtype=np.int64)
-    clock = with_grid(clock, durations)
+    if grid:
+        clock = with_grid(clock, durations)
     return {"durations": durations, "replay": cap.replay,
             "method": cap.method, "clock": clock, "gc_enabled": gc_enabled,
             "untimed": int(len(wl.commands) - n_timed)}

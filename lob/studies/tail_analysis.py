@@ -228,7 +228,8 @@ def measure_regime(engine: str, scenarios: Sequence[str], claim_scale: float,
     from lob.studies.declared import refusal
     from lob.workloads.diagnostics import stream_diagnostics
 
-    workload, capture = workload or _workload, capture or K.capture
+    # the regime's clock is its first capture's: no later capture measures its grid
+    workload, capture = workload or _workload, capture or _grid_once()
     wls, scales, skipped = {}, {}, []
     for s in scenarios:
         scales[s] = scale_overrides.get(s, claim_scale)
@@ -281,6 +282,19 @@ def measure_regime(engine: str, scenarios: Sequence[str], claim_scale: float,
             "samples": samples, "ratios": ratios, "counts": counts, "interval": interval,
             "clock": clock, "grid": grid, "clocks": clocks, "skipped": skipped,
             "mechanisms": _mechanisms(engine)}
+
+
+def _grid_once() -> Callable:
+    """:func:`lob.studies.conclude.capture` measuring its clock's grid on its first call only
+    (:func:`measure_regime` reads the first capture's clock; each scenario's grid comes from
+    its merged samples)."""
+    calls = []
+
+    def capture(engine: str, wl) -> dict:
+        calls.append(engine)
+        return K.capture(engine, wl, grid=len(calls) == 1)
+
+    return capture
 
 
 def _mechanisms(engine: str) -> list[str] | None:
