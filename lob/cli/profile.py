@@ -36,19 +36,34 @@ def _cmd_profile(args) -> int:
     return 0
 
 
+def _run_tool(name: str, available, call):
+    """``call()`` of a tool that needs something installed: (result, None), or (None, exit
+    status) after one line on stderr: 2 when ``available()`` says why it cannot run here, 1
+    when the call refuses or fails."""
+    why = available()
+    if why is not None:
+        print(f"lob {name}: {why}", file=sys.stderr)
+        return None, 2
+    try:
+        return call(), None
+    except (RuntimeError, ValueError, KeyError) as e:
+        print(f"lob {name}: error: {e}", file=sys.stderr)
+        return None, 1
+
+
+def _stream_args(s) -> None:
+    """The stream a diagnostic replays: ``--workload`` and ``--scale``."""
+    s.add_argument("--workload", default="lobster_replay", help="workload name")
+    s.add_argument("--scale", type=float, default=1.0, help="workload scale")
+
+
 def _cmd_hotspots(args) -> int:
     from lob.diagnose.hotspots import available, hotspots
 
-    why = available()
-    if why is not None:
-        print(f"lob hotspots: {why}", file=sys.stderr)
-        return 2
-    try:
-        h = hotspots(args.engine, args.workload, scale=args.scale, seconds=args.seconds,
-                     top=args.top)
-    except (RuntimeError, ValueError, KeyError) as e:
-        print(f"lob hotspots: error: {e}", file=sys.stderr)
-        return 1
+    h, rc = _run_tool("hotspots", available, lambda: hotspots(
+        args.engine, args.workload, scale=args.scale, seconds=args.seconds, top=args.top))
+    if rc is not None:
+        return rc
     print(f"{h['engine']} on {h['workload']} ({h['commands']:,} commands), {h['reps']} "
           f"replays sampled by perf's cpu-clock: {h['kernel_samples']:,} of {h['samples']:,} "
           f"samples in the compiled kernel; the debug-info build ran "
@@ -71,8 +86,7 @@ def _add_hotspots(sub) -> None:
                             "source line by source line (perf's cpu-clock samples)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     s.add_argument("engine", help="a compiled engine (see `lob engines`), e.g. v5@numba")
-    s.add_argument("--workload", default="lobster_replay", help="workload name")
-    s.add_argument("--scale", type=float, default=1.0, help="workload scale")
+    _stream_args(s)
     s.add_argument("--seconds", type=float, default=2.0,
                    help="kernel time sampled (fresh engines replay until it has run this long)")
     s.add_argument("--top", type=int, default=25, help="lines shown")
@@ -84,15 +98,10 @@ def _add_hotspots(sub) -> None:
 def _cmd_callgrind(args) -> int:
     from lob.diagnose.callgrind import available, counts
 
-    why = available()
-    if why is not None:
-        print(f"lob callgrind: {why}", file=sys.stderr)
-        return 2
-    try:
-        df = counts(args.engines, args.workload, scale=args.scale)
-    except (RuntimeError, ValueError, KeyError) as e:
-        print(f"lob callgrind: error: {e}", file=sys.stderr)
-        return 1
+    df, rc = _run_tool("callgrind", available,
+                       lambda: counts(args.engines, args.workload, scale=args.scale))
+    if rc is not None:
+        return rc
     import pandas as pd
 
     shown = df.drop(columns=["checksum"] + (["note"] if df.note.isna().all() else []))
@@ -109,8 +118,7 @@ def _add_callgrind(sub) -> None:
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     s.add_argument("engines", nargs="+", help="engine names (see `lob engines`); the first "
                                               "is the base of the ratios")
-    s.add_argument("--workload", default="lobster_replay", help="workload name")
-    s.add_argument("--scale", type=float, default=1.0, help="workload scale")
+    _stream_args(s)
     s.set_defaults(func=_cmd_callgrind)
 
 
