@@ -112,6 +112,10 @@ RULES = {  # count -> the rule it counts (printed by `lob workloads describe`)
                    "(LOBSTER's orderbook file; DBN: a snapshot after a clear, against "
                    "lob's book before the clear)",
     "book_mismatches": "of which lob's book differed from the venue's",
+    "executions_from_trade_prints": "cancels of a resting order that follow a trade print in "
+                                    "the same venue event, with no fill records, on the "
+                                    "other side at the trade's price, up to its size (DBN "
+                                    "T then C): executions",
     "commands": "lob commands",
     "timed_commands": "of which timed",
     "trades_reproduced": "fills every engine must give (maker, price, quantity)",
@@ -123,7 +127,8 @@ SUBMIT, CANCEL, MODIFY, MASS = (int(Kind.SUBMIT), int(Kind.CANCEL), int(Kind.MOD
                                 int(Kind.MASS_CANCEL))
 LIMIT, IOC = int(OrderType.LIMIT), int(OrderType.IOC)
 MAKER, TAKER = 1, 2  # owners
-F_SNAPSHOT, F_BAD_BOOK = 1, 2  # EVENT_DTYPE flags (the importers map the venue's own)
+F_SNAPSHOT, F_BAD_BOOK, F_LAST = 1, 2, 8  # EVENT_DTYPE flags (the importers map the venue's
+# own; F_LAST: the last record of a venue event)
 
 
 def compare_fills(got: np.ndarray, want: np.ndarray) -> dict:
@@ -140,7 +145,7 @@ def compare_fills(got: np.ndarray, want: np.ndarray) -> dict:
 (C_EVENTS, C_ADDS, C_PRELOAD, C_EXEC, C_EXEC_PRE, C_EXEC_PRINTED, C_EXEC_OOP, C_EXEC_CLIP,
  C_PARTIAL, C_DELETES, C_REPLACES, C_MODIFIES, C_ABSORBED, C_CROSSING, C_DUP, C_QTY,
  C_UNKNOWN, C_HIDDEN, C_CROSS, C_PRINTS, C_HALTS, C_CLEARS, C_OTHER, C_SNAPSHOT, C_BADBOOK,
- C_TS_DEC, C_CHECKS, C_MISMATCH) = range(28)
+ C_TS_DEC, C_CHECKS, C_MISMATCH, C_FROM_PRINT) = range(29)
 assert list(RULES)[C_MISMATCH] == "book_mismatches" and list(RULES)[C_EXEC_OOP] == \
     "executions_out_of_priority"
 MAX_QTY_ = MAX_QTY
@@ -164,8 +169,8 @@ S_SIDE, S_PX, S_PREV, S_NEXT = range(4)  # o32 rows: side, level index, queue li
 L_N, L_Q, L_SNAP = 0, 1, 2  # lv[which, side, level]: orders, quantity, before a clear
 L_HEAD, L_TAIL, L_PRE = 0, 1, 2  # l32[which, side, level]: queue ends, the pre-load order
 (R_BB, R_BA, R_NEXT, R_FREE, R_HLIVE, R_BAD, R_TS, R_G, R_BASE, R_W, R_NC, R_NF,
- R_SNAP) = range(13)
-N_REGS = 13
+ R_SNAP, R_TQ, R_TSIDE, R_TPX) = range(16)
+N_REGS = 16
 SNAP_CLEARED, SNAP_LOADING = 1, 2  # R_SNAP: a clear of a book, then the snapshot's records
 EMPTY_KEY = -(2**63)
 PRE_KEY = EMPTY_KEY + 1  # a pre-load order: no venue id, in no hash slot
@@ -450,12 +455,11 @@ def _modify(st, outs, e, o, cnt):
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
-def _take(st, outs, e, o, q, fill, cnt):
+def _take(st, outs, e, kind, o, q, fill, cnt):
     """``q`` of resting ``o`` goes: a synthesised taker's fill (``fill``), else a CANCEL of
     the whole order or a MODIFY reducing it; the book follows."""
     oi, o32, lv, regs = st[0], st[1], st[3], st[7]
     s, p = o32[S_SIDE, o], o32[S_PX, o]
-    kind = e["kind"]
     timed = e["timed"] != 0
     vid = oi[O_KEY, o] if oi[O_KEY, o] != PRE_KEY else -1
     if fill:
@@ -488,11 +492,10 @@ def _take(st, outs, e, o, q, fill, cnt):
 
 
 @numba.njit(cache=True, inline="always", _nrt=False)
-def _resting(st, outs, e, cnt):
+def _resting(st, outs, e, kind, cnt):
     """An event on a resting order (EXEC, REDUCE, DELETE, REPLACE, MODIFY). Returns the
     side and level of the order a REPLACE enters (-1: none)."""
     oi, o32, l32, hk, hv, regs = st[0], st[1], st[4], st[5], st[6], st[7]
-    kind = e["kind"]
     o = _find(hk, hv, e["oid"]) if e["oid"] >= 0 else -1
     restates = 0
     if kind == EV.REDUCE and o >= 0 and oi[O_ABS, o] > 0:
@@ -532,7 +535,7 @@ def _resting(st, outs, e, cnt):
     elif kind == EV.MODIFY:
         q = _modify(st, outs, e, o, cnt)
     if q > 0:
-        _take(st, outs, e, o, q, fill, cnt)
+        _take(st, outs, e, kind, o, q, fill, cnt)
     if kind == EV.REPLACE:
         cnt[C_REPLACES] += 1
         return s, _level(e["price"], regs)
@@ -574,7 +577,7 @@ def _chunk(ev, i0, ob, depth, st, outs, cnt):
     regs = st[7]
     for i in range(ev.shape[0]):
         e = ev[i]
-        kind = e["kind"]
+        kind = np.int64(e["kind"])
         cnt[C_EVENTS] += 1
         if e["ts"] < regs[R_TS]:
             cnt[C_TS_DEC] += 1
@@ -585,6 +588,8 @@ def _chunk(ev, i0, ob, depth, st, outs, cnt):
             cnt[C_BADBOOK] += 1
         if regs[R_SNAP] and kind != EV.CLEAR:
             _snapshot(e, i0 + i, st, cnt)
+        if regs[R_TQ] or kind == EV.PRINT:
+            kind = _after_print(e, regs, cnt)
         if _NO_BOOK[kind] >= 0:  # hidden / cross / print / halt / other: counted only
             cnt[_NO_BOOK[kind]] += 1
         elif kind == EV.CLEAR:
@@ -592,11 +597,33 @@ def _chunk(ev, i0, ob, depth, st, outs, cnt):
         elif kind == EV.ADD:
             _enter(st, outs, e, e["oid"], e["side"], _level(e["price"], regs), cnt)
         else:
-            s, p = _resting(st, outs, e, cnt)
+            s, p = _resting(st, outs, e, kind, cnt)
             if s >= 0 and e["oid2"] >= 0:
                 _enter(st, outs, e, e["oid2"], s, p, cnt)
         if depth and not _check(i, ob, depth, st, cnt) and regs[R_BAD] < 0:
             regs[R_BAD] = i0 + i
+        if e["flags"] & F_LAST:
+            regs[R_TQ] = 0
+
+
+@numba.njit(cache=True, _nrt=False)
+def _after_print(e, regs, cnt):
+    """A trade print (DBN T, the aggressor's side) opens the size its makers must lose in
+    the same venue event: fill records (F) state them; without them, a cancel on the other
+    side at the trade's price, within that size, is the execution: returns the kind the
+    event is converted as."""
+    kind = e["kind"]
+    if kind == EV.PRINT:
+        regs[R_TQ] = e["qty"] if e["side"] <= 1 and e["price"] > 0 else 0
+        regs[R_TSIDE], regs[R_TPX] = 1 - e["side"], e["price"]
+    elif kind == EV.EXEC:
+        regs[R_TQ] = max(0, regs[R_TQ] - e["qty"])
+    elif kind == EV.REDUCE and 0 < e["qty"] <= regs[R_TQ] and e["side"] == regs[R_TSIDE] \
+            and e["price"] == regs[R_TPX]:
+        regs[R_TQ] -= e["qty"]
+        cnt[C_FROM_PRINT] += 1
+        return np.int64(EV.EXEC)
+    return np.int64(kind)
 
 
 @numba.njit(cache=True, _nrt=False)
@@ -756,7 +783,8 @@ class Converter:
         self._grid(priced if pre is None else np.concatenate([priced, pre[1]]))
         n_out = len(ev) + n_rep + n_pre + 1  # one command an event at most, two a replace
         outs = (np.empty(n_out, COMMAND_DTYPE), np.empty(n_out, np.int64),
-                np.empty(int(np.count_nonzero(k == EV.EXEC)) + 1, FILL_DTYPE))
+                np.empty(int(np.count_nonzero((k == EV.EXEC) | (k == EV.REDUCE))) + 1,
+                         FILL_DTYPE))  # a cancel after a trade print is an execution
         self.regs[R_NC] = self.regs[R_NF] = 0
         if pre is not None:
             self._room(n_pre)

@@ -47,7 +47,15 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from lob.workloads.feed import EV, EVENT_DTYPE, F_BAD_BOOK, F_FILL_RESTATED, F_SNAPSHOT, FeedError
+from lob.workloads.feed import (
+    EV,
+    EVENT_DTYPE,
+    F_BAD_BOOK,
+    F_FILL_RESTATED,
+    F_LAST,
+    F_SNAPSHOT,
+    FeedError,
+)
 
 __all__ = ["FORMATS", "Parsed", "parse_time", "read"]
 
@@ -555,6 +563,7 @@ MBO_DTYPE = np.dtype([("length", "u1"), ("rtype", "u1"), ("publisher_id", "<u2")
 assert MBO_DTYPE.itemsize == 56
 RTYPE_MBO = 0xA0
 DBN_F_SNAPSHOT, DBN_F_MBP, DBN_F_TOB, DBN_F_BAD_BOOK = 1 << 5, 1 << 4, 1 << 6, 1 << 2
+DBN_F_LAST = 1 << 7
 UNDEF_PRICE = 2**63 - 1
 _DBN_KIND = {b"A": EV.ADD, b"C": EV.REDUCE, b"M": EV.MODIFY, b"T": EV.PRINT, b"F": EV.EXEC,
              b"R": EV.CLEAR, b"N": EV.OTHER}
@@ -716,6 +725,7 @@ def _dbn_events(r: np.ndarray, path: Path, base: int) -> np.ndarray:
     e["timed"] = ((fl & DBN_F_SNAPSHOT) == 0).astype(np.uint8)
     e["flags"] = (np.where(fl & DBN_F_SNAPSHOT, F_SNAPSHOT, 0)
                   | np.where(fl & DBN_F_BAD_BOOK, F_BAD_BOOK, 0)
+                  | np.where(fl & DBN_F_LAST, F_LAST, 0)
                   | np.where(r["action"] == b"F", F_FILL_RESTATED, 0)).astype(np.uint8)
     e["oid"] = r["order_id"].astype(np.int64)
     e["oid2"] = -1

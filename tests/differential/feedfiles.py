@@ -157,9 +157,11 @@ def dbn_record(action, side: int, oid: int, px: int, q: int, ts: int, flags: int
                       flags=flags)
 
 
-def dbn_records(story=STORY, iid: int = 42, t0: int = 1_767_605_400 * 10**9):
+def dbn_records(story=STORY, iid: int = 42, t0: int = 1_767_605_400 * 10**9,
+                fills: bool = True):
     """``story`` as DBN MBO records (databento-dbn's own MBOMsg), Databento's conventions:
-    an execution is a fill F then a cancel C restating it; a replace a modify M; the first
+    an execution is a trade T, a fill F and a cancel C restating it (``fills`` False: no F);
+    a replace a modify M; the first
     two adds are flagged as a snapshot; one record's ts_event runs backwards."""
     import databento_dbn as dbn
 
@@ -176,7 +178,8 @@ def dbn_records(story=STORY, iid: int = 42, t0: int = 1_767_605_400 * 10**9):
             rec(A.ADD, s, oid, px, q, ts, dbn.F_SNAPSHOT if k < 2 else dbn.F_LAST)
         elif what == "exec":
             rec(A.TRADE, 1 - s, 0, px, q, ts, 0)
-            rec(A.FILL, s, oid, px, q, ts, 0)
+            if fills:  # some venues' feeds state no fill: the trade, then the maker's cancel
+                rec(A.FILL, s, oid, px, q, ts, 0)
             rec(A.CANCEL, s, oid, px, q, ts)
         elif what in ("cancel", "delete"):
             rec(A.CANCEL, s, oid, px, q, ts)

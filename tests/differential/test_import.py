@@ -315,3 +315,19 @@ def test_dbn_snapshot_after_a_clear_is_compared_with_the_rebuilt_book(cache, off
     path = ff.write_dbn(cache / f"snap{off_by}.dbn", recs=recs, other=False)
     c = counts(import_file("dbn", path, name=f"t_snap{off_by}"))
     assert c["clears"] == 1 and c["book_checks"] == 1 and c["book_mismatches"] == off_by
+
+
+def test_dbn_trades_without_fill_records_are_executions(cache):
+    """A feed that states a trade (T, the aggressor) and then the maker's cancel (C), with no
+    fill record, gives the same executions, fill by fill, as one with F records; a trade
+    print against hidden liquidity (no cancel follows in its event) stays a print."""
+    path = ff.write_dbn(cache / "nofill.dbn", recs=ff.dbn_records(fills=False), other=False)
+    wl = import_file("dbn", path, name="t_nofill")
+    c = counts(wl)
+    assert c["executions"] == c["executions_from_trade_prints"] == ff.STORY_FILLS
+    assert c["cancels_after_fill_absorbed"] == 0 and c["trade_prints"] == ff.STORY_FILLS + 1
+    with_f = import_file("dbn", ff.write_dbn(cache / "f.dbn", other=False), name="t_withf")
+    assert counts(with_f)["executions_from_trade_prints"] == 0
+    assert np.array_equal(expected_fills("t_nofill"), expected_fills("t_withf"))
+    for engine in ("reference", "v5@numba"):
+        assert validate("t_nofill", engine)["ok"]
