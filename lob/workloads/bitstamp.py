@@ -212,20 +212,8 @@ def _convert(cap: Capture, config: BookConfig) -> Conversion:
     oid, exch, price, sat = (a.tolist() for a in (cap.oid, cap.exch_ms, cap.price, cap.sat))
     action, side = cap.action.tolist(), cap.side.tolist()
     tr = cap.trades
-    taker_trades: dict[int, list[int]] = {}
-    for k, v in enumerate(tr["taker"].tolist()):
-        taker_trades.setdefault(v, []).append(k)
-    traded = set(tr["taker"].tolist()) | set(tr["maker"].tolist())
-    # the venue kept an order if it traded as maker or outlived its creation millisecond
-    first_ms: dict[int, int] = {}
-    kept: set[int] = set(tr["maker"].tolist())
+    taker_trades, traded, kept, first_ms = _venue_facts(cap)
     body_end = n - cap.n_closing
-    for i in range(n):
-        v = oid[i]
-        if action[i] == CREATED:
-            first_ms[v] = exch[i]
-        elif v in first_ms and (exch[i] > first_ms[v] or i >= body_end):
-            kept.add(v)
     t0 = exch[cap.n_snapshot] if cap.n_snapshot < n else 0
 
     rows: list[tuple] = []  # (kind, otype, side, price, qty, target venue id, timed, ms)
@@ -278,35 +266,9 @@ def _convert(cap: Capture, config: BookConfig) -> Conversion:
                 c["deletes_never_created"] += 1
             continue
         # created
-        p, q = price[i], sat[i]
-        if not timed:
-            otype = LIMIT
-            c["snapshot_orders"] += 1
-            if p < 1:
-                c["snapshot_dropped_price_below_1"] += 1
-                dropped.add(v)
-                continue
-        elif s == 1 and p == 0:
-            otype = MARKET
-        elif s == 0 and p == MARKET_BUY_PRICE:
-            otype = MARKET if q > 0 else NOTIONAL
-            if otype == NOTIONAL:
-                ks = taker_trades.get(v, [])
-                q = sum(int(tr["price"][k]) * int(tr["sat"][k]) for k in ks)  # USD x sat
-                if q == 0:
-                    c["notional_without_trades_dropped"] += 1
-                    dropped.add(v)
-                    continue
-        elif v in taker_trades:
-            otype = LIMIT
-        else:
-            otype = POST_ONLY
-        if otype != NOTIONAL and q > MAX_QTY:
-            c["dropped_above_max_qty"] += 1
-            dropped.add(v)
-            continue
-        if otype in (LIMIT, POST_ONLY) and not lo <= p <= hi:
-            c["dropped_outside_band"] += 1
+        p = price[i]
+        otype, q = _order_type(v, s, p, sat[i], timed, taker_trades, tr, lo, hi, c)
+        if otype < 0:
             dropped.add(v)
             continue
         ks = taker_trades.get(v) if timed else None
@@ -333,6 +295,69 @@ def _convert(cap: Capture, config: BookConfig) -> Conversion:
             refused.add(v)
             c["post_only_refused_but_kept_by_venue"] += v in kept
 
+    return _assemble(cap, config, rows, lob_id, len(dropped), c, t0)
+
+
+def _order_type(v, s, p, q, timed, taker_trades, tr, lo, hi, c) -> tuple[int, int]:
+    """The order type a created order is replayed as, and its quantity (a notional buy: its
+    trades' USD x satoshi); type -1: dropped (the rule counted in ``c``)."""
+    if not timed:
+        otype = LIMIT
+        c["snapshot_orders"] += 1
+        if p < 1:
+            c["snapshot_dropped_price_below_1"] += 1
+            return -1, q
+    elif s == 1 and p == 0:
+        otype = MARKET
+    elif s == 0 and p == MARKET_BUY_PRICE:
+        otype = MARKET if q > 0 else NOTIONAL
+        if otype == NOTIONAL:
+            ks = taker_trades.get(v, [])
+            q = sum(int(tr["price"][k]) * int(tr["sat"][k]) for k in ks)  # USD x sat
+            if q == 0:
+                c["notional_without_trades_dropped"] += 1
+                return -1, q
+    elif v in taker_trades:
+        otype = LIMIT
+    else:
+        otype = POST_ONLY
+    if otype != NOTIONAL and q > MAX_QTY:
+        c["dropped_above_max_qty"] += 1
+        return -1, q
+    if otype in (LIMIT, POST_ONLY) and not lo <= p <= hi:
+        c["dropped_outside_band"] += 1
+        return -1, q
+    return int(otype), q
+
+
+def _venue_facts(cap: Capture):
+    """What the capture says of its orders: each taker's trades (their rows in trades.csv),
+    the ids that traded, the ids the venue kept (traded as maker, or outlived their
+    creation millisecond) and each id's creation millisecond."""
+    tr = cap.trades
+    oid, exch, action = cap.oid.tolist(), cap.exch_ms.tolist(), cap.action.tolist()
+    taker_trades: dict[int, list[int]] = {}
+    for k, v in enumerate(tr["taker"].tolist()):
+        taker_trades.setdefault(v, []).append(k)
+    traded = set(tr["taker"].tolist()) | set(tr["maker"].tolist())
+    first_ms: dict[int, int] = {}
+    kept: set[int] = set(tr["maker"].tolist())
+    body_end = len(cap) - cap.n_closing
+    for i in range(len(cap)):
+        v = oid[i]
+        if action[i] == CREATED:
+            first_ms[v] = exch[i]
+        elif v in first_ms and (exch[i] > first_ms[v] or i >= body_end):
+            kept.add(v)
+    return taker_trades, traded, kept, first_ms
+
+
+def _assemble(cap: Capture, config: BookConfig, rows: list, lob_id: dict, n_dropped: int,
+              c: dict, t0: int) -> Conversion:
+    """The commands of the converted ``rows``, the venue's trades in lob ids and the
+    closing counts."""
+    tr = cap.trades
+    n, body_end = len(cap), len(cap) - cap.n_closing
     cmds = np.zeros(len(rows), dtype=COMMAND_DTYPE)
     cols = list(zip(*rows, strict=True)) if rows else [()] * 8
     cmds["kind"], cmds["otype"], cmds["side"] = cols[0], cols[1], cols[2]
@@ -351,7 +376,6 @@ def _convert(cap: Capture, config: BookConfig) -> Conversion:
         else:
             missing += 1
     n_created = int(np.count_nonzero(cap.action == CREATED))
-    n_dropped = len(dropped)
     c["created_orders"] = n_created
     c["dropped_orders"] = n_dropped
     c["dropped_share_pct"] = round(100.0 * n_dropped / max(1, n_created), 3)
@@ -360,7 +384,7 @@ def _convert(cap: Capture, config: BookConfig) -> Conversion:
     c["events"] = n
     c["commands"] = len(cmds)
     c["timed_commands"] = int(np.count_nonzero(cmds["timed"]))
-    c["span_ms"] = int(exch[body_end - 1] - t0) if body_end > cap.n_snapshot else 0
+    c["span_ms"] = int(cap.exch_ms[body_end - 1] - t0) if body_end > cap.n_snapshot else 0
     return Conversion(cmds, config, np.array(cols[7], dtype=np.int64), venue,
                       expected, c)
 
