@@ -17,8 +17,11 @@ for its real capture:
   one a CANCEL; a replace (ITCH ``U``) a CANCEL and a new LIMIT (priority lost); a modify
   (DBN) a MODIFY, which keeps the place on a reduction and loses it otherwise, as the venue
   does;
-* the venue's own book, where the format carries one (LOBSTER's orderbook file), is
-  compared level by level with the book the commands build, after every event.
+* the venue's own book, where the format carries one, is compared level by level with the
+  book the commands build: LOBSTER's orderbook file after every event; a DBN snapshot that
+  restates a cleared book, against lob's book before the clear;
+* a trade print followed, in the same venue event, by its makers' cancels and no fill
+  records (DBN ``T`` then ``C``) gives those cancels as executions.
 
 Every rule the converter invents is named in :data:`RULES` and counted in
 :attr:`Result.counts` (the workload's description prints both). Prices become lob ticks

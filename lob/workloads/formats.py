@@ -2,9 +2,11 @@
 
 Each reader streams its file in chunks, keeps only the chosen symbol's messages (before it
 builds anything from them) and returns :class:`Parsed`: the symbol's normalised events in
-file order, plus the venue's book where the format states one. A file lob cannot read
-raises :class:`~lob.workloads.feed.FeedError` with one line naming the byte offset (binary
-formats) or the row (CSV) and the field.
+file order, chunk by chunk, plus the venue's book where the format states one. LOBSTER
+streams end to end (each block of rows is converted before the next is read); ITCH and DBN
+gather the symbol's events first (a symbol's share of the file) and convert them in
+chunks. A file lob cannot read raises :class:`~lob.workloads.feed.FeedError` with one line
+naming the byte offset (binary formats) or the row (CSV) and the field.
 
 * **LOBSTER** (lobsterdata.com's message file, optionally with its orderbook file): CSV rows
   ``time, type, order id, size, price, direction``; types 1 submit, 2 partial cancel,
@@ -27,13 +29,16 @@ formats) or the row (CSV) and the field.
   Databento's own ``databento-dbn`` package (``Metadata.decode``: version, schema, symbol
   mappings), the fixed 56-byte MBO records by a numpy dtype of their documented layout in
   chunks. Actions add ``A``, cancel ``C``, modify ``M``, trade ``T``, fill ``F``, clear
-  ``R`` (``N`` none is skipped); flags honoured: ``F_SNAPSHOT`` records are an untimed
-  pre-load, ``F_MAYBE_BAD_BOOK`` is counted, ``F_TOB`` / ``F_MBP`` records (levels, not
-  orders) are skipped. One instrument (``--symbol``: a symbol the header maps, or an
-  instrument id; not needed when the file holds one instrument). A zstd-compressed file
-  (``.dbn.zst``, as Databento delivers them) is decompressed and decoded as it streams by
-  ``databento-dbn``'s own ``DBNDecoder`` (record by record: slower than an uncompressed file;
-  a compressed file cut at a record boundary cannot be told from a whole one).
+  ``R`` (``N`` none is skipped); flags honoured: ``F_SNAPSHOT`` records are untimed (a
+  snapshot after a clear of a book is compared with lob's book before the clear),
+  ``F_LAST`` ends a venue event (a trade ``T`` with no fill records: its makers' cancels in
+  the event are its executions), ``F_MAYBE_BAD_BOOK`` is counted, ``F_TOB`` / ``F_MBP``
+  records (levels, not orders) are skipped. One instrument (``--symbol``: a symbol the
+  header maps, or an instrument id; not needed when the file holds one instrument). A
+  zstd-compressed file (``.dbn.zst``, as Databento delivers them) is decompressed and
+  decoded as it streams by ``databento-dbn``'s own ``DBNDecoder`` (record by record: slower
+  than an uncompressed file; a compressed file cut at a record boundary cannot be told from
+  a whole one).
 """
 
 from __future__ import annotations
