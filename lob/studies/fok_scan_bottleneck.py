@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property, partial
 from pathlib import Path
 
@@ -34,9 +35,12 @@ from lob.measure.stats import (
 )
 from lob.semantics import checksum, counters
 from lob.studies import conclude as K
+from lob.studies.shape import Parameters as _Parameters
+from lob.studies.shape import Shape
 from lob.studies.study import WARMUP_COMMANDS, interleaved_throughput
 
-__all__ = ["SEED_COMMANDS", "COMPREHENSIVE", "LIMIT_ONLY", "TAIL_PIVOT", "SWEEP_MIN_REPEAT",
+__all__ = ["Parameters", "SHAPE",
+           "SEED_COMMANDS", "COMPREHENSIVE", "LIMIT_ONLY", "TAIL_PIVOT", "SWEEP_MIN_REPEAT",
            "check_parameters", "toggles_of", "fok_of", "step", "aa_name",
            "measure_comprehensive", "comprehensive_table", "v1_v2_interval", "v1_v2_pairs_table",
            "regime", "claim_edges", "measure_limit_pairs", "limit_interval", "limit_aa",
@@ -67,7 +71,7 @@ def check_parameters(lineage: Sequence[str], limit_pair: Sequence[str], *, pairs
     """One clear ValueError when the lineage lacks the seed's three versions, the limit-only
     pair is not a pair, or ``pairs`` / ``limit_max_repeat`` is not a count >= 1 (engine
     names are checked by ``Study.start``)."""
-    from lob.studies.study import at_least_one
+    from lob.studies.shape import at_least_one
 
     at_least_one(pairs, "pairs")
     at_least_one(limit_max_repeat, "limit_max_repeat")
@@ -76,6 +80,20 @@ def check_parameters(lineage: Sequence[str], limit_pair: Sequence[str], *, pairs
                          f"{list(lineage)!r}")
     if len(limit_pair) != 2:
         raise ValueError(f"limit_pair needs two engines (v0, v1), got {list(limit_pair)!r}")
+
+
+@dataclass(frozen=True)
+class Parameters(_Parameters):
+    """The notebook's parameters this study checks (names and defaults as in its cell)."""
+
+    lineage: Sequence[str] = ("v0", "v1", "v2", "v3")
+    limit_pair: Sequence[str] = ("v0", "v1")
+    pairs: int = 5
+    limit_max_repeat: int = 9
+
+    def check(self) -> None:
+        check_parameters(self.lineage, self.limit_pair, pairs=self.pairs,
+                         limit_max_repeat=self.limit_max_repeat)
 
 
 def toggles_of(engine: str) -> dict:
@@ -1228,3 +1246,13 @@ def claims(lineage: Sequence[str], limit_pair: Sequence[str], comp: dict, lim: d
             detail=f"p99 {s01} / {s12}" + (", median of interleaved captures" if rounds
                                            else ""))
     return out
+
+
+SHAPE = Shape(parameters=Parameters,
+              measure=(measure_comprehensive, measure_limit_pairs, measure_cpp_v1_v2,
+                       measure_latency, measure_p99_rounds, measure_depth_sweep,
+                       measure_fok_depth, measure_v01_pairs),
+              tables=(comprehensive_table, v1_v2_pairs_table, limit_split_table, limit_table,
+                      machine_effect_table, counters_table, p99_rounds_table, latency_table,
+                      copy_latency_table, depth_sweep_table, fok_depth_table, v01_table),
+              claims=claims, plots=(plot_v1_v2_vs_depth, plot_fok_vs_depth))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +38,11 @@ from lob.measure.stats import (
 )
 from lob.studies import conclude as K
 from lob.studies import published
+from lob.studies.shape import Parameters as _Parameters
+from lob.studies.shape import Shape
 
-__all__ = ["QS", "TAIL_PIVOT", "MOST_PCT", "SEED000_COUNT", "WORK", "CONFIDENCE",
+__all__ = ["Parameters", "SHAPE",
+           "QS", "TAIL_PIVOT", "MOST_PCT", "SEED000_COUNT", "WORK", "CONFIDENCE",
            "FLOOR", "GRID_MAX_NS", "check_parameters", "grid_of", "clock_of", "grid_line",
            "under_floor", "measure",
            "measure_regime", "regime_table", "seed_table", "plot_tail_shape",
@@ -82,7 +86,7 @@ def check_parameters(scenarios: Sequence[str], tail_scenario: str, repeat: int,
                      captures_overrides: Mapping[str, int] | None = None) -> None:
     """One clear ValueError for parameters that do not fit together (engine names are
     checked by ``Study.start``)."""
-    from lob.studies.study import at_least_one, need, one_of
+    from lob.studies.shape import at_least_one, need, one_of
 
     need(scenarios, "scenarios", "orderbook-rs scenario")
     one_of(tail_scenario, scenarios, "tail_scenario", "scenarios")
@@ -101,6 +105,24 @@ def check_parameters(scenarios: Sequence[str], tail_scenario: str, repeat: int,
 
 
 # --- the clock's grid, measured from the samples ---------------------------------------------
+
+@dataclass(frozen=True)
+class Parameters(_Parameters):
+    """The notebook's parameters this study checks (names and defaults as in its cell)."""
+
+    scenarios: Sequence[str] = ("add_only", "cancel_only", "aggressive_walk", "notional_walk",
+                                "mixed_70_20_10", "thin_book_sweep", "mass_cancel_burst",
+                                "stp_sweep")
+    tail_scenario: str = "mixed_70_20_10"
+    repeat: int = 1
+    scale_overrides: Mapping[str, float] = field(default_factory=dict)
+    claim_captures: int = 5
+    captures_overrides: Mapping[str, int] = field(default_factory=dict)
+
+    def check(self) -> None:
+        check_parameters(self.scenarios, self.tail_scenario, self.repeat, self.scale_overrides,
+                         self.claim_captures, self.captures_overrides)
+
 
 def _low(d) -> np.ndarray:
     d = np.asarray(d)
@@ -676,3 +698,9 @@ def claims(reg: dict) -> dict[str, dict]:
                      if isinstance(r["p50"], float) and over else None},
             detail=f"{reg['engine']} p99 / p50, median of {r['captures']} fresh captures")
     return out
+
+
+SHAPE = Shape(parameters=Parameters,
+              measure=(measure_regime, measure_versions, measure_sources),
+              tables=(regime_table, seed_table, percentiles_table, gc_table, sources_table),
+              claims=claims, plots=(plot_tail_shape, plot_tail_sources))

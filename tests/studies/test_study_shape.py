@@ -16,8 +16,6 @@ from lob.experiments.runner import check_values
 from lob.studies.shape import Parameters, Shape
 
 # one input per study that its parameters dataclass refuses (and what the error names)
-# converted last (another helper edits their modules this round)
-PENDING = {"fok_scan_bottleneck", "tail_analysis"}
 BAD = {
     "alloc_profile": ({"claim_engine": "v9"}, "claim_engine"),
     "bisection": ({"runs": 2}, "runs must be >= 3"),
@@ -48,7 +46,7 @@ def _plain(v):
 
 def test_every_experiment_has_a_study_in_its_shape():
     assert set(BAD) == set(experiment_names())  # a new study gets a refused input here too
-    for name in sorted(set(experiment_names()) - PENDING):
+    for name in experiment_names():
         shape = getattr(_module(name), "SHAPE", None)
         assert isinstance(shape, Shape), name
         p = shape.parameters
@@ -67,7 +65,7 @@ def test_a_study_no_claim_rests_on_records_none():
         assert for_experiment(name), name
 
 
-@pytest.mark.parametrize("name", sorted(set(BAD) - PENDING))
+@pytest.mark.parametrize("name", sorted(BAD))
 def test_parameters_are_the_notebooks_with_its_defaults(name):
     shape = _module(name).SHAPE
     declared = notebook_parameters(get_experiment(name).notebook)
@@ -78,14 +76,14 @@ def test_parameters_are_the_notebooks_with_its_defaults(name):
     shape.parameters()  # the notebook's defaults pass
 
 
-@pytest.mark.parametrize("name", sorted(set(BAD) - PENDING))
+@pytest.mark.parametrize("name", sorted(BAD))
 def test_the_notebook_builds_its_parameters(name):
     nb = nbformat.read(get_experiment(name).notebook, as_version=4)
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert ".Parameters(" in code, f"{name}: its notebook does not check its parameters"
 
 
-@pytest.mark.parametrize("name", sorted(set(BAD) - PENDING))
+@pytest.mark.parametrize("name", sorted(BAD))
 def test_the_runner_refuses_what_the_parameters_refuse(name):
     bad, says = BAD[name]
     with pytest.raises(ValueError, match=f"^{name}: .*{says}"):
