@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-extended bench lab clean
+.PHONY: setup run test test-ci test-extended bench lab clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -43,6 +43,10 @@ test: $(STAMP)  ## the test suite (quick sizes + the seed-sized checks that matt
 	nb=$$(mktemp -d) && \
 	LOB_ARTIFACTS=$$nb $(BIN)/pytest -q -n 2 --dist loadfile --nbval-lax -p no:cacheprovider --durations=10 notebooks && \
 	LOB_NB_OUTPUTS=$$nb $(BIN)/pytest -q -n 2 --durations=20 tests
+
+test-ci: $(STAMP)  ## the long checks CI adds after `make test` (bounds-checked builds, the rest of the fuzz)
+	$(BIN)/lob engines warm
+	$(BIN)/pytest -q -n 2 -m ci --durations=10 tests
 
 test-extended: $(STAMP)  ## the long checks CI covers another way (full-size counters of every version, ...)
 	$(BIN)/pytest -q -n 2 -m extended tests

@@ -388,7 +388,7 @@ def _expected_sums() -> dict:
     return {n: checksum(ref.outcomes, ref.fills) for n in CHECKED}
 
 
-@pytest.mark.slow
+@pytest.mark.ci  # make test-ci: NUMBA_BOUNDSCHECK builds, minutes of compile when cold
 def test_boundschecked_build_agrees(tmp_path):
     """The kernels built with NUMBA_BOUNDSCHECK=1 (in a cache of their own, per version of the
     sources): any out-of-bounds index raises IndexError instead of silently writing memory."""

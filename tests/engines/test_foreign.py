@@ -658,7 +658,7 @@ def test_orderly_chaos_seed_streams_under_stp_none(oc):
     assert res is not None
 
 
-@pytest.mark.slow
+@pytest.mark.ci  # CI runs it after `make test` (make test-ci)
 def test_orderly_chaos_full_cpp_stream_under_stp_none(oc, toml):
     """The C++ seed's full 2,000,000-command stream with STP NONE: orderly_chaos agrees with
     the example C engine (itself checked against reference above) fill for fill."""
@@ -738,6 +738,7 @@ def test_orderly_chaos_build_is_cached_and_keeps_the_licence(oc):
                     f.endswith("orderly_chaos.h")]
 
 
+@pytest.mark.ci  # CI runs it after `make test` (make test-ci): a pip build that must fail
 def test_adapter_build_without_compiler_or_index_says_so(tmp_path, monkeypatch, capsys):
     """One clear line, never a failure deep inside: no compiler, no package index."""
     from lob.cli import main

@@ -216,6 +216,7 @@ def test_timing_runs_refused_where_they_could_overlap(defs, cluster):
     assert [r["timing_exclusive"] for r in _manifest(art)] == [False, False]
 
 
+@pytest.mark.ci  # CI runs it after `make test` (make test-ci): a local cluster
 def test_failed_run_is_reported_and_the_others_complete(defs, capsys):
     """Through the CLI, on a cluster lob starts (2 workers, one timing unit)."""
     art = defs / "art"
@@ -242,6 +243,7 @@ def test_failed_run_is_reported_and_the_others_complete(defs, capsys):
     assert status["a"]["timing_exclusive"] and status["c"]["timing_exclusive"]
 
 
+@pytest.mark.ci  # CI runs it after `make test` (make test-ci): a local cluster, a worker killed
 def test_lost_worker_is_retried_once(defs, cluster):
     art = defs / "art"
     assert run_batch(["exp_kill"], "quick", None, art, executor="dask",

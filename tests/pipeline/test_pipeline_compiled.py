@@ -271,7 +271,8 @@ def test_stopped_sender_raises_in_the_caller_quickly(transport, engine):
     ("compiled", "v0+pool@numba", 1200, 16, 32, "command", "fields"),
     ("compiled", "v0+pool@numba", 1600, 16, 512, "chunk", "fields"),
     ("compiled", "v0+pool@numba", 1600, 16, 512, "chunk", "line"),
-    ("python", "v0", 131072, 32768, 65536, "chunk", "fields")])
+    pytest.param("python", "v0", 131072, 32768, 65536, "chunk", "fields",
+                 marks=pytest.mark.ci)])  # ~10 s of a pure-Python engine: CI (make test-ci)
 def test_slow_engine_is_not_declared_hung(transport, engine, n, batch, ring, mode, layout):
     """An engine busy far longer than the liveness interval without ever waiting (a 1M-tick
     band, an empty ask side scanned from its edge by every IOC: 1-3 ms per command compiled,
@@ -356,7 +357,7 @@ def test_clean_stale_spares_live_owners(tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted([f"lob_{os.getpid()}_abcd_rows", "other_1_x"])
 
 
-@pytest.mark.slow
+@pytest.mark.ci  # make test-ci: NUMBA_BOUNDSCHECK builds of both loops
 def test_under_numba_boundscheck(tmp_path):
     """The compiled loops (and the kernel they call) with bounds checks on, in a subprocess
     with the bounds-checked builds' own numba cache (conftest.boundscheck_cache)."""
