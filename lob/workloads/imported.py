@@ -175,10 +175,10 @@ class _Spool:
         with z.open(f"{key}.npy", "w", force_zip64=True) as f, open(self.raw[key], "rb") as r:
             npformat.write_array_header_2_0(f, {"descr": npformat.dtype_to_descr(dt),
                                                 "fortran_order": False, "shape": (n,)})
-            while block := r.read(dt.itemsize * (1 << 18)):
-                a = np.frombuffer(block, dt)
+            buf = bytearray(dt.itemsize * (1 << 18))  # read into, changed in place, written
+            while k := r.readinto(buf):
+                a = np.frombuffer(memoryview(buf)[:k], dt)
                 if each:
-                    a = a.copy()
                     each(a)
                 f.write(a.data)
 
