@@ -457,7 +457,7 @@ def _modify(st, outs, e, o, cnt):
     return 0
 
 
-@numba.njit(cache=True, inline="always", _nrt=False)
+@numba.njit(cache=True, _nrt=False)
 def _take(st, outs, e, kind, o, q, fill, cnt):
     """``q`` of resting ``o`` goes: a synthesised taker's fill (``fill``), else a CANCEL of
     the whole order or a MODIFY reducing it; the book follows."""
@@ -494,7 +494,7 @@ def _take(st, outs, e, kind, o, q, fill, cnt):
         _gone(st, o)
 
 
-@numba.njit(cache=True, inline="always", _nrt=False)
+@numba.njit(cache=True, _nrt=False)
 def _resting(st, outs, e, kind, cnt):
     """An event on a resting order (EXEC, REDUCE, DELETE, REPLACE, MODIFY). Returns the
     side and level of the order a REPLACE enters (-1: none)."""
@@ -545,7 +545,7 @@ def _resting(st, outs, e, kind, cnt):
     return -1, -1
 
 
-@numba.njit(cache=True, inline="always", _nrt=False)
+@numba.njit(cache=True, _nrt=False)
 def _enter(st, outs, e, key, s, p, cnt):
     """A new resting order (ADD, or a REPLACE's new id) at level ``p`` of side ``s``."""
     oi, free, hk, hv, regs = st[0], st[2], st[5], st[6], st[7]
