@@ -202,9 +202,7 @@ def measure_comprehensive(lineage: Sequence[str], wl, repeat: int, counters_engi
     out["v01"] = None
     if pairs:
         trio = [v1, v2, twin]
-        # v0 two places from v1, so that the rotation puts each first in every other round
-        # (as AB, BA does): in [v0, v1, ...] v0 ran first in three rounds of four
-        members = [v0, v2, v1, twin] if v01_pairs else trio
+        members = [v0, *trio] if v01_pairs else trio
         every = rotations(first, repeat)
         ns = {e: list(t[e]["ns_per_op"]) for e in members}
         more = pairs - repeat
