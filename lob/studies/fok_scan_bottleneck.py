@@ -147,7 +147,7 @@ def _rotated(names: Sequence[str], by: int) -> list[str]:
 
 
 def measure_comprehensive(lineage: Sequence[str], wl, repeat: int, counters_engine: str, *,
-                          pairs: int = 0, v01_pairs: int = 0, replay=None) -> dict:
+                          pairs: int = 0, replay=None) -> dict:
     """Throughput of ``lineage`` on ``wl`` (:func:`~lob.studies.study.interleaved_throughput`,
     the minimum ns/op over ``repeat`` rounds), the regime diagnostics of the last replay and
     the outcome counters of ``counters_engine`` (replayed once more if not in the lineage).
@@ -158,15 +158,9 @@ def measure_comprehensive(lineage: Sequence[str], wl, repeat: int, counters_engi
     ``pairs - repeat`` more rounds run v1, v2 and the copy only, their order continuing the
     rotation (:func:`lob.measure.stats.rotations`).
 
-    ``v01_pairs`` (at most ``pairs``): v0 (``lineage[0]``) joins those rounds too, and its
-    first ``v01_pairs`` rounds with v1 are the v0/v1 claim's interleaved pairs (``"v01"``, a
-    record like :func:`measure_limit_pairs`'s, taken by :func:`measure_v01_pairs`): v1 is not
-    replayed again in rounds of its own (each v0 or v1 replay of the 2M-command stream is
-    seconds of the default batch).
-
     Returns ``{"commands", "rounds", "ns_op": {engine: ns}, "diag", "counters", "counters_engine",
-    "pairs": {"orders": [[name, ...] per round], "ns_op": {name: [ns per round]}}, "v01"}``
-    (``pairs`` None when ``pairs`` is 0, ``v01`` None unless ``v01_pairs``).
+    "pairs": {"orders": [[name, ...] per round], "ns_op": {name: [ns per round]}}}``
+    (``pairs`` None when ``pairs`` is 0).
     """
     from lob.engines.registry import replay as lob_replay
     from lob.studies.declared import refusal
@@ -178,13 +172,9 @@ def measure_comprehensive(lineage: Sequence[str], wl, repeat: int, counters_engi
         if why:  # the lineage's ratios need the seed's stream itself: one line, no copy
             raise ValueError(f"lineage: {why}; an engine that declares less belongs in "
                              f"`latency`, which measures it beside the others on a copy")
-    v0, v1, v2 = lineage[0], lineage[1], lineage[2]
-    if v01_pairs and not 0 < v01_pairs <= pairs:
-        raise ValueError(f"v01_pairs ({v01_pairs}) rides on the v1/v2 pairs' rounds: it must "
-                         f"be at most pairs ({pairs})")
+    v1, v2 = lineage[1], lineage[2]
     twin = aa_name(v2)
     first = [*lineage, twin] if pairs else list(lineage)
-    load = os.getloadavg()[0]
 
     def by_name(name, w):
         return replay(_engine_of(name), w)
@@ -199,43 +189,20 @@ def measure_comprehensive(lineage: Sequence[str], wl, repeat: int, counters_engi
            "ns_op": {e: min(t[e]["ns_per_op"]) for e in lineage},
            "diag": stream_diagnostics(wl.commands, rr.outcomes, rr.fills),
            "counters": dict(counters), "counters_engine": counters_engine, "pairs": None}
-    out["v01"] = None
     if pairs:
         trio = [v1, v2, twin]
-        members = [v0, *trio] if v01_pairs else trio
-        every = rotations(first, repeat)
-        ns = {e: list(t[e]["ns_per_op"]) for e in members}
+        orders = [[e for e in o if e in trio] for o in rotations(first, repeat)]
+        ns = {e: list(t[e]["ns_per_op"]) for e in trio}
         more = pairs - repeat
         if more > 0:
-            names = _rotated(members, repeat)
+            names = _rotated(trio, repeat)
             m = interleaved_throughput(names, wl, more, replay=by_name, warmup=0)  # warm
-            last.update({e: m[e]["last"] for e in members})
-            _check_agree({e: m[e]["last"] for e in members}, "the comprehensive stream")
-            every += rotations(names, more)
-            for e in members:
+            _check_agree({e: m[e]["last"] for e in trio}, "the comprehensive stream")
+            orders += rotations(names, more)
+            for e in trio:
                 ns[e] += m[e]["ns_per_op"]
-        out["pairs"] = {"orders": [[e for e in o if e in trio] for o in every],
-                        "ns_op": {e: ns[e] for e in trio}}
-        if v01_pairs:
-            pair = [v0, v1]
-            out["v01"] = _pairs_record(
-                pair, {e: ns[e][:v01_pairs] for e in pair},
-                [[e for e in o if e in pair] for o in every[:v01_pairs]],
-                {e: last[e] for e in pair}, len(wl.commands), COMPREHENSIVE,
-                max(load, os.getloadavg()[0]), sequential_level(0.9, 1), 1, v01_pairs,
-                claim_edges("s001_v0_v1_comprehensive"))
+        out["pairs"] = {"orders": orders, "ns_op": ns}
     return out
-
-
-def _pairs_record(pair: Sequence[str], ns: dict, orders: list, last: dict, commands: int,
-                  stream: str, load: float, level: float, looks: int, cap: int,
-                  edges: Sequence[float]) -> dict:
-    """The record of interleaved pairs :func:`limit_table` and the claims read (see
-    :func:`measure_limit_pairs`), ``cleared`` computed from ``ns`` at ``level``."""
-    return {"commands": commands, "stream": stream, "orders": orders, "ns_op": ns,
-            "counters": {e: dict(r.counters) for e, r in last.items()}, "load": load,
-            "level": level, "looks": looks, "cap": cap,
-            "cleared": _clears(_limit_figure(ns, pair, level)["ci"], edges)}
 
 
 def comprehensive_table(comp: dict, lineage: Sequence[str]) -> K.Conclusion:
@@ -446,8 +413,9 @@ def measure_limit_pairs(limit_pair: Sequence[str], limit_scale: float, limit_rep
         k = min(2, cap - len(orders))
     load = max(load, os.getloadavg()[0])
     _check_agree(last, f"the {_STREAM_WORDS.get(stream, stream)}")
-    return _pairs_record(limit_pair, ns, orders, last, len(lim.commands), stream, load, level,
-                         looks, cap, edges)
+    return {"commands": len(lim.commands), "stream": stream, "orders": orders, "ns_op": ns,
+            "counters": {e: dict(r.counters) for e, r in last.items()}, "load": load,
+            "level": level, "looks": looks, "cap": cap, "cleared": cleared}
 
 
 def limit_interval(lim: dict, limit_pair: Sequence[str]) -> tuple[list[float], dict]:
@@ -544,9 +512,8 @@ def limit_table(lim: dict, limit_pair: Sequence[str], name: str = "limit_only"
                             "aa_low": "ratio", "aa_high": "ratio", "step": "label"},
                      note=f"ratio: {l0} ns/op / {l1} ns/op within a pair; interval: "
                           f"{mi['what']} (order statistics, no assumption on the noise's "
-                          f"shape); A/A: each engine's second round of a block of two "
-                          f"rounds (ABBA when the pair runs alone) over its first "
-                          f"({aa['what']}).")
+                          f"shape); A/A: each engine's second round of an ABBA block over its "
+                          f"first ({aa['what']}).")
     words = _STREAM_WORDS.get(lim.get("stream", LIMIT_ONLY), lim.get("stream"))
     head = (f"On the {words} ({t.cell('median', 'commands')} commands), {l1} is "
             f"{t.cell('median', 'ratio')}x as fast as {l0}, the median of {len(ratios)} "
@@ -1106,19 +1073,12 @@ def plot_fok_vs_depth(fd: dict):
 # --- the claims ---------------------------------------------------------------------------------
 
 def measure_v01_pairs(lineage: Sequence[str], scale: float, v01_pairs: int, *,
-                      replay=None, comp: dict | None = None) -> dict | None:
-    """The v0/v1 comprehensive claim's interleaved pairs: ``comp["v01"]`` when
-    :func:`measure_comprehensive` ran v0 in its pairs' rounds (``v01_pairs`` of them), else
-    rounds of their own (AB, BA) of the lineage's v0 and v1 on the comprehensive stream at
+                      replay=None) -> dict | None:
+    """Interleaved rounds (AB, BA) of the lineage's v0 and v1 on the comprehensive stream at
     ``scale`` (:func:`measure_limit_pairs` on that stream, the v0/v1 comprehensive claim's
-    edges); None when ``v01_pairs`` is 0 (the claim then has the lineage's one round)."""
+    edges), or None when ``v01_pairs`` is 0 (the claim then has the lineage's one round)."""
     if not v01_pairs:
         return None
-    if comp is not None and comp.get("v01") is not None:
-        have = len(comp["v01"]["ns_op"][lineage[0]])
-        if have != v01_pairs:
-            raise ValueError(f"measure_comprehensive ran {have} v0/v1 pairs, not {v01_pairs}")
-        return comp["v01"]
     return measure_limit_pairs(lineage[:2], scale, v01_pairs, limit_max_repeat=v01_pairs,
                                edges=claim_edges("s001_v0_v1_comprehensive"),
                                stream=COMPREHENSIVE, replay=replay)

@@ -177,41 +177,6 @@ def test_measure_comprehensive_with_pairs_runs_v2_twice_in_every_round():
     assert sw[0]["v1/v2"] == fok.v1_v2_interval(c, ["v0", "v1", "v2"])["ratio"]
 
 
-def test_v0_v1_pairs_ride_on_the_v1_v2_rounds():
-    """v01_pairs: v0 joins the pairs' rounds; its first v01_pairs rounds with v1 are the
-    v0/v1 claim's pairs (no rounds of their own: v1 replayed no more than for v1/v2)."""
-    from lob.workloads import build
-
-    wl = build(fok.COMPREHENSIVE, scale=0.00025)
-    calls = []
-
-    def replay(e, w):
-        from lob.engines.registry import replay as real
-
-        calls.append(e)
-        return real(e, w)
-    c = fok.measure_comprehensive(["v0", "v1", "v2"], wl, 1, "v2", pairs=5, v01_pairs=4,
-                                  replay=replay)
-    # warm-up, then the lineage's round and four more: v1 and v0 once per round, no more
-    assert calls.count("v1") == 6 and calls.count("v0") == 6 and calls.count("v2") == 12
-    p, v01 = c["pairs"], c["v01"]
-    assert all(sorted(o) == sorted(["v1", "v2", TWIN]) for o in p["orders"])
-    assert [len(p["ns_op"][e]) for e in ("v1", "v2", TWIN)] == [5, 5, 5]
-    assert v01["ns_op"]["v1"] == p["ns_op"]["v1"][:4] and len(v01["ns_op"]["v0"]) == 4
-    assert all(sorted(o) == ["v0", "v1"] for o in v01["orders"]) and len(v01["orders"]) == 4
-    assert {o[0] for o in v01["orders"]} == {"v0", "v1"}  # the rotation puts each first
-    assert v01["stream"] == fok.COMPREHENSIVE and v01["commands"] == len(wl.commands)
-    assert v01["cap"] == 4 and v01["looks"] == 1 and set(v01["counters"]) == {"v0", "v1"}
-    n = len(calls)
-    assert fok.measure_v01_pairs(["v0", "v1", "v2"], 0.00025, 4, replay=replay,
-                                 comp=c) is v01 and len(calls) == n  # nothing run again
-    with pytest.raises(ValueError, match="ran 4 v0/v1 pairs, not 5"):
-        fok.measure_v01_pairs(["v0", "v1", "v2"], 0.00025, 5, comp=c)
-    with pytest.raises(ValueError, match="at most pairs"):
-        fok.measure_comprehensive(["v0", "v1", "v2"], wl, 1, "v2", pairs=3, v01_pairs=4)
-    assert checked(fok.v01_table(v01, ["v0", "v1", "v2"])).name == "v0_v1_pairs"
-
-
 def test_v1_v2_pairs_table_faster_beyond_the_aa_band():
     c = with_pairs(FIVE, FLAT, AA)
     vi = fok.v1_v2_interval(c, LINEAGE)
