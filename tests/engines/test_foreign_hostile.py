@@ -367,6 +367,7 @@ def _wait_inside_the_engine(tmp: Path, p: subprocess.Popen, deadline_s: float = 
     raise AssertionError(f"the engine's lob_replay was not reached in {deadline_s} s")
 
 
+@pytest.mark.ci  # make test-ci: a SIGINT after a wait
 def test_ctrl_c_stops_lob_bench_inside_an_endless_engine(hostile, tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()

@@ -178,6 +178,7 @@ def _manifest_view(art: Path) -> list[dict]:
     return sorted(lines, key=lambda r: r["run_dir"])
 
 
+@pytest.mark.ci  # make test-ci: a local dask cluster
 def test_dask_grid_writes_what_local_writes(defs, cluster):
     local, dask = defs / "local", defs / "dask"
     assert run_batch(["exp_grid"], "quick", None, local, progress=False) == 0

@@ -215,6 +215,7 @@ def _py(code: str, *args: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env=env)
 
 
+@pytest.mark.ci  # make test-ci: two batch processes
 def test_two_batch_processes_on_one_folder(defs):
     """Real processes: the second refuses naming the first, the third waits and skips."""
     art = defs / "art"

@@ -252,7 +252,9 @@ def _fail_mid_row(transport, engine, sig, role, **kw):
         s.close()
 
 
-@pytest.mark.parametrize("transport,engine", [("compiled", "v2@numba"), ("python", "v2")])
+@pytest.mark.parametrize("transport,engine", [
+    ("compiled", "v2@numba"),
+    pytest.param("python", "v2", marks=pytest.mark.ci)])  # a watchdog wait: CI (make test-ci)
 def test_killed_engine_raises_in_the_caller_quickly(transport, engine):
     msg, dt, s, shm = _fail_mid_row(transport, engine, signal.SIGKILL, "engine")
     assert "engine process" in msg and "died" in msg and dt < 10
@@ -260,7 +262,9 @@ def test_killed_engine_raises_in_the_caller_quickly(transport, engine):
     assert not set(shm) & set(os.listdir(SHM_DIR))  # the failed session unlinked its blocks
 
 
-@pytest.mark.parametrize("transport,engine", [("compiled", "v2@numba"), ("python", "v2")])
+@pytest.mark.parametrize("transport,engine", [
+    ("compiled", "v2@numba"),
+    pytest.param("python", "v2", marks=pytest.mark.ci)])  # a watchdog wait: CI (make test-ci)
 def test_stopped_sender_raises_in_the_caller_quickly(transport, engine):
     msg, dt, s, _ = _fail_mid_row(transport, engine, signal.SIGSTOP, "sender", liveness_s=0.5)
     assert ("no heartbeat" in msg or "silent" in msg) and dt < 10, msg
@@ -324,7 +328,9 @@ def _gone_within(pids, seconds: float) -> bool:
     return False
 
 
-@pytest.mark.parametrize("transport,engine", [("compiled", "v2@numba"), ("python", "v2")])
+@pytest.mark.parametrize("transport,engine", [
+    ("compiled", "v2@numba"),
+    pytest.param("python", "v2", marks=pytest.mark.ci)])  # a watchdog wait: CI (make test-ci)
 def test_dead_parent_ends_both_children(tmp_path, transport, engine):
     p, pids = _start_orphan(tmp_path, engine, transport)
     try:

@@ -87,6 +87,7 @@ def _get(base: str, token: str, path: str, auth: bool = True):
     return urllib.request.urlopen(req, timeout=30)
 
 
+@pytest.mark.ci  # make test-ci: a JupyterLab server
 def test_lab_and_start_page_are_served(lab):
     base, token, _ = lab
     assert _get(base, token, "/lab").status == 200
@@ -105,6 +106,7 @@ def test_lab_and_start_page_are_served(lab):
     assert e.value.code == 403
 
 
+@pytest.mark.ci  # make test-ci: a JupyterLab server
 def test_contents_api_lists_every_notebook(lab):
     base, token, _ = lab
     listing = json.load(_get(base, token, "/api/contents/notebooks"))
@@ -149,6 +151,7 @@ def _execute(ws, session: str, code: str, timeout: float = 120) -> list[dict]:
     return out
 
 
+@pytest.mark.ci  # make test-ci: a JupyterLab server and kernel
 def test_a_notebook_runs_through_the_servers_kernel(lab):
     base, token, tmp = lab
     req = urllib.request.Request(
