@@ -195,6 +195,7 @@ def _wait_for(pred, timeout: float, proc) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.ci  # make test-ci: a batch killed mid-run
 def test_killed_batch_resumes_without_redoing_or_keeping_partial(defs, monkeypatch):
     """A real papermill batch is SIGKILLed mid-run (with its kernel); the re-run resumes."""
     art = defs / "art"
@@ -415,6 +416,7 @@ sys.exit(run_batch(["exp_a"], "quick", None, sys.argv[1], force=True, execute=ex
 """
 
 
+@pytest.mark.ci  # make test-ci: a process killed mid-swap
 def test_a_swap_killed_between_its_renames_is_restored_first(defs):
     art = defs / "art"
     assert run_batch(["exp_a"], "quick", None, art, execute=_fake_execute, progress=False) == 0
