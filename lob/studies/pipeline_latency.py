@@ -275,10 +275,32 @@ def _sweep_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def sweep_table(sw: Sweep) -> Conclusion:
-    """Every row of the sweep (percentiles the sample count cannot support as markers)."""
-    t = sw.rows.rename(columns={"lat_count": "count"})[SWEEP_COLUMNS]
-    return Conclusion("sweep", t, kinds={"transport": "label", "batch": "label",
-                                         "pinning": "label", "fraction": "ratio"})
+    """Every row of the sweep (percentiles the sample count cannot support as markers).
+    Sentences: per transport, batch and pinning, each row that fell behind yet reads a lower
+    p50 than a row offered less: its latency is read at its achieved rate, apart from the
+    curve (:func:`plot_latency_by_rate`)."""
+    t = sw.rows.rename(columns={"lat_count": "count"})[SWEEP_COLUMNS].reset_index(drop=True)
+    c = Conclusion("sweep", t, kinds={"transport": "label", "batch": "label",
+                                      "pinning": "label", "fraction": "ratio"})
+    p50 = pd.to_numeric(t.lat_p50, errors="coerce")
+    for _, g in t.groupby(["transport", "batch", "pinning"], sort=False):
+        order = g.sort_values("offered_rate").index
+        for k, i in enumerate(order):
+            before = [j for j in order[:k] if p50[j] > p50[i]]
+            if not t.saturated[i] or not before:
+                continue
+            j = max(before, key=lambda j: p50[j])
+            state = "fell behind too" if t.saturated[j] else "kept up"
+            c.say(f"{c.cell(i, 'transport')} B={c.cell(i, 'batch')} {c.cell(i, 'pinning')}: "
+                  f"the row offered {c.cell(i, 'offered_rate')}/s fell behind (achieved "
+                  f"{c.cell(i, 'achieved_rate')}/s) and reads a p50 of {c.cell(i, 'lat_p50')} "
+                  f"ns, below the {c.cell(j, 'lat_p50')} ns of the row offered "
+                  f"{c.cell(j, 'offered_rate')}/s, which {state}. A run that falls behind has "
+                  "no steady state: its queue grows for as long as the run lasts, so its "
+                  "percentiles say how long it ran at the rate it achieved, not what the "
+                  "offered rate costs (the plot draws such rows hollow at their achieved rate, "
+                  "apart from the curve).")
+    return c
 
 
 def saturation_table(sw: Sweep) -> Conclusion:
@@ -366,8 +388,13 @@ def saturation_table(sw: Sweep) -> Conclusion:
 
 
 def plot_latency_by_rate(sw: Sweep, closed_p50: float):
-    """Per batch size: p50/p99/p99.9 against the offered rate (solid: the first transport,
-    dashed: the second; hollow markers: saturated rows; verticals: capacity)."""
+    """Per batch size: p50/p99/p99.9 against the rate (solid: the first transport, dashed:
+    the second; verticals: capacity). A row that kept up achieved its offered rate and is
+    drawn there, joined to its neighbours. A row measured not to keep up (saturated) has no
+    steady state to read: its queue grew for as long as the run lasted, so its latency is
+    set by the run's length at the rate it *achieved*, not by the rate offered. It is drawn
+    hollow at its achieved rate and joined to nothing (an offered-rate curve through it
+    could fall past capacity while those rows fall behind)."""
     res, caps = sw.rows, sw.caps
     batches = list(dict.fromkeys(res.batch))
     fig, axes = lp.subplots(1, len(batches), panel=(4.6, 3.8), squeeze=False)
@@ -375,17 +402,16 @@ def plot_latency_by_rate(sw: Sweep, closed_p50: float):
         for tr, ls in zip(dict.fromkeys(res.transport), ("-", "--"), strict=False):
             d = res[(res.batch == b) & ~res.pinned & (res.transport == tr)].sort_values(
                 "offered_rate")
+            ok = ~d.saturated.astype(bool)
             for q, c in (("lat_p50", "C0"), ("lat_p99", "C1"), ("lat_p99_9", "C3")):
                 y = pd.to_numeric(d[q], errors="coerce")
-                ax.plot(d.offered_rate, y, ls, color=c,
+                ax.plot(d.offered_rate[ok], y[ok], ls, marker="o", color=c, ms=4,
                         label=f"{tr} {q.removeprefix('lat_').replace('_', '.')}")
-                ok = ~d.saturated
-                ax.plot(d.offered_rate[ok], y[ok], "o", color=c, ms=4)
-                ax.plot(d.offered_rate[~ok], y[~ok], "o", mfc="none", color=c, ms=4)
+                ax.plot(d.achieved_rate[~ok], y[~ok], "o", mfc="none", color=c, ms=5)
             cap = caps[(caps.transport == tr) & (caps.batch == b)].capacity
             if len(cap):
                 ax.axvline(cap.iloc[0], color="k", lw=0.8, ls=ls)
-        ax.set(title=f"batch {b} (verticals: capacity)", xlabel="offered rate (commands/s)",
+        ax.set(title=f"batch {b} (verticals: capacity)", xlabel="rate (commands/s)",
                ylabel="latency (ns)")
         lp.value_axis(ax, axis="x")
         # the scale first (from the latencies and the reference), then the reference line:
@@ -394,6 +420,8 @@ def plot_latency_by_rate(sw: Sweep, closed_p50: float):
                            errors="coerce")
         lp.value_axis(ax, [*ys, closed_p50], axis="y")
         lp.reference(ax, closed_p50, "closed-loop p50")
+    axes.flat[0].plot([], [], "o", mfc="none", color="grey",
+                      label="fell behind: at its achieved rate, not joined")
     lp.legend_outside(fig)
     return fig
 
@@ -407,6 +435,15 @@ def capacity_table(caps: pd.DataFrame, service_rows: list[dict], mode: str) -> C
     capt = caps.pivot_table(index="batch", columns="transport", values="capacity")
     capt.columns = [f"capacity_{c}" for c in capt.columns]
     capt["all_found"] = caps.groupby("batch").found.all()
+    if "bracket" in caps.columns:  # the search's resolution: the lowest rate seen to fall behind
+        top = caps.assign(top=[b[1] for b in caps.bracket]).pivot_table(
+            index="batch", columns="transport", values="top")
+        for tr in top.columns:
+            capt[f"bracket_top_{tr}"] = top[tr]
+    if not caps.found.all():  # which transport's search found no rate that kept up
+        for tr, f in caps.pivot_table(index="batch", columns="transport", values="found",
+                                      aggfunc="all").items():
+            capt[f"found_{tr}"] = f.astype(bool)
     again = caps[caps.searches > 1] if "searches" in caps.columns else caps.iloc[:0]
     if len(again):  # a second search: a row above the first one's bracket kept up
         capt["searches"] = caps.groupby("batch").searches.max()
@@ -422,7 +459,8 @@ def capacity_table(caps: pd.DataFrame, service_rows: list[dict], mode: str) -> C
         capt["compiled_over_python"] = capt.capacity_compiled / capt.capacity_python
     c = Conclusion("capacity", capt.reset_index(), key="batch",
                    kinds={"batch": "label", "all_found": "label", "searches": "count",
-                          "compiled_over_python": "ratio"})
+                          "compiled_over_python": "ratio",
+                          **{c: "label" for c in capt.columns if c.startswith("found_")}})
     for r in c.rows:
         k = r["batch"]
         parts = [f"{col.removeprefix('capacity_')} {c.cell(k, col)}/s" for col in c.columns
@@ -442,19 +480,28 @@ def capacity_table(caps: pd.DataFrame, service_rows: list[dict], mode: str) -> C
 
 
 def plot_capacity(cap: Conclusion, engine: str):
-    """Bars per batch: each transport's capacity and the python transport's bound."""
+    """A dot per batch and transport at its capacity (the highest rate that kept up), with
+    the search's bracket as its interval (up to the lowest rate seen to fall behind; a dot
+    is hollow where no rate kept up), beside the python transport's closed-loop bound (a
+    bound, no interval). Dots, not bars: on the log axis these rates need, a bar's length
+    from the axis floor would mean nothing."""
     t = pd.DataFrame(cap.rows).set_index("batch")
-    bars = [c for c in t.columns if c.startswith("capacity_")] + \
-        (["python_bound"] if "python_bound" in t.columns else [])
+    trs = [c.removeprefix("capacity_") for c in t.columns if c.startswith("capacity_")]
+    vals = pd.DataFrame({f"capacity {tr}": t[f"capacity_{tr}"] for tr in trs})
+    high = pd.DataFrame({f"capacity {tr}": t.get(f"bracket_top_{tr}", np.nan) for tr in trs})
+    hollow = pd.DataFrame({f"capacity {tr}": ~t.get(f"found_{tr}", t.all_found).astype(bool)
+                           for tr in trs})
+    if "python_bound" in t.columns:
+        vals["python bound"] = t.python_bound
+        high["python bound"] = np.nan
+        hollow["python bound"] = False
+    vals.index = [f"B={b}" for b in t.index]
     fig, ax = lp.subplots()
-    x = np.arange(len(t))
-    w = 0.8 / len(bars)
-    for i, c in enumerate(bars):
-        ax.bar(x + (i - (len(bars) - 1) / 2) * w, t[c], w, label=c.replace("_", " "))
-    ax.set(xticks=x, xticklabels=[f"B={b}" for b in t.index], ylabel="commands/s",
-           title=engine)
-    lp.value_axis(ax, t[bars].to_numpy(dtype=float).ravel())
-    lp.legend_outside(ax)
+    lp.dots(ax, vals, low=vals.where(high.notna().to_numpy()), high=high.set_axis(vals.index),
+            hollow=hollow.set_axis(vals.index), ylabel="commands/s",
+            title=f"{engine}: capacity per batch size")
+    ax.set_xlabel("dot: highest rate kept up; line: up to the lowest seen to fall behind",
+                  fontsize=8)
     return fig
 
 

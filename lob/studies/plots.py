@@ -21,6 +21,12 @@ Or, for the common "one value per engine (and workload)" chart, all of the above
 >>> fig, ax = plots.subplots()
 >>> plots.bars(ax, frame, ylabel="ns/op", title="cost per op", refs={"seed 000": 42.0})
 
+Values with intervals (or any values a log axis would draw as bars from an arbitrary floor)
+go in a dot plot instead: a dot per value, its interval as a line through it, so no length is
+drawn that means nothing:
+
+>>> plots.dots(ax, frame, low=lo_frame, high=hi_frame, ylabel="commands/s")
+
 Save with :func:`lob.studies.nb.save_figure` (``bbox_inches="tight"`` keeps an outside
 legend in the PNG). Do not call ``fig.tight_layout()`` on a figure from :func:`subplots`:
 it already uses matplotlib's constrained layout, which keeps titles, labels and outside
@@ -35,7 +41,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["STYLE", "bars", "category_axis", "label_points", "legend_outside", "overlaps",
+__all__ = ["STYLE", "bars", "category_axis", "dots", "label_points", "legend_outside", "overlaps",
            "reference", "span_decades", "subplots", "use", "value_axis"]
 
 STYLE = {
@@ -335,6 +341,64 @@ def bars(ax, frame, *, ylabel: str = "", title: str = "", refs: dict | None = No
     for lab, v in (refs or {}).items():
         reference(ax, v, lab, **next(styles, {}))
     if frame.shape[1] > 1 or refs:
+        legend_outside(ax, title=legend_title)
+    return ax
+
+
+def dots(ax, frame, low=None, high=None, *, ylabel: str = "", title: str = "",
+         refs: dict | None = None, legend_title: str | None = None, decade: float = DECADE,
+         hollow=None, markers: Sequence[str] = ("o", "s", "D", "^", "v")):
+    """A dot plot of a frame (index: categories; columns: series), each dot with its interval.
+
+    The dot-plot twin of :func:`bars`: a dot per value, the series of a category side by
+    side, and where ``low``/``high`` (frames or Series of the same shape; NaN: no interval)
+    give an interval, a line with caps from ``low`` to ``high``. No bar rises from a floor,
+    so a log axis (:func:`value_axis`, over the values and the interval ends) draws no
+    length that means nothing. ``hollow``: a boolean frame of the same shape; True draws the
+    dot hollow (e.g. a value the method could not establish). Series take the markers in
+    order. Applies :func:`category_axis`, the ``refs`` lines and :func:`legend_outside` when
+    there is more than one series or a reference.
+    """
+    import pandas as pd
+
+    def frame_of(x):
+        if x is None:
+            return pd.DataFrame(np.nan, index=frame.index, columns=frame.columns)
+        x = x.to_frame() if isinstance(x, pd.Series) else x
+        return x.reindex(index=frame.index).set_axis(frame.columns, axis=1)
+
+    if isinstance(frame, pd.Series):
+        frame = frame.to_frame()
+    lo, hi = frame_of(low).astype(float), frame_of(high).astype(float)
+    hol = frame_of(hollow).fillna(False).astype(bool)
+    n = frame.shape[1]
+    width = 0.6 if n > 1 else 0.0
+    xs = np.arange(len(frame), dtype=float)
+    for j, col in enumerate(frame.columns):
+        x = xs + (j - (n - 1) / 2) * (width / max(n - 1, 1))
+        y = frame[col].to_numpy(dtype=float)
+        color = f"C{j}"
+        have = np.isfinite(lo[col].to_numpy()) & np.isfinite(hi[col].to_numpy())
+        if have.any():
+            ax.errorbar(x[have], y[have], yerr=[y[have] - lo[col].to_numpy()[have],
+                                                hi[col].to_numpy()[have] - y[have]],
+                        fmt="none", ecolor=color, capsize=3, lw=1.2)
+        mk = markers[j % len(markers)]
+        h = hol[col].to_numpy()
+        ax.plot(x[~h], y[~h], mk, color=color, ms=6, zorder=3, label=str(col))
+        if h.any():
+            ax.plot(x[h], y[h], mk, color=color, mfc="none", ms=6, zorder=3)
+    ax.set(ylabel=ylabel, title=title, xlabel="")
+    ax.set_xticks(xs)
+    ax.set_xlim(-0.6, len(xs) - 0.4)
+    value_axis(ax, [*frame.to_numpy(dtype=float).ravel(), *lo.to_numpy().ravel(),
+                    *hi.to_numpy().ravel()], decade=decade)
+    category_axis(ax, [str(i) for i in frame.index])
+    styles = iter(({"color": "k", "ls": "--"}, {"color": "C3", "ls": ":"},
+                   {"color": "C2", "ls": "-."}, {"color": "grey", "ls": "--"}))
+    for lab, v in (refs or {}).items():
+        reference(ax, v, lab, **next(styles, {}))
+    if n > 1 or refs:
         legend_outside(ax, title=legend_title)
     return ax
 

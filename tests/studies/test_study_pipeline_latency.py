@@ -49,7 +49,10 @@ def _sweep_rows(transports=("python", "compiled"), batches=(1, 8), pins=(False,)
 def _caps(transports=("python", "compiled"), batches=(1, 8), found=True):
     return pd.DataFrame([{"transport": tr, "batch": b,
                           "capacity": 1e6 * b * (3 if tr == "compiled" else 1),
-                          "unpaced_rate": 2e6 * b, "bracket": (1, 2), "found": found}
+                          "unpaced_rate": 2e6 * b,
+                          "bracket": (1e6 * b * (3 if tr == "compiled" else 1),
+                                      1.1e6 * b * (3 if tr == "compiled" else 1)),
+                          "found": found}
                          for tr in transports for b in batches])
 
 
@@ -74,6 +77,29 @@ def test_sweep_table_hides_percentiles_the_count_cannot_support():
     assert c.rows[0]["pinning"] == "unpinned"
 
 
+def test_sweep_table_says_when_a_row_that_fell_behind_reads_a_lower_p50():
+    rows = _sweep_rows(transports=("python",), batches=(8,), fractions=(0.5, 0.9, 1.2, 1.5))
+    c = _clean(pl.sweep_table(pl.Sweep(rows, _caps(("python",), (8,)))))
+    assert c.sentences == []  # latency rising with the rate: nothing to say
+    rows.loc[rows.fraction == 1.2, "lat_p50"] = 6_000.0  # saturated
+    rows.loc[rows.fraction == 1.5, "lat_p50"] = 100.0  # saturated, below every row offered less
+    rows.loc[rows.fraction == 0.5, "lat_p50"] = 5_000.0  # kept up, a lower rate, a higher p50
+    c = _clean(pl.sweep_table(pl.Sweep(rows, _caps(("python",), (8,)))))
+    assert c.sentences == [  # compared with the highest p50 offered less: the 1.2x row's
+        "python B=8 unpinned: the row offered 12,000,000/s fell behind (achieved 8,000,000/s) "
+        "and reads a p50 of 100 ns, below the 6,000 ns of the row offered 9,600,000/s, which "
+        "fell behind too. A run that falls behind has no steady state: its queue grows for as "
+        "long as the run lasts, so its percentiles say how long it ran at the rate it achieved, "
+        "not what the offered rate costs (the plot draws such rows hollow at their achieved "
+        "rate, apart from the curve)."]
+    rows.loc[rows.fraction == 1.2, "lat_p50"] = 1_000.0  # now below the kept-up 0.5x row too
+    c = _clean(pl.sweep_table(pl.Sweep(rows, _caps(("python",), (8,)))))
+    assert len(c.sentences) == 2 and c.sentences[0].startswith(
+        "python B=8 unpinned: the row offered 9,600,000/s fell behind (achieved 8,000,000/s) "
+        "and reads a p50 of 1,000 ns, below the 5,000 ns of the row offered 4,000,000/s, which "
+        "kept up.")
+
+
 def test_plot_latency_by_rate_has_a_panel_per_batch_and_the_capacity_verticals():
     sw = pl.Sweep(_sweep_rows(), _caps())
     fig = pl.plot_latency_by_rate(sw, 250.0)
@@ -83,12 +109,32 @@ def test_plot_latency_by_rate_has_a_panel_per_batch_and_the_capacity_verticals()
     for a in fig.axes:  # a log axis from the reference to the top latency, never below zero
         lo, hi = a.get_ylim()
         assert a.get_yscale() == "log" and 0 < lo < 250 and hi > 9 * 1_000 * 1.2
-    # two transports x three percentiles x (line + kept-up + saturated markers), two verticals,
-    # the closed-loop reference
-    assert len(ax.lines) == 2 * 3 * 3 + 2 + 1
+    # two transports x three percentiles x (kept-up curve + saturated markers), two
+    # verticals, the closed-loop reference, the legend's entry for the saturated markers
+    assert len(ax.lines) == 2 * 3 * 2 + 2 + 1 + 1
     assert sorted(ln.get_xdata()[0] for ln in ax.lines if ln.get_linestyle() in ("-", "--")
                   and len(ln.get_xdata()) == 2 and ln.get_xdata()[0] == ln.get_xdata()[1]) \
         == [1e6, 3e6]
+
+
+def test_plot_latency_by_rate_draws_saturated_rows_apart_at_their_achieved_rate():
+    # the 1.2x rows fall behind: achieved 1.0x capacity, with a p50 below the 0.9x row's (as a
+    # short saturated run can read); they must not extend the offered-rate curve
+    rows = _sweep_rows(transports=("python",), batches=(8,))
+    rows.loc[rows.fraction == 1.2, "lat_p50"] = 100.0
+    fig = pl.plot_latency_by_rate(pl.Sweep(rows, _caps(("python",), (8,))), 250.0)
+    ax = fig.axes[0]
+    cap = 8e6
+    curves = [ln for ln in ax.lines if ln.get_linestyle() == "-" and ln.get_marker() == "o"]
+    assert len(curves) == 3  # p50, p99, p99.9, each through the rows that kept up only
+    assert all(list(ln.get_xdata()) == [0.5 * cap, 0.9 * cap] for ln in curves)
+    hollow = [ln for ln in ax.lines if ln.get_markerfacecolor() == "none"
+              and len(ln.get_xdata()) == 1]
+    assert sorted(float(ln.get_ydata()[0]) for ln in hollow) == [100.0, 4_800.0, 10_800.0]
+    assert {float(ln.get_xdata()[0]) for ln in hollow} == {cap}  # the achieved, not 1.2 x cap
+    assert all(ln.get_linestyle() == "None" for ln in hollow)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "fell behind: at its achieved rate, not joined" in labels
 
 
 # --- capacity ---------------------------------------------------------------------------------
@@ -133,12 +179,33 @@ def test_capacity_says_when_a_batch_was_searched_again():
                                      "1,200,000/s, but a row offered above it kept up")
 
 
-def test_plot_capacity_draws_a_bar_per_transport_and_the_bound():
+def test_plot_capacity_draws_dots_with_the_brackets_and_the_bound():
     c = pl.capacity_table(_caps(), SERVICE, "chunk")
+    assert c.rows[0]["bracket_top_python"] == 1.1e6 and "found_python" not in c.columns
     fig = pl.plot_capacity(c, "v2@numba")
     ax = fig.axes[0]
-    assert len(ax.patches) == 3 * 2 and ax.get_title() == "v2@numba"
+    assert not ax.patches and ax.get_title().startswith("v2@numba")  # dots, no bars
     assert [t.get_text() for t in ax.get_xticklabels()] == ["B=1", "B=8"]
+    dots = {ln.get_label(): list(ln.get_ydata()) for ln in ax.lines if ln.get_label()[0] != "_"}
+    assert dots == {"capacity compiled": [3e6, 24e6], "capacity python": [1e6, 8e6],
+                    "python bound": [2.5e6, 8e6]}
+    # the brackets: one interval per transport and batch, from the capacity to the bracket's
+    # top; the bound has none
+    segs = sorted((round(s[0][1]), round(s[1][1])) for coll in ax.collections
+                  for s in coll.get_segments())
+    assert segs == [(1e6, 1.1e6), (3e6, 3.3e6), (8e6, 8.8e6), (24e6, 26.4e6)]
+    from lob.studies import plots as lp
+    assert not lp.overlaps(fig)
+
+
+def test_plot_capacity_draws_a_failed_search_hollow():
+    caps = _caps()
+    caps.loc[caps.transport == "compiled", "found"] = False
+    c = pl.capacity_table(caps, SERVICE, "chunk")
+    assert c.rows[0]["found_compiled"] is False and c.rows[0]["found_python"] is True
+    ax = pl.plot_capacity(c, "v2@numba").axes[0]
+    hollow = [ln for ln in ax.lines if ln.get_markerfacecolor() == "none"]
+    assert [list(ln.get_ydata()) for ln in hollow] == [[3e6, 24e6]]
 
 
 # --- at 50% and 90% ---------------------------------------------------------------------------
