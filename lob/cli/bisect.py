@@ -22,7 +22,7 @@ def _cmd_bisect(args) -> int:
                               repo=args.repo, scale=args.scale, runs=args.runs,
                               max_runs=args.max_runs, threshold=args.threshold / 100,
                               confidence=args.confidence, inner=args.inner, cache=args.cache,
-                              out=out)
+                              out=out, endpoints=args.endpoints)
     except KeyboardInterrupt:
         print("\nlob bisect: interrupted; nothing written to the run folder (completed "
               "checkouts stay cached, a half-built one is discarded)", file=sys.stderr)
@@ -61,6 +61,9 @@ def add_parsers(sub) -> None:
     s.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
                    help="a change is called when its interval clears 1 +/- PCT%%")
     s.add_argument("--confidence", type=float, default=0.95, help="interval level")
+    s.add_argument("--endpoints", action="store_true",
+                   help="compare good and bad only (interleaved rounds, the same call) and "
+                        "never search between them: a before/after benchmark")
     s.add_argument("--inner", type=int, default=3, help="replays per process (min taken)")
     s.add_argument("--repo", default=".", help="the git repository to search")
     s.add_argument("--cache", default=None, help="worktree cache folder (default "

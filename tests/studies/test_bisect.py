@@ -146,6 +146,41 @@ def test_interleaved_rounds_and_skips(demo):
     assert res.candidates == shas[4:7] and "or one of the skipped" in res.line()
 
 
+def test_endpoints_compares_good_and_bad_only_even_when_they_differ(demo, tmp_path):
+    repo, shas, _ = demo
+    m = fake(shas, SLOW, 1.3, broken=(5,))
+    res = bisect_versions(shas[0], shas[-1], "demo", "w", repo=repo, runs=5, log=None,
+                          measure=m, endpoints=True, out=tmp_path / "out")
+    assert set(m.calls) == {0, len(shas) - 1}  # no revision between them is measured
+    assert res.first_change is None and len(res.steps) == 1
+    s = res.steps[0]
+    assert s.decision == "slower" and s.ratio == pytest.approx(1.3)
+    assert res.line() == (f"bad over good: 1.3000 (CI {s.ci_low:.4f}-{s.ci_high:.4f}): slower "
+                          f"({s.rounds} rounds)")
+    rec = json.loads((tmp_path / "out" / "bisect.json").read_text())
+    assert rec["endpoints"] is True and rec["conclusion"] == res.line()
+    # the same range searched: the walk measures the middle and names the step
+    assert bisect_versions(shas[0], shas[-1], "demo", "w", repo=repo, runs=5, log=None,
+                           measure=fake(shas, SLOW, 1.3, broken=(5,))
+                           ).first_change["sha"] == shas[SLOW]
+
+
+def test_lob_bisect_endpoints_reaches_the_search(monkeypatch, tmp_path):
+    import lob.cli.bisect as cli
+
+    seen = []
+
+    def stop(*a, **kw):
+        seen.append(kw["endpoints"])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "bisect_versions", stop)
+    base = ["bisect", "--good", "a", "--bad", "b", "--engine", "e", "--workload", "w",
+            "--out", str(tmp_path)]
+    assert main([*base, "--endpoints"]) == 130 and main(base) == 130
+    assert seen == [True, False]
+
+
 def test_bad_input(demo, tmp_path):
     repo, shas, _ = demo
     with pytest.raises(ValueError, match="not an ancestor"):

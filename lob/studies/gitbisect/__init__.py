@@ -31,7 +31,10 @@ Which commit of a repository (lob itself, or a package that registers engines th
   code): no more than 5% false calls at the default and quick settings; with 10% noise,
   5 to 15 rounds and a 5% threshold, a 30% step at commit 7 of 12 is named exactly;
 * a revision where the engine or the workload does not exist, or the code does not import,
-  is skipped, as ``git bisect skip`` does: the search probes a neighbour instead.
+  is skipped, as ``git bisect skip`` does: the search probes a neighbour instead;
+* ``endpoints=True`` (``lob bisect --endpoints``) stops after good against bad, whatever
+  the call: a before/after benchmark of a range whose middle need not build, its line bad
+  over good with the interval.
 
 Why not asv? asv (``asv run A..B``, ``asv find``, ``asv compare``) builds one environment
 per commit and measures commits one after another, possibly days apart; ``asv find`` takes

@@ -74,8 +74,14 @@ class BisectResult:
     candidates: list[str]  # skipped revisions the first change could also be
     wall_s: float = 0.0
     out: str | None = None
+    endpoints: bool = False  # good against bad only: a before/after benchmark, no search
 
     def line(self) -> str:
+        if self.endpoints:
+            s = self.steps[0]
+            ci = (f"CI {s.ci_low:.4f}-{s.ci_high:.4f}" if s.ci_low is not None
+                  else "no interval")
+            return f"bad over good: {s.ratio:.4f} ({ci}): {s.decision} ({s.rounds} rounds)"
         fc = self.first_change
         if fc is None:
             return "no change beyond noise"
@@ -318,6 +324,7 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
                     *, repo=".", scale: float = 0.002, runs: int = 5, max_runs: int | None = None,
                     threshold: float = 0.05, confidence: float = 0.95, n_boot: int = 4000,
                     seed: int = 1, inner: int = 3, cache=None, out=None,
+                    endpoints: bool = False,
                     measure: Callable[[str, int, bool], Sample] | None = None,
                     log: Callable[[str], None] | None = _say) -> BisectResult:
     """Binary search of ``good..bad`` for the first revision whose ``metric`` differs from
@@ -326,8 +333,11 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
     :data:`~lob.measure.stats.MIN_RATIO_N` rounds); ``max_runs``: rounds at most (default
     ``3 * runs``, at least ``MIN_RATIO_N``);
     ``threshold``: the relative change an interval must clear; ``inner``: replays per process
-    (the process's value is their minimum). ``measure`` replaces the subprocess measurement
-    (tests); ``out`` writes the run folder.
+    (the process's value is their minimum). ``endpoints``: compare good and bad only, in
+    the same interleaved rounds and with the same call, and never search between them even
+    when they differ (a before/after benchmark of a range whose middle need not build: the
+    result's line gives bad over good with its interval). ``measure`` replaces the
+    subprocess measurement (tests); ``out`` writes the run folder.
     """
     t0 = time.perf_counter()
     metric = metric_name(metric)
@@ -342,7 +352,8 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
                                      cache=cache)
     say = log or (lambda s: None)
     unit = BISECT_METRICS[metric]
-    say(f"bisecting {len(revs) - 1} commits after {revs[0].sha[:10]} (good) up to "
+    say(f"{'comparing' if endpoints else 'bisecting'} {len(revs) - 1} commits after "
+        f"{revs[0].sha[:10]} (good) up to "
         f"{revs[-1].sha[:10]} (bad): {unit} of {engine} on {workload} (scale {scale}); "
         f"{runs}-{max_runs} interleaved rounds per comparison, threshold {threshold:.0%}, "
         f"{confidence:.0%} bootstrap intervals ({level:.2%} per look)")
@@ -351,10 +362,11 @@ def bisect_versions(good: str, bad: str, engine: str, workload: str, metric: str
     if first.decision == "skipped":
         raise ValueError(f"cannot measure {'good' if first.index == 0 else 'bad'} revision "
                          f"{first.sha[:10]}: {first.reason}")
-    fc, candidates = search.walk(first) if first.decision in CHANGED else (None, [])
+    walk = first.decision in CHANGED and not endpoints
+    fc, candidates = search.walk(first) if walk else (None, [])
     res = BisectResult(str(Path(repo).resolve()), good, bad, engine, workload, metric,
                        float(scale), float(threshold), runs, max_runs, confidence, revs,
-                       search.steps, fc, candidates)
+                       search.steps, fc, candidates, endpoints=endpoints)
     res.wall_s = round(time.perf_counter() - t0, 1)
     say(res.line())
     measured = res.measured
