@@ -15,6 +15,11 @@ Three sources exist:
   into ns with a rate measured against ``CLOCK_MONOTONIC`` over the same capture;
 * an external figure supplied by a compiled backend that reads its own clock in-kernel
   (:func:`external`).
+
+A duration's tick is the clock's known resolution where lob knows what timed it
+(:func:`known_tick`: the cycle counter, or ``CLOCK_MONOTONIC`` on the kernel's ``tsc``
+clocksource), never fitted from the samples then: a peaked distribution of merged captures
+can look like a grid (:func:`lob.measure.stats.clock_grid`, used only for other clocks).
 """
 
 from __future__ import annotations
@@ -129,6 +134,50 @@ def calibrate_tsc(n: int = 100_000) -> ClockCalibration:
     rate = tsc_rate(p0, m.tsc_pair())
     ns = d * rate
     return _from_deltas("rdtsc (rate measured against CLOCK_MONOTONIC)", ns, max(rate, 1e-3))
+
+
+TSC_SOURCE = "rdtsc"  # how every cycle-counter clock record's source begins
+RECORDED_NS = 1.0  # durations are recorded in whole ns, whatever the clock
+CLOCKSOURCE = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
+
+
+def kernel_clocksource(path: str = CLOCKSOURCE) -> str | None:
+    """The clocksource behind the kernel's ``CLOCK_MONOTONIC`` (``tsc``, ``kvm-clock``,
+    ``hpet``, ...), None where it cannot be read."""
+    try:
+        with open(path) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def known_tick(clock: dict | None, *, clocksource: str | None = None) -> tuple[float, str] | None:
+    """``(tick_ns, why)`` for durations timed by ``clock`` (a clock record: a
+    :class:`ClockCalibration`'s dict) whose resolution lob knows, else None (the tick is then
+    fitted from the samples: :func:`lob.measure.stats.clock_grid`).
+
+    Known: the cycle counter (a source beginning with :data:`TSC_SOURCE`: lob's native
+    capture loop or a compiled kernel), whose tick is its ``resolution_ns`` (ns per TSC tick,
+    measured against ``CLOCK_MONOTONIC``); and ``CLOCK_MONOTONIC`` (a source naming it) when
+    the kernel reads it from the ``tsc`` clocksource (the kernel keeps that clocksource only
+    while the TSC is stable), in whole ns. Durations are recorded in whole ns, so the tick is
+    never under :data:`RECORDED_NS`. ``clocksource`` defaults to :func:`kernel_clocksource`.
+    An engine's own clock of unknown kind (a foreign library's) is not known."""
+    if not clock:
+        return None
+    src = str(clock.get("source") or "")
+    res = clock.get("resolution_ns")
+    if src.startswith(TSC_SOURCE) and res is not None and float(res) > 0:
+        tick = max(float(res), RECORDED_NS)
+        return tick, (f"known, not fitted: the cycle counter ticks every {float(res):.3g} ns "
+                      f"and durations are recorded in whole ns, so each is known to "
+                      f"{tick:.3g} ns")
+    if "CLOCK_MONOTONIC" in src:
+        cs = clocksource if clocksource is not None else kernel_clocksource()
+        if cs == "tsc":
+            return RECORDED_NS, ("known, not fitted: CLOCK_MONOTONIC reads the kernel's tsc "
+                                 "clocksource (the cycle counter), in whole ns")
+    return None
 
 
 def calibrate(n: int = 100_000, *, native: bool = True) -> ClockCalibration:

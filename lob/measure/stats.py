@@ -41,7 +41,8 @@ import numpy as np
 
 __all__ = ["CHANGE_WORDS", "MIN_RATIO_N", "min_count", "supported", "marker",
            "median_interval", "ratio_interval", "sequential_level", "change",
-           "change_of_ratios", "rotation", "rotations", "clock_grid", "at_clock_floor",
+           "change_of_ratios", "rotation", "rotations", "clock_grid", "clock_tick",
+           "at_clock_floor",
            "CLOCK_FLOOR_TICKS",
            "aa_band", "aa_unmeasurable", "MAX_AA_SPREAD", "change_beyond_aa", "share_interval",
            "ratio_interval_what", "quantile_of", "tick_interval", "percentile_bounds",
@@ -255,7 +256,11 @@ def rotation(names: Sequence, r: int) -> list:
 # --- the clock's grid ---------------------------------------------------------------------------
 
 CLOCK_FLOOR_TICKS = 10  # a percentile below this many clock ticks is not used in a ratio
-MIN_OFF_PEAK = 10  # the fewest samples off the most frequent value that can show a grid
+MIN_OFF_PEAK = 10  # the fewest samples off the peak that can show a grid
+# The peak is the most frequent value and every value within this many jitters of it: a peak
+# of a few adjacent whole-ns values (24, 25, 26) sits within the tolerance (at most 1.25
+# jitters) of one multiple of many steps, so only the values beyond it can show a grid
+PEAK_HALF_WIDTH = 2.5
 PEAK_SHARE = 0.5  # a value held by this share of the samples or more makes them "peaked"
 
 
@@ -295,8 +300,11 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
     Only the ``max_values`` most frequent distinct values are fitted (the share is of them).
 
     A sharply peaked distribution is no grid: one value held by 90% of the samples is within
-    ``tol`` of a multiple of every step that divides it, so the values off the peak must lie
-    on the grid too (``min_share`` of them, at least :data:`MIN_OFF_PEAK`).
+    ``tol`` of a multiple of every step that divides it, and so is a peak of a few adjacent
+    values (24, 25, 26 ns: within 1.53 ns of 2 x 12.25), so the values off the peak (beyond
+    :data:`PEAK_HALF_WIDTH` jitters of the most frequent value) must lie on the grid too
+    (``min_share`` of them, at least :data:`MIN_OFF_PEAK`). Where the clock's resolution is
+    known, the tick is not fitted at all (:func:`clock_tick`).
 
     Returns ``{"tick_ns", "share_on_grid", "chance_share", "n", "values", "saw", "what"}``;
     ``saw``: ``"grid"``, ``"peaked"`` (no grid; one value holds half the samples or more),
@@ -319,15 +327,19 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
     # the values other than the most frequent one must lie on the grid as well (and there
     # must be at least MIN_OFF_PEAK of them to show it)
     mode = int(np.argmax(w))
-    shares, rest_shares = _grid_shares(u, w, cands, mode, jitter_ns, hdr, min_share)
+    half = PEAK_HALF_WIDTH * jitter_ns
+    peak_of = np.abs(u - u[mode]) <= half  # the peak: the mode and its jittered neighbours
+    shares, rest_shares = _grid_shares(u, w, cands, peak_of, jitter_ns, hdr, min_share)
     ok = np.nonzero((shares >= min_share) & (rest_shares >= min_share))[0]
     if not len(ok):
-        peak = float(w[mode] / n)
+        peak = float(w[peak_of].sum() / n)
         if peak >= PEAK_SHARE:
+            around = (f" ({peak:.0%} within {half:g} ns of it)"
+                      if w[peak_of].sum() > w[mode] else "")
             return {**none, "values": int(len(u)), "saw": "peaked",
-                    "what": f"peaked, no grid: {u[mode]:g} ns holds {peak:.0%} of {int(n)} "
-                            f"samples and the other values lie on no grid from "
-                            f"{min_tick_ns:g} to {max_tick_ns:g} ns"}
+                    "what": f"peaked, no grid: {u[mode]:g} ns holds {w[mode] / n:.0%} of "
+                            f"{int(n)} samples{around} and the other values lie on no grid "
+                            f"from {min_tick_ns:g} to {max_tick_ns:g} ns"}
         return {**none, "values": int(len(u)), "saw": "continuous",
                 "what": f"continuous, no grid: no grid from {min_tick_ns:g} to "
                         f"{max_tick_ns:g} ns holds {min_share:.0%} of {int(n)} samples"}
@@ -343,6 +355,26 @@ def clock_grid(samples: Sequence[float], counts: Sequence[float] | None = None, 
             "values": int(len(u)), "saw": "grid",
             "what": f"a grid: {share:.0%} of {int(total)} durations lie within {tol0:g} ns of a "
                     f"multiple of {tick:.4g} ns (by chance: {chance:.0%})"}
+
+
+def clock_tick(samples: Sequence[float], counts: Sequence[float] | None = None, *,
+               clock: dict | None = None, **grid) -> dict:
+    """The tick of durations ``samples`` timed by ``clock`` (its record): the clock's known
+    resolution where lob knows the clock (:func:`lob.measure.clock.known_tick`: the cycle
+    counter, or ``CLOCK_MONOTONIC`` on the kernel's tsc clocksource), never fitted then
+    (``saw``: ``"known"``); else :func:`clock_grid` of the samples (``grid``: its options).
+    Same keys as :func:`clock_grid`; a known tick has no share on a grid (None)."""
+    from lob.measure.clock import known_tick
+
+    k = known_tick(clock)
+    if k is None:
+        return clock_grid(samples, counts, **grid)
+    v = np.asarray(samples, dtype=float).ravel()
+    keep = np.isfinite(v) & (v > 0)
+    n = (int(keep.sum()) if counts is None else
+         int(np.asarray(counts, dtype=float).ravel()[keep].sum()))
+    return {"tick_ns": k[0], "share_on_grid": None, "chance_share": None, "n": n,
+            "values": None, "saw": "known", "what": k[1]}
 
 
 def _grid_sample(u, w, exact_below_ns: float, max_tick_ns: float, max_values: int):
@@ -379,13 +411,14 @@ def _grid_candidates(min_tick_ns: float, max_tick_ns: float, jitter_ns: float,
     return np.asarray(cands)
 
 
-def _grid_shares(u, w, cands, mode: int, jitter_ns: float, hdr: float, min_share: float):
+def _grid_shares(u, w, cands, peak_of: np.ndarray, jitter_ns: float, hdr: float,
+                 min_share: float):
     """Per candidate step, the share of the samples on its grid and the share of those off
-    the most frequent value (``mode``); scanned from the largest step down, stopping below
-    the cluster of the first that fits (the shares of steps not scanned stay 0)."""
+    the peak (``peak_of``: the most frequent value and its neighbours); scanned from the
+    largest step down, stopping below the cluster of the first that fits (the shares of
+    steps not scanned stay 0)."""
     total = float(w.sum())
-    rest = w.copy()
-    rest[mode] = 0.0
+    rest = np.where(peak_of, 0.0, w)
     rest_total = float(rest.sum())
     shares = np.zeros(len(cands))
     rest_shares = np.zeros(len(cands))

@@ -126,11 +126,13 @@ def capture(engine: str, wl, *, gc_enabled: bool = True, grid: bool = True) -> d
 
 
 def with_grid(clock: dict, durations) -> dict:
-    """``clock`` with the grid its durations really fall on, measured from the samples
-    (:func:`lob.measure.stats.clock_grid`): ``grid_ns`` (None when no grid fits),
-    ``grid_share`` and ``grid_n``. The nominal resolution a clock reports is not what the
-    samples show (CLOCK_MONOTONIC says 1 ns; its values here fall on a ~10 ns grid)."""
-    from lob.measure.stats import clock_grid
+    """``clock`` with the tick its durations are known to (:func:`lob.measure.stats.clock_tick`):
+    the clock's known resolution where lob knows the clock (the cycle counter), else the grid
+    they really fall on, measured from the samples (the nominal resolution a clock reports is
+    not what the samples show: CLOCK_MONOTONIC on another clocksource says 1 ns where its
+    values fell on a ~10 ns grid). ``grid_ns`` (None when no grid fits), ``grid_share``
+    (None for a known tick), ``grid_n`` and ``grid_what`` (how the tick was found)."""
+    from lob.measure.stats import clock_tick
 
     d = np.asarray(durations)
     # only durations under 4,096 ns: a percentile can be under 10 ticks of the coarsest grid
@@ -139,9 +141,9 @@ def with_grid(clock: dict, durations) -> dict:
     d = d[(d > 0) & (d < 4096)]
     if not len(d):
         return dict(clock)
-    g = clock_grid(d)
+    g = clock_tick(d, clock=clock)
     return {**clock, "grid_ns": g["tick_ns"], "grid_share": g["share_on_grid"],
-            "grid_n": int(g["n"])}
+            "grid_n": int(g["n"]), "grid_what": g["what"]}
 
 
 def save_hgrm(durations, path) -> str:

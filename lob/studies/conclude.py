@@ -128,6 +128,10 @@ def clock_line(clock: dict | None) -> str:
         return line + (f" No clock grid shows in the {fmt(clock.get('grid_n'))} durations "
                        "(measured from the samples): they are continuous to the ns.")
     floor = grid * CLOCK_FLOOR_TICKS
+    if clock.get("grid_share") is None:  # the clock's known resolution, not fitted
+        return line + (f" Each duration is known to {grid:.3g} ns ({clock.get('grid_what')}): "
+                       f"a percentile under {CLOCK_FLOOR_TICKS} ticks ({fmt(floor)} ns) is "
+                       "known to a tick, 10% or worse, and no ratio of one is judged.")
     nominal = f" (the clock's nominal resolution: {fmt(res)} ns)" if res is not None else ""
     return line + (f" The durations fall on a {grid:.3g} ns grid ({clock['grid_share']:.0%} of "
                    f"{fmt(clock.get('grid_n'))}, measured from the samples){nominal}: a "

@@ -723,21 +723,28 @@ def _short(durations) -> np.ndarray:
     return d[(d > 0) & (d < GRID_BELOW_NS)]
 
 
-def with_grid(clock: dict | None, durations) -> dict | None:
-    """``clock`` with the grid its durations fall on, measured from the samples
-    (:func:`lob.measure.stats.clock_grid`: ``grid_ns``, ``grid_share``, ``grid_n``), unless
-    the capture measured it already; :func:`lob.studies.conclude.clock_line` shows it under a
-    latency table. Only durations under :data:`GRID_BELOW_NS` are read (a tick of ~10 ns
+def with_grid(clock: dict | None, durations, *, timed_by: dict | None = None) -> dict | None:
+    """``clock`` with the tick its durations are known to: the clock's own resolution where
+    lob knows the clock (the cycle counter), else the grid they fall on, measured from the
+    samples (:func:`lob.measure.stats.clock_tick`: ``grid_ns``, ``grid_share``, ``grid_n``,
+    ``grid_what``), unless the capture measured it already;
+    :func:`lob.studies.conclude.clock_line` shows it under a latency table. Only durations
+    under :data:`GRID_BELOW_NS` are read (a tick of ~10 ns
     shows there; the grid search's cost grows with the largest value), and none is measured
-    from fewer than :data:`GRID_MIN_SAMPLES` of them (the line then says so)."""
-    from lob.measure.stats import clock_grid
+    from fewer than :data:`GRID_MIN_SAMPLES` of them (the line then says so). ``timed_by``:
+    the record of the clock that timed the durations, when not ``clock`` (``{}``: several
+    clocks, so the tick is measured from the samples)."""
+    from lob.measure.clock import known_tick
+    from lob.measure.stats import clock_tick
 
     d = _short(durations)
-    if clock is None or "grid_ns" in clock or len(d) < GRID_MIN_SAMPLES:
+    timed_by = clock if timed_by is None else timed_by
+    if clock is None or "grid_ns" in clock or (len(d) < GRID_MIN_SAMPLES
+                                               and known_tick(timed_by) is None):
         return clock
-    g = clock_grid(d)
+    g = clock_tick(d, clock=timed_by)
     return {**clock, "grid_ns": g["tick_ns"], "grid_share": g["share_on_grid"],
-            "grid_n": int(g["n"])}
+            "grid_n": int(g["n"]), "grid_what": g["what"]}
 
 
 def _latency_rows(engines: Sequence[str], wl, out: str | Path, capture, suffix: str = ""):
@@ -755,7 +762,7 @@ def _latency_rows(engines: Sequence[str], wl, out: str | Path, capture, suffix: 
         short = _short(cp["durations"])
         if len(short) >= GRID_MIN_SAMPLES:
             clocks[e] = clock_record(short, {q: r[q] for q in CLAIM_QS
-                                             if isinstance(r[q], float)})
+                                             if isinstance(r[q], float)}, clock=cp["clock"])
     return rows, clock, clocks
 
 
@@ -988,15 +995,17 @@ def measure_fok_depth(engines: Sequence[str], depths: Sequence[int], probes: int
     check walks the whole crossing side). Returns ``{"rows": [{"engine", "depth", "count",
     "p50", "p90"}], "clock"}`` (the clock with the grid of every probe short enough to show
     it, :func:`with_grid`)."""
+    from lob.measure.clock import known_tick
     from lob.workloads import build
 
     capture = capture or K.capture
-    rows, clock, short = [], None, []
+    rows, clock, short, ticks = [], None, [], set()
     for dep in depths:
         w = build(FOK_DEPTH, scale=dep / FOK_DEPTH_UNIT, n=probes)
         for e in engines:
             cp = capture(e, w)
             clock = cp["clock"]
+            ticks.add(known_tick(clock))
             short.append(_short(cp["durations"]))
             r = K.percentile_row(cp["durations"], qs=DEPTH_QS)
             rows.append({"engine": e, "depth": dep, "count": r["count"],
@@ -1004,7 +1013,9 @@ def measure_fok_depth(engines: Sequence[str], depths: Sequence[int], probes: int
     # the grid of every short probe (all engines and depths), not of the last capture alone
     bare = None if clock is None else {k: v for k, v in clock.items()
                                        if not k.startswith("grid_")}
-    return {"rows": rows, "clock": with_grid(bare, np.concatenate(short or [[]]))}
+    # one known tick only when every capture's clock has it; else measured from the samples
+    return {"rows": rows, "clock": with_grid(bare, np.concatenate(short or [[]]),
+                                             timed_by=bare if len(ticks) == 1 else {})}
 
 
 def _sorted_depth_rows(rows: list[dict]) -> list[dict]:

@@ -30,7 +30,7 @@ import numpy as np
 from lob.measure.stats import (
     CLOCK_FLOOR_TICKS,
     at_clock_floor,
-    clock_grid,
+    clock_tick,
     median_interval,
     min_count,
     rotations,
@@ -43,7 +43,8 @@ from lob.studies.shape import Shape
 
 __all__ = ["Parameters", "SHAPE",
            "QS", "TAIL_PIVOT", "MOST_PCT", "SEED000_COUNT", "WORK", "CONFIDENCE",
-           "FLOOR", "GRID_MAX_NS", "check_parameters", "grid_of", "clock_of", "grid_line",
+           "FLOOR", "GRID_MAX_NS", "check_parameters", "grid_of", "common_clock", "clock_of",
+           "grid_line",
            "under_floor", "measure",
            "measure_regime", "regime_table", "seed_table", "plot_tail_shape",
            "measure_versions", "percentiles_table", "gc_table", "sources_frame",
@@ -129,31 +130,47 @@ def _low(d) -> np.ndarray:
     return d[(d > 0) & (d < GRID_MAX_NS)]
 
 
-def grid_of(samples: Sequence) -> dict | None:
-    """:func:`lob.measure.stats.clock_grid` of several arrays of durations pooled (their
+def grid_of(samples: Sequence, clock: dict | None = None) -> dict | None:
+    """:func:`lob.measure.stats.clock_tick` of several arrays of durations pooled (their
     values under :data:`GRID_MAX_NS`, each array reduced to its distinct values and their
-    counts first); None with fewer than ``GRID_MIN`` such durations."""
+    counts first): the known resolution of ``clock`` (the record of the clock that timed
+    them all) where lob knows it, else the grid measured from them; None with fewer than
+    ``GRID_MIN`` such durations and no known tick."""
+    from lob.measure.clock import known_tick
+
     vals, counts = [], []
     for d in samples:
         u, c = np.unique(_low(d), return_counts=True)
         vals.append(u)
         counts.append(c)
-    if not vals or sum(int(c.sum()) for c in counts) < GRID_MIN:
+    if not vals or (sum(int(c.sum()) for c in counts) < GRID_MIN and known_tick(clock) is None):
         return None
-    return clock_grid(np.concatenate(vals), np.concatenate(counts))
+    return clock_tick(np.concatenate(vals), np.concatenate(counts), clock=clock)
 
 
-def clock_of(durations, percentiles: Mapping[str, float]) -> dict:
+def common_clock(clocks: Sequence[dict | None]) -> dict | None:
+    """The clock record to take the tick of captures timed by ``clocks`` from: the first
+    when every one has the same known tick (:func:`lob.measure.clock.known_tick`), else None
+    (several clocks, or none known: the tick is measured from the samples)."""
+    from lob.measure.clock import known_tick
+
+    ticks = {known_tick(c) for c in clocks}
+    return clocks[0] if clocks and len(ticks) == 1 and None not in ticks else None
+
+
+def clock_of(durations, percentiles: Mapping[str, float], clock: dict | None = None) -> dict:
     """The claim's clock record (:func:`lob.studies.claims.clock_record`) of the durations
-    under :data:`GRID_MAX_NS`; without enough of them, a record with no tick (no floor)."""
+    under :data:`GRID_MAX_NS`, timed by ``clock`` (its record: a known tick is taken from
+    it); without a known tick or enough durations, a record with no tick (no floor)."""
+    from lob.measure.clock import known_tick
     from lob.studies.claims import clock_record
 
     low = _low(durations)
-    if len(low) < GRID_MIN:
+    if len(low) < GRID_MIN and known_tick(clock) is None:
         return {"tick_ns": None, "share_on_grid": None,
                 "what": f"{len(low)} durations under {GRID_MAX_NS} ns: too few to measure a "
                         "grid", "percentiles": {k: float(v) for k, v in percentiles.items()}}
-    return clock_record(low, percentiles)
+    return clock_record(low, percentiles, clock=clock)
 
 
 def read_cost(clock: dict | None) -> str:
@@ -168,8 +185,9 @@ def read_cost(clock: dict | None) -> str:
 
 def grid_line(grid: dict | None, *, marked: bool = True, clock: dict | None = None) -> str:
     """The sentence under a latency table: what one clock read costs (``clock``: the
-    capture's clock record, :func:`read_cost`), the grid the durations fall on, measured from
-    the samples (never the clock's nominal resolution), and the clock floor it sets
+    capture's clock record, :func:`read_cost`), the tick the durations are known to (the
+    clock's known resolution, :func:`lob.measure.clock.known_tick`, else the grid measured
+    from the samples, never the clock's nominal resolution), and the clock floor it sets
     (``marked``: the table has the :data:`FLOOR` column naming the percentiles under it)."""
     head = read_cost(clock) if clock is not None else ""
     return head + _grid_words(grid, marked)
@@ -182,8 +200,11 @@ def _grid_words(grid: dict | None, marked: bool) -> str:
         return (f"Clock: the durations fall on no grid lob can measure{why}; no percentile "
                 "is marked as at the clock floor.")
     tick = grid["tick_ns"]
-    return (f"Clock: durations fall on a {K.fmt(tick)} ns grid (measured from the samples: "
-            f"{grid['what']}); percentiles under {CLOCK_FLOOR_TICKS} ticks "
+    how = (f"each duration is known to {K.fmt(tick)} ns ({grid['what']})"
+           if grid.get("saw") == "known" else
+           f"durations fall on a {K.fmt(tick)} ns grid (measured from the samples: "
+           f"{grid['what']})")
+    return (f"Clock: {how}; percentiles under {CLOCK_FLOOR_TICKS} ticks "
             f"({K.fmt(CLOCK_FLOOR_TICKS * tick)} ns) "
             + (f"are marked in `{FLOOR}`." if marked else "are at the clock floor."))
 
@@ -284,7 +305,8 @@ def measure_regime(engine: str, scenarios: Sequence[str], claim_scale: float,
         r = K.percentile_row(d, QS)
         interval[s] = (median_interval(ratios[s], CONFIDENCE, of="fresh captures")
                        if ratios[s] else None)
-        clocks[s] = clock_of(d, {k: r[k] for k in ("p50", "p99") if isinstance(r[k], float)})
+        clocks[s] = clock_of(d, {k: r[k] for k in ("p50", "p99") if isinstance(r[k], float)},
+                             clock)
         if out is not None:
             K.save_hgrm(d, Path(out) / f"{engine}__{s}.hgrm")
         ci = (interval[s] or {}).get("ci") or (None, None)
@@ -297,7 +319,7 @@ def measure_regime(engine: str, scenarios: Sequence[str], claim_scale: float,
                      "market_empty_pct": dg["market_empty_pct"],
                      "cancel_hit_pct": dg["cancel_hit_pct"],
                      "resting_before_mass_cancel": dg["resting_before_mass_cancel_mean"]})
-    grid = grid_of(samples.values())
+    grid = grid_of(samples.values(), clock)
     for row in rows:
         row[FLOOR] = under_floor(row, grid)
     return {"engine": engine, "captures": captures, "rows": rows, "diag": diag,
@@ -505,7 +527,7 @@ def measure_versions(engines: Sequence[str], scenarios: Sequence[str], scale: fl
     from lob.studies.declared import refusal
 
     workload = workload or _workload
-    rows, skipped, clock, timed = [], [], None, []
+    rows, skipped, clock, timed, seen = [], [], None, [], []
     for s in scenarios:
         wl = workload(s, scale)
         for e in engines:
@@ -517,6 +539,7 @@ def measure_versions(engines: Sequence[str], scenarios: Sequence[str], scale: fl
                 m = measure(e, wl, repeat, gc_enabled=g, capture=capture)
                 if g:
                     timed.append(m["durations"])
+                    seen.append(m["clock"])
                 if g and out is not None:
                     K.save_hgrm(m["durations"], Path(out) / f"{e}__{s}.hgrm")
                 r = m["row"]
@@ -524,7 +547,7 @@ def measure_versions(engines: Sequence[str], scenarios: Sequence[str], scale: fl
                              "count": r["count"], **{_pname(q): r[_pname(q)] for q in QS},
                              "max": r["max"], "market_empty_pct": m["diag"]["market_empty_pct"]})
                 clock = m["clock"]
-    grid = grid_of(timed)
+    grid = grid_of(timed, common_clock(seen))
     for r in rows:
         r[FLOOR] = under_floor(r, grid)
     return {"rows": rows, "clock": clock, "grid": grid, "skipped": skipped}
@@ -633,7 +656,8 @@ def sources_table(po, scenario: str, engine: str) -> K.Conclusion:
                      **{f"rho_{k}": float(corr[k]) for k in WORK}})
     t = K.Conclusion(name, rows, key="group",
                      kinds={**{k: "ratio" for k in WORK}, **{f"rho_{k}": "ratio" for k in WORK}},
-                     note=grid_line(grid_of([po["latency_ns"].to_numpy()]), marked=False,
+                     note=grid_line(grid_of([po["latency_ns"].to_numpy()], po.attrs.get("clock")),
+                                    marked=False,
                                     clock=po.attrs.get("clock") or {}))
     c = {(g, k): t.cell(g, k) for g in (REST, SLOWEST) for k in WORK}
     t.say(f"The slowest 1% averaged {c[SLOWEST, 'fills']} fills, {c[SLOWEST, 'levels']} "

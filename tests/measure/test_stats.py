@@ -423,3 +423,51 @@ def test_clock_grid_ignores_long_durations_and_stays_cheap():
     mixed = np.concatenate([rng.integers(3, 400, 60) * 10, slow])  # a few short ones on 10 ns
     assert abs(S.clock_grid(mixed)["tick_ns"] - 10) < 0.1
     assert time.perf_counter() - t < 5
+
+
+def _peaked_whole_ns(seed: int = 3, n: int = 200_000) -> np.ndarray:
+    """notional_walk's merged captures (r2): whole-ns durations, 93% of them on 24, 25 or 26 ns
+    and a tail on whole ns above: a peak of adjacent values, no grid but the 1 ns one."""
+    rng = np.random.default_rng(seed)
+    u = rng.random(n)
+    tail = np.floor(27 + rng.exponential(40, n))
+    return np.where(u < 0.45, 24.0, np.where(u < 0.85, 25.0, np.where(u < 0.93, 26.0, tail)))
+
+
+def test_clock_grid_takes_no_peak_of_adjacent_values_for_a_grid():
+    """24, 25 and 26 ns all lie within 1.53 ns of 2 x 12.25: with only the one most frequent
+    value set aside, the rest still sat on a 12.25 ns "grid" (r2's notional_walk, +-1 tick
+    then held the pivot); the peak's neighbours are set aside with it."""
+    g = S.clock_grid(_peaked_whole_ns())
+    assert g["saw"] == "grid" and g["tick_ns"] == pytest.approx(1.0, abs=0.01), g
+    # a real 12.5 ns grid with the same peak on its second multiple is still read as one
+    rng = np.random.default_rng(4)
+    grid = np.floor(rng.integers(3, 40, 50_000) * 12.5)
+    grid[rng.random(50_000) < 0.9] = 25.0
+    assert S.clock_grid(grid)["tick_ns"] == pytest.approx(12.5, rel=0.01)
+
+
+def test_clock_tick_takes_the_cycle_counters_resolution_never_a_fit():
+    v = _peaked_whole_ns()
+    tsc = {"source": "rdtsc (rate measured against CLOCK_MONOTONIC)", "resolution_ns": 0.385}
+    g = S.clock_tick(v, clock=tsc)
+    # recorded in whole ns: known to 1 ns, whatever the samples look like
+    assert g["saw"] == "known" and g["tick_ns"] == 1.0 and g["n"] == len(v)
+    assert g["share_on_grid"] is None and "not fitted" in g["what"] and "0.385 ns" in g["what"]
+    slow = {"source": "rdtsc in-kernel (1.5 ns a tick)", "resolution_ns": 1.5}
+    assert S.clock_tick([25, 25, 26], [5, 3, 0], clock=slow)["tick_ns"] == 1.5
+    assert S.clock_tick([25, 25, 26], [5, 3, 0], clock=slow)["n"] == 8
+    # a clock lob cannot vouch for (a foreign library's own): fitted from the samples
+    own = {"source": "x@cpp: the engine's clock (lob_clock_samples)", "resolution_ns": 1.0}
+    assert S.clock_tick(v, clock=own)["saw"] == "grid"
+    assert S.clock_tick(v)["saw"] == "grid"
+
+
+def test_known_tick_says_which_clocks_lob_knows():
+    from lob.measure.clock import known_tick
+
+    mono = {"source": "clock_gettime(CLOCK_MONOTONIC)", "resolution_ns": 17.0}
+    assert known_tick(mono, clocksource="tsc")[0] == 1.0  # the kernel reads the TSC, in ns
+    assert known_tick(mono, clocksource="hpet") is None  # a coarser timer: fitted
+    assert known_tick({"source": "rdtsc", "resolution_ns": 0}) is None
+    assert known_tick(None) is None and known_tick({}) is None

@@ -74,6 +74,18 @@ def test_clock_line():
     assert "nominal resolution 0.40 ns" in line and "grid was not measured" in line
 
 
+def test_clock_line_says_a_known_tick_is_the_clocks_not_the_samples():
+    from lob.studies.capture import with_grid
+
+    tsc = {"source": "rdtsc (rate measured against CLOCK_MONOTONIC)", "overhead_median_ns": 8,
+           "resolution_ns": 0.4}
+    clock = with_grid(tsc, np.r_[np.full(900, 25), np.arange(26, 126)])
+    assert clock["grid_ns"] == 1.0 and clock["grid_share"] is None and clock["grid_n"] == 1000
+    line = K.clock_line(clock)
+    assert "Each duration is known to 1 ns (known, not fitted: the cycle counter ticks every " \
+        "0.4 ns" in line and "under 10 ticks (10 ns)" in line
+
+
 def test_clock_line_says_the_grid_measured_from_the_samples():
     from lob.studies.capture import with_grid
 

@@ -50,7 +50,7 @@ def diag(empty=None, hit=None, mass=None, commands=10_000):
             "cancel_hit_pct": hit, "resting_before_mass_cancel_mean": mass}
 
 
-def fake_run(monkeypatch, samples: dict, diags: dict, *, untimed=7, refuse=None):
+def fake_run(monkeypatch, samples: dict, diags: dict, *, untimed=7, refuse=None, clock=CLOCK):
     """A workload/capture pair standing in for lob: the workload carries the scenario name in
     ``commands``; diagnostics come from ``diags``; ``refuse`` maps (engine, scenario) to an
     engine's refusal line. A scenario's samples may be a list: one array per capture, in
@@ -71,14 +71,14 @@ def fake_run(monkeypatch, samples: dict, diags: dict, *, untimed=7, refuse=None)
         if isinstance(d, list):  # one array per capture
             d = d[sum(c[1] == wl.commands for c in calls) - 1]
         return {"durations": np.asarray(d), "replay": SimpleNamespace(outcomes=None, fills=None),
-                "clock": CLOCK, "untimed": untimed}
+                "clock": clock, "untimed": untimed}
 
     monkeypatch.setattr(D, "stream_diagnostics", lambda commands, o, f: diags[commands])
     return workload, capture, calls
 
 
 def regime(monkeypatch, samples, diags, tmp_path=None, **kw):
-    workload, capture, _ = fake_run(monkeypatch, samples, diags)
+    workload, capture, _ = fake_run(monkeypatch, samples, diags, clock=kw.get("clock", CLOCK))
     return ta.measure_regime("eng", list(samples), 0.5, kw.get("overrides", {}),
                              kw.get("captures", 5), tmp_path, workload=workload,
                              capture=capture)
@@ -221,6 +221,34 @@ def test_clock_of_measures_the_tick_or_says_why_not():
         clock=ta.clock_of(fast(), {"p50": 40.0, "p99": 50.0})))
     assert verdict.verdict != "not comparable: at the clock floor"
     assert "at its clock's ticks" in verdict.reason
+
+
+def peaked(n=4000, seed=0):
+    """notional_walk on the cycle counter: whole ns, 93% on 24-26 ns, a tail above."""
+    rng = np.random.default_rng(seed)
+    u = rng.random(n)
+    tail = np.floor(27 + rng.exponential(60, n))
+    return np.where(u < 0.45, 24, np.where(u < 0.85, 25, np.where(u < 0.93, 26, tail)))
+
+
+def test_a_capture_timed_by_the_cycle_counter_takes_its_tick_not_a_fit(monkeypatch):
+    """r2's notional_walk: a 12.25 ns "grid" was fitted to a peak at 24-26 ns of TSC-timed
+    samples and +-1 tick carried 6.24-6.72 across the pivot 10. Timed by the cycle counter,
+    the tick is its known resolution (in whole ns: 1 ns) in the claim's record, the regime's
+    grid and the line under the table."""
+    tsc = {**CLOCK, "source": "rdtsc (rate measured against CLOCK_MONOTONIC)",
+           "resolution_ns": 0.385}
+    reg = regime(monkeypatch, {"p": [peaked(seed=k) for k in range(5)]}, {"p": diag(empty=1)},
+                 clock=tsc)
+    assert reg["clocks"]["p"]["tick_ns"] == 1.0 and "not fitted" in reg["clocks"]["p"]["what"]
+    assert reg["grid"]["saw"] == "known" and reg["grid"]["tick_ns"] == 1.0
+    assert "each duration is known to 1.00 ns (known, not fitted: the cycle counter ticks " \
+        "every 0.385 ns" in ta.grid_line(reg["grid"])
+    m = ta.claims(reg)["s000_tail_p"]
+    assert m["clock"]["tick_ns"] == 1.0
+    # engines on different clocks: no one known tick, measured from the samples
+    assert ta.common_clock([tsc, CLOCK]) is None and ta.common_clock([tsc, tsc]) == tsc
+    assert ta.common_clock([CLOCK, CLOCK]) is None and ta.common_clock([]) is None
 
 
 def test_claims_carry_the_interval_the_runs_the_clock_and_the_diagnostics(monkeypatch):

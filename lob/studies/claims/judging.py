@@ -116,8 +116,8 @@ def measurement(value, *, diagnostics: dict | None = None, explain: dict | None 
     judged on the whole interval); ``ci_what``: what that interval is, in words (e.g.
     ``"93.8% interval of the median of 5 repeats"``), or without ``ci`` why there is none;
     ``mechanisms``: the mechanisms the measured lob step has (overrides claims.yaml's
-    ``lob_step`` / ``lob_mechanisms``); ``clock``: ``{"tick_ns": lob's tick measured from the
-    samples (:func:`lob.measure.stats.clock_grid`), "percentiles": {name: ns}}`` (the
+    ``lob_step`` / ``lob_mechanisms``); ``clock``: ``{"tick_ns": lob's tick, known or measured
+    from the samples (:func:`lob.measure.stats.clock_tick`), "percentiles": {name: ns}}`` (the
     percentiles entering ``value``), for the clock-floor check; ``parts``: name ->
     measurement record, one per variant judged on its own (e.g. per transport); ``aa``: the
     experiment's A/A control, :func:`lob.measure.stats.aa_band` of the ratios of the same
@@ -168,22 +168,23 @@ def measurement(value, *, diagnostics: dict | None = None, explain: dict | None 
     return rec
 
 
-def clock_record(durations, percentiles: dict[str, float]) -> dict:
-    """The ``clock`` entry of a :func:`measurement`: lob's clock tick measured from the
-    durations themselves (:func:`lob.measure.stats.clock_grid`) and the percentiles (ns) that
-    enter the claim's figure, for the clock-floor check. ``durations``: the recorded
-    durations (ns) or an HDR histogram (its recorded values, each at the low end of its
-    bucket, with their counts)."""
-    from lob.measure.stats import clock_grid
+def clock_record(durations, percentiles: dict[str, float], *, clock: dict | None = None) -> dict:
+    """The ``clock`` entry of a :func:`measurement`: lob's clock tick (the known resolution of
+    ``clock``, the record of the clock that timed the durations, where lob knows it: the cycle
+    counter; else measured from the durations themselves: :func:`lob.measure.stats.clock_tick`)
+    and the percentiles (ns) that enter the claim's figure, for the clock-floor check.
+    ``durations``: the recorded durations (ns) or an HDR histogram (its recorded values, each
+    at the low end of its bucket, with their counts)."""
+    from lob.measure.stats import clock_tick
 
     if hasattr(durations, "get_recorded_iterator"):
         vals, counts = [], []
         for it in durations.get_recorded_iterator():
             vals.append(durations.get_lowest_equivalent_value(it.value_iterated_to))
             counts.append(it.count_added_in_this_iter_step)
-        g = clock_grid(vals, counts)
+        g = clock_tick(vals, counts, clock=clock)
     else:
-        g = clock_grid(durations)
+        g = clock_tick(durations, clock=clock)
     return {"tick_ns": g["tick_ns"], "share_on_grid": g["share_on_grid"], "what": g["what"],
             "percentiles": {str(k): float(v) for k, v in percentiles.items()}}
 
