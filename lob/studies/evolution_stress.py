@@ -530,26 +530,33 @@ def bitmap_pairs(engines: Sequence[str], bitmap_pair: Sequence[str]) -> list[tup
 
 
 def measure_bitmap(bitmap_pair: Sequence[str], engines: Sequence[str], perf: dict,
-                   bitmap_scale: float, repeat: int, *, replay=None) -> list[dict]:
+                   bitmap_scale: float, repeat: int, *, replay=None,
+                   scale_overrides: Mapping[str, float] | None = None) -> list[dict]:
     """Throughput without and with the bitmap on the narrow and the sparse stream: the bitmap
     pair measured here (interleaved, ``n = max(repeat, MIN_ROUNDS)`` rounds on :data:`CLOCK`,
-    ``bitmap_scale``,
+    ``bitmap_scale``, or a stream's entry in ``scale_overrides`` (a longer narrow stream: the
+    bitmap's cost there is a few % and a replay of a few ms lets one stray round set an A/A
+    band near the 2x of :data:`lob.measure.stats.MAX_AA_SPREAD`),
     the pair's first engine measured twice: the A/A control; up to ``2 n`` rounds run while
     fewer than ``n`` had every replay on a quiet core, and only those kept when there were
     ``n``: a shared core widened this pair's A/A band to 0.66-1.52 in pure Python); the
     lineage's scan -> bitmap steps read from ``perf``'s rounds (workloads it ran only), with
     its A/A band. Per row: median M ops/s of each, ``with_over_without`` (the median of the
     per-round ratios) with its interval (``lo``, ``hi``; ``ci_what`` in words), the band
-    (``aa_low``, ``aa_high``), the ``call`` against it, ``runs`` (the rounds used) and
-    ``ran`` (the rounds run)."""
+    (``aa_low``, ``aa_high``; ``aa_what``: how it was made), the ``call`` against it,
+    ``runs`` (the rounds used) and ``ran`` (the rounds run)."""
     from lob.workloads import build
     from lob.workloads.diagnostics import stream_diagnostics
 
+    unknown = set(scale_overrides or {}) - set(BITMAP_WORKLOADS)
+    if unknown:  # refused before anything runs
+        raise ValueError(f"the bitmap pair's scale_overrides name streams it does not run: "
+                         f"{sorted(unknown)} (it runs {list(BITMAP_WORKLOADS)})")
     rows = []
     for w in BITMAP_WORKLOADS:
         for a, b in bitmap_pairs(engines, bitmap_pair):
             if (a, b) == tuple(bitmap_pair):
-                wl = build(w, scale=bitmap_scale)
+                wl = build(w, scale=_scale(w, bitmap_scale, scale_overrides or {}))
                 n = _rounds(repeat)
                 t = interleaved_throughput([a, b, a + AA], wl, n,
                                            replay=_twin_replay(replay), top_up=n, clock=CLOCK)
@@ -571,7 +578,8 @@ def measure_bitmap(bitmap_pair: Sequence[str], engines: Sequence[str], perf: dic
                          "with_over_without": r["ratio"], "lo": r["lo"], "hi": r["hi"],
                          "aa_low": band["low"], "aa_high": band["high"], "call": call(r, band),
                          "runs": r["n"], "ran": ran,
-                         "ci_what": r["what"] + _quiet_of(r["n"], ran)})
+                         "ci_what": r["what"] + _quiet_of(r["n"], ran),
+                         "aa_what": band.get("what")})
     return rows
 
 
@@ -595,7 +603,8 @@ def bitmap_table(rows: list[dict], bitmap_pair: Sequence[str]) -> K.Conclusion:
     """The pairs' median M ops/s without and with the bitmap, the ratio with its interval and
     the A/A band beside it; per stream the bitmap pair's ratio and its call in words, and the
     rescanning baseline's ratios when the lineage has such a step."""
-    t = K.Conclusion("bitmap", [{k: v for k, v in r.items() if k != "ci_what"} for r in rows],
+    t = K.Conclusion("bitmap", [{k: v for k, v in r.items() if k not in ("ci_what", "aa_what")}
+                                for r in rows],
                      key=["workload", "pair"],
                      kinds={"commands": "count", "resting_mean": "count",
                             "with_over_without": "ratio", "lo": "ratio", "hi": "ratio",
@@ -649,7 +658,8 @@ def claims(bitmap_rows: list[dict], bitmap_pair: Sequence[str], perf: dict,
                 f"{K.fmt(x['with_over_without'])}x" for x in resc if x["workload"] == w)},
             detail=f"{pair} M ops/s", ci=(r["lo"], r["hi"]) if r["lo"] else None,
             ci_what=r["ci_what"], aa={"low": r["aa_low"], "high": r["aa_high"],
-                                      "n": r["runs"]}, runs=r["runs"])
+                                      "n": r["runs"], "what": r.get("aa_what")},
+            runs=r["runs"])
     first, last = engines[0], engines[-1]
     ns = perf.get("ns", {}).get(REPLAY, {})
     if REPLAY in perf["shape"] and first in ns and last in ns:

@@ -465,6 +465,28 @@ def test_measure_bitmap_adds_rounds_while_the_core_is_shared_and_keeps_the_quiet
     assert "ran: the rounds run" in t.note
 
 
+def test_measure_bitmap_takes_a_scale_per_stream():
+    """The narrow stream longer than the sparse one (a replay of a few ms let one stray round
+    set an A/A band over 2x): a stream's override sets its scale; an override of a stream the
+    pair does not run is a one-line error before anything runs."""
+    from lob.engines.registry import replay
+
+    es.register_sorted()
+    ran = []
+    p = perf(workloads=("lobster_replay",), mops={"lobster_replay": [1.0, 2.0, 4.0, 5.0]})
+    rows = es.measure_bitmap(PAIR, ["v1", "v2"], p, 0.0005, 1, replay=replay,
+                             scale_overrides={"lobster_replay": 0.002})
+    assert [r["commands"] for r in rows] == [2000, 500]
+    # the claim's A/A record says how its band was made: 1.4826 x the MAD, never the extremes
+    m = es.claims(rows, PAIR, p, ["v1", "v2"])["s003_bitmap_narrow"]
+    assert "1.4826 MAD of the log of 5 A/A ratios" in m["aa"]["what"]
+    with pytest.raises(ValueError, match=r"scale_overrides name streams it does not run: "
+                                         r"\['lobster_deep'\]"):
+        es.measure_bitmap(PAIR, ["v1", "v2"], p, 0.0005, 1, replay=lambda e, wl: ran.append(e),
+                          scale_overrides={"lobster_deep": 0.1})
+    assert ran == []  # refused before any replay
+
+
 def test_bitmap_table_with_the_rescanning_baseline():
     t = checked(es.bitmap_table(bitmap_rows(), PAIR))
     assert "ci_what" not in t.columns
