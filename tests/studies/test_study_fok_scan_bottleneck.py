@@ -273,6 +273,21 @@ def test_measure_limit_pairs_adds_abba_blocks_while_the_interval_straddles_an_ed
     assert len(m["orders"]) == 6 and m["looks"] == 1 and m["cleared"]
 
 
+def test_ten_pairs_drop_the_one_low_pair_that_six_could_not():
+    """r3's limit-only pairs: six give an interval that is their whole range, so one low pair
+    put it across the tolerance edge; the default preset's cap of 10 adds ABBA blocks until
+    the interval (then the 2nd to 9th of 10) clears it."""
+    v0 = [168, 172, 158.4, 170, 166, 174, 169, 171, 167, 173]  # v1 at 100: ratios = v0 / 100
+    six = fok.measure_limit_pairs(PAIR, 0.0005, 6, limit_max_repeat=6, edges=(1.59,),
+                                  replay=sequential_replay(v0))
+    assert not six["cleared"] and len(six["orders"]) == 6
+    ten = fok.measure_limit_pairs(PAIR, 0.0005, 6, limit_max_repeat=10, edges=(1.59,),
+                                  replay=sequential_replay(v0))
+    assert ten["cleared"] and len(ten["orders"]) == 10 and ten["looks"] == 3
+    ci = fok.limit_interval(ten, PAIR)[1]["ci"]
+    assert ci[0] > 1.59 and ci[0] == pytest.approx(1.66)  # the low pair is out
+
+
 def test_claim_edges_are_the_pivot_and_the_tolerance_band():
     from lob.studies.claims import get
 
