@@ -31,11 +31,12 @@ reads them back (:func:`lob.studies.claims.collecting.collect`) and judges each 
   tick, a one-tick p50 "at most two ticks"); the seed's figure, a ratio of two of its
   percentiles, is the interval they allow (``Claim.seed_bounds``; a percentile from fewer
   samples than it needs only bounded by its neighbours, e.g. p50 <= p99 <= max), and lob's
-  interval is widened by what its own measured tick allows (``clock``,
-  :func:`lob.measure.stats.clock_grid`). The claim is judged on those intervals:
-  ``reproduced`` when lob's lies inside the tolerance band whatever the seed's true figure,
-  ``direction only`` when outside it whatever that figure, ``inconclusive`` between (or when
-  the seed's ticks leave its magnitude wider than the tolerance). It is ``not comparable: at
+  interval is widened by what its own tick allows (``clock``: the clock's known resolution
+  or the grid measured from the samples, :func:`lob.measure.stats.clock_tick`). The claim
+  is judged on those intervals: ``reproduced`` when lob's lies inside the tolerance band
+  whatever the seed's true figure, ``direction only`` when outside it whatever that figure,
+  ``inconclusive`` between (or when the seed's ticks leave its magnitude wider than the
+  tolerance). It is ``not comparable: at
   the clock floor`` when the seed's interval holds the pivot (its direction is not known),
   when lob's ticks alone take its interval across the pivot, or for a seed figure of another
   form with a percentile under :data:`lob.measure.stats.CLOCK_FLOOR_TICKS` ticks;
