@@ -367,7 +367,8 @@ _STREAM_WORDS = {LIMIT_ONLY: "limit-only stream", COMPREHENSIVE: "comprehensive 
 def measure_limit_pairs(limit_pair: Sequence[str], limit_scale: float, limit_repeat: int, *,
                         limit_max_repeat: int | None = None, edges: Sequence[float] | None = None,
                         confidence: float = 0.9, replay=None,
-                        split: Sequence[str] = (), stream: str = LIMIT_ONLY) -> dict:
+                        split: Sequence[str] = (), split_repeat: int | None = None,
+                        stream: str = LIMIT_ONLY) -> dict:
     """Interleaved rounds of the pair on the limit-only stream (each replay from a collected
     heap), the order alternating (AB, BA: ABBA over two rounds), with a sequential rule:
     ``limit_repeat`` rounds, then two more (one ABBA block) while the interval of the ratio
@@ -377,7 +378,9 @@ def measure_limit_pairs(limit_pair: Sequence[str], limit_scale: float, limit_rep
     the looks the cap allows, so that looking again does not inflate false calls.
 
     ``split``: single-step engines between the pair (``v0+pool``, ``v0+bitmap``), run in
-    the same rounds, so that the pair's ratio splits into its steps (:func:`limit_split`).
+    the same rounds, so that the pair's ratio splits into its steps (:func:`limit_split`);
+    ``split_repeat``: in the first that many rounds only (None: every round), so that more
+    rounds of the pair alone narrow the claim's interval at the cost of its two engines.
     ``stream``: the workload (the limit-only stream by default; the comprehensive one gives
     the v0/v1 comprehensive claim its interval).
 
@@ -397,15 +400,21 @@ def measure_limit_pairs(limit_pair: Sequence[str], limit_scale: float, limit_rep
     ns: dict = {e: [] for e in names}
     orders: list = []
     last: dict = {}
+    with_split = cap if split_repeat is None else split_repeat  # rounds with the split
     looks, k = 0, limit_repeat
     while True:
-        first = _rotated(names, len(orders))
-        t = interleaved_throughput(first, lim, k, replay=replay or _collected_replay,
-                                   warmup=0 if orders else WARMUP_COMMANDS)  # once
-        orders += rotations(first, k)
-        for e in names:
-            ns[e] += t[e]["ns_per_op"]
-            last[e] = t[e]["last"]
+        upto = len(orders) + k
+        for now, kk in ((names, min(upto, with_split) - len(orders)),
+                        (list(limit_pair), upto - max(len(orders), with_split))):
+            if kk <= 0:
+                continue
+            first = _rotated(now, len(orders))
+            t = interleaved_throughput(first, lim, kk, replay=replay or _collected_replay,
+                                       warmup=0 if orders else WARMUP_COMMANDS)  # once
+            orders += rotations(first, kk)
+            for e in now:
+                ns[e] += t[e]["ns_per_op"]
+                last[e] = t[e]["last"]
         looks += 1
         cleared = _clears(_limit_figure(ns, limit_pair, level)["ci"], edges)
         if cleared or len(orders) >= cap:
@@ -433,9 +442,12 @@ def limit_split(lim: dict, limit_pair: Sequence[str], split: Sequence[str]) -> l
     middle -> v1): per step the median of its per-round ratios (first engine's ns/op over the
     second's within a round) with its order-statistics interval at the pairs' level, and
     its share of the pair's gain in log terms (log of the step's median over log of the
-    pair's median). Returns one record per step, routes in ``split`` order."""
+    pair's median), all over the rounds the split engines ran (the first ones: later rounds
+    may run the pair alone). Returns one record per step, routes in ``split`` order."""
     l0, l1 = limit_pair
-    ns, level = lim["ns_op"], lim.get("level", 0.9)
+    level = lim.get("level", 0.9)
+    both = min((len(lim["ns_op"][e]) for e in (l0, l1, *split)), default=0)
+    ns = {e: xs[:both] for e, xs in lim["ns_op"].items()}
     whole = _limit_figure(ns, limit_pair, level)["median"]
     rows = []
     for mid in split:

@@ -273,19 +273,37 @@ def test_measure_limit_pairs_adds_abba_blocks_while_the_interval_straddles_an_ed
     assert len(m["orders"]) == 6 and m["looks"] == 1 and m["cleared"]
 
 
-def test_ten_pairs_drop_the_one_low_pair_that_six_could_not():
-    """r3's limit-only pairs: six give an interval that is their whole range, so one low pair
-    put it across the tolerance edge; the default preset's cap of 10 adds ABBA blocks until
-    the interval (then the 2nd to 9th of 10) clears it."""
-    v0 = [168, 172, 158.4, 170, 166, 174, 169, 171, 167, 173]  # v1 at 100: ratios = v0 / 100
+def test_sixteen_pairs_keep_two_low_pairs_off_the_edge_that_six_could_not():
+    """lob's v0/v1 sits ~4% above the tolerance edge with a pair-to-pair spread of ~3.5%:
+    six pairs give an interval that is their whole range, so one low pair put it across the
+    edge (r3). Sixteen pairs in one look give the 5th to 12th of 16 (92.3%)."""
+    v0 = [168, 172, 158.4, 170, 166, 174, 169, 134, 167, 173, 165, 171, 156, 168, 172, 166]
     six = fok.measure_limit_pairs(PAIR, 0.0005, 6, limit_max_repeat=6, edges=(1.59,),
-                                  replay=sequential_replay(v0))
+                                  replay=sequential_replay(v0))  # v1 at 100: ratio = v0 / 100
     assert not six["cleared"] and len(six["orders"]) == 6
-    ten = fok.measure_limit_pairs(PAIR, 0.0005, 6, limit_max_repeat=10, edges=(1.59,),
-                                  replay=sequential_replay(v0))
-    assert ten["cleared"] and len(ten["orders"]) == 10 and ten["looks"] == 3
-    ci = fok.limit_interval(ten, PAIR)[1]["ci"]
-    assert ci[0] > 1.59 and ci[0] == pytest.approx(1.66)  # the low pair is out
+    many = fok.measure_limit_pairs(PAIR, 0.0005, 16, limit_max_repeat=16, edges=(1.59,),
+                                   replay=sequential_replay(v0))
+    assert many["cleared"] and len(many["orders"]) == 16 and many["looks"] == 1
+    mi = fok.limit_interval(many, PAIR)[1]
+    assert mi["ci"] == pytest.approx((1.66, 1.71)) and mi["what"].startswith("92.3% interval")
+
+
+def test_the_single_steps_run_in_the_first_rounds_only_when_asked():
+    calls = []
+
+    def replay(name, w):
+        calls.append(name)
+        return lob.replay("v2", w)
+
+    lm = fok.measure_limit_pairs(PAIR, 0.0005, 5, limit_max_repeat=5, edges=(), replay=replay,
+                                 split=["v0+pool"], split_repeat=2)
+    assert [len(lm["ns_op"][e]) for e in ("v0", "v1", "v0+pool")] == [5, 5, 2]
+    assert calls.count("v0+pool") == 1 + 2  # its warm-up and two rounds
+    assert [len(o) for o in lm["orders"]] == [3, 3, 2, 2, 2]
+    assert lm["orders"][2:4] == [["v0", "v1"], ["v1", "v0"]]  # the pair alone, still ABBA
+    rows = fok.limit_split(lm, PAIR, ["v0+pool"])  # over the two rounds all three ran
+    assert [r["n"] for r in rows] == [2, 2]
+    checked(fok.limit_table(lm, PAIR))  # every pair in its table
 
 
 def test_claim_edges_are_the_pivot_and_the_tolerance_band():
