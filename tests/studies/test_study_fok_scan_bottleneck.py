@@ -288,24 +288,6 @@ def test_sixteen_pairs_keep_two_low_pairs_off_the_edge_that_six_could_not():
     assert mi["ci"] == pytest.approx((1.66, 1.71)) and mi["what"].startswith("92.3% interval")
 
 
-def test_the_single_steps_run_in_the_first_rounds_only_when_asked():
-    calls = []
-
-    def replay(name, w):
-        calls.append(name)
-        return lob.replay("v2", w)
-
-    lm = fok.measure_limit_pairs(PAIR, 0.0005, 5, limit_max_repeat=5, edges=(), replay=replay,
-                                 split=["v0+pool"], split_repeat=2)
-    assert [len(lm["ns_op"][e]) for e in ("v0", "v1", "v0+pool")] == [5, 5, 2]
-    assert calls.count("v0+pool") == 1 + 2  # its warm-up and two rounds
-    assert [len(o) for o in lm["orders"]] == [3, 3, 2, 2, 2]
-    assert lm["orders"][2:4] == [["v0", "v1"], ["v1", "v0"]]  # the pair alone, still ABBA
-    rows = fok.limit_split(lm, PAIR, ["v0+pool"])  # over the two rounds all three ran
-    assert [r["n"] for r in rows] == [2, 2]
-    checked(fok.limit_table(lm, PAIR))  # every pair in its table
-
-
 def test_claim_edges_are_the_pivot_and_the_tolerance_band():
     from lob.studies.claims import get
 
@@ -554,6 +536,17 @@ def test_the_limit_rounds_carry_the_single_steps():
                                  split=["v0+pool"])
     assert set(lm["ns_op"]) == {"v0", "v1", "v0+pool"}
     assert all(len(x) == 2 for x in lm["ns_op"].values())
+    # split_repeat: the single steps in the first rounds only, the pair alone after them
+    calls.clear()
+    lm = fok.measure_limit_pairs(PAIR, 0.0005, 5, limit_max_repeat=5, edges=(), replay=replay,
+                                 split=["v0+pool"], split_repeat=2)
+    assert [len(lm["ns_op"][e]) for e in ("v0", "v1", "v0+pool")] == [5, 5, 2]
+    assert calls.count("v0+pool") == 1 + 2  # its warm-up and two rounds
+    assert [len(o) for o in lm["orders"]] == [3, 3, 2, 2, 2]
+    assert lm["orders"][2:4] == [["v0", "v1"], ["v1", "v0"]]  # the pair alone, still ABBA
+    rows = fok.limit_split(lm, PAIR, ["v0+pool"])  # over the two rounds all three ran
+    assert [r["n"] for r in rows] == [2, 2]
+    checked(fok.limit_table(lm, PAIR))  # every pair in its table
 
 
 # --- the depth sweep ----------------------------------------------------------------------------
