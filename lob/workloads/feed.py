@@ -21,7 +21,10 @@ for its real capture:
   book the commands build: LOBSTER's orderbook file after every event; a DBN snapshot that
   restates a cleared book, against lob's book before the clear;
 * a trade print followed, in the same venue event, by its makers' cancels and no fill
-  records (DBN ``T`` then ``C``) gives those cancels as executions.
+  records (DBN ``T`` then ``C``) gives those cancels as executions; a trade with no
+  aggressor side (DBN side ``N``: an auction's uncross, a match of two resting orders, an
+  off-book print) gives none: lob cannot tell which order took, so it invents no fill, and
+  the cancels that follow it stay cancels (both counted).
 
 Every rule the converter invents is named in :data:`RULES` and counted in
 :attr:`Result.counts` (the workload's description prints both). Prices become lob ticks
@@ -119,6 +122,15 @@ RULES = {  # count -> the rule it counts (printed by `lob workloads describe`)
                                     "the same venue event, with no fill records, on the "
                                     "other side at the trade's price, up to its size (DBN "
                                     "T then C): executions",
+    "trade_prints_without_side": "of the trade prints, those with no aggressor side (DBN "
+                                 "side N: an auction's uncross, a match between two resting "
+                                 "orders, an off-book print): no taker is synthesised from "
+                                 "them; fill records (F) that follow still name their makers",
+    "cancels_after_trades_without_side": "cancels at the price of a trade with no aggressor "
+                                         "side, in its venue event, within twice its size "
+                                         "(both sides lose it), with no fill records: kept "
+                                         "as cancels (which order took is unknown: no fill "
+                                         "is invented)",
     "commands": "lob commands",
     "timed_commands": "of which timed",
     "trades_reproduced": "fills every engine must give (maker, price, quantity)",
@@ -148,9 +160,10 @@ def compare_fills(got: np.ndarray, want: np.ndarray) -> dict:
 (C_EVENTS, C_ADDS, C_PRELOAD, C_EXEC, C_EXEC_PRE, C_EXEC_PRINTED, C_EXEC_OOP, C_EXEC_CLIP,
  C_PARTIAL, C_DELETES, C_REPLACES, C_MODIFIES, C_ABSORBED, C_CROSSING, C_DUP, C_QTY,
  C_UNKNOWN, C_HIDDEN, C_CROSS, C_PRINTS, C_HALTS, C_CLEARS, C_OTHER, C_SNAPSHOT, C_BADBOOK,
- C_TS_DEC, C_CHECKS, C_MISMATCH, C_FROM_PRINT) = range(29)
+ C_TS_DEC, C_CHECKS, C_MISMATCH, C_FROM_PRINT, C_NOSIDE, C_AFTER_NOSIDE) = range(31)
 assert list(RULES)[C_MISMATCH] == "book_mismatches" and list(RULES)[C_EXEC_OOP] == \
-    "executions_out_of_priority"
+    "executions_out_of_priority" and list(RULES)[C_AFTER_NOSIDE] == \
+    "cancels_after_trades_without_side"
 MAX_QTY_ = MAX_QTY
 _NO_BOOK = np.full(256, -1, np.int64)  # event kinds that change no book -> their count
 for _k, _c in ((EV.HIDDEN, C_HIDDEN), (EV.CROSS, C_CROSS), (EV.PRINT, C_PRINTS),
@@ -614,16 +627,23 @@ def _after_print(e, regs, cnt):
     """A trade print (DBN T, the aggressor's side) opens the size its makers must lose in
     the same venue event: fill records (F) state them; without them, a cancel on the other
     side at the trade's price, within that size, is the execution: returns the kind the
-    event is converted as."""
+    event is converted as. A print with no aggressor side (side 2) opens its size on both
+    sides, and the cancels within it stay cancels (counted)."""
     kind = e["kind"]
     if kind == EV.PRINT:
-        regs[R_TQ] = e["qty"] if e["side"] <= 1 and e["price"] > 0 else 0
-        regs[R_TSIDE], regs[R_TPX] = 1 - e["side"], e["price"]
+        side = e["side"]
+        if side > 1:
+            cnt[C_NOSIDE] += 1
+        regs[R_TQ] = e["qty"] * (1 if side <= 1 else 2) if e["price"] > 0 else 0
+        regs[R_TSIDE], regs[R_TPX] = 1 - side if side <= 1 else -1, e["price"]
     elif kind == EV.EXEC:
         regs[R_TQ] = max(0, regs[R_TQ] - e["qty"])
-    elif kind == EV.REDUCE and 0 < e["qty"] <= regs[R_TQ] and e["side"] == regs[R_TSIDE] \
-            and e["price"] == regs[R_TPX]:
+    elif kind == EV.REDUCE and 0 < e["qty"] <= regs[R_TQ] and e["price"] == regs[R_TPX] \
+            and (e["side"] == regs[R_TSIDE] or regs[R_TSIDE] < 0):
         regs[R_TQ] -= e["qty"]
+        if regs[R_TSIDE] < 0:
+            cnt[C_AFTER_NOSIDE] += 1
+            return np.int64(kind)
         cnt[C_FROM_PRINT] += 1
         return np.int64(EV.EXEC)
     return np.int64(kind)

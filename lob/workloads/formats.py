@@ -1,12 +1,13 @@
 """Readers of the market-by-order files researchers hold, into :mod:`lob.workloads.feed` events.
 
-Each reader streams its file in chunks, keeps only the chosen symbol's messages (before it
-builds anything from them) and returns :class:`Parsed`: the symbol's normalised events in
-file order, chunk by chunk, plus the venue's book where the format states one. LOBSTER
-streams end to end (each block of rows is converted before the next is read); ITCH and DBN
-gather the symbol's events first (a symbol's share of the file) and convert them in
-chunks. A file lob cannot read raises :class:`~lob.workloads.feed.FeedError` with one line
-naming the byte offset (binary formats) or the row (CSV) and the field.
+Each reader streams its file in blocks (:data:`BLOCK_BYTES`), keeps only the chosen symbol's
+messages (before it builds anything from them) and returns :class:`Parsed`: the symbol's
+normalised events in file order, chunk by chunk, plus the venue's book where the format
+states one. The chunks are lazy: each block is read, filtered and converted before the next
+is read (one path for every format: the reader's blocks, :func:`_windowed`, the converter),
+so memory is the block and the symbol's book, not the file. A file lob cannot read raises
+:class:`~lob.workloads.feed.FeedError` with one line naming the byte offset (binary formats)
+or the row (CSV) and the field.
 
 * **LOBSTER** (lobsterdata.com's message file, optionally with its orderbook file): CSV rows
   ``time, type, order id, size, price, direction``; types 1 submit, 2 partial cancel,
@@ -29,12 +30,14 @@ naming the byte offset (binary formats) or the row (CSV) and the field.
   Databento's own ``databento-dbn`` package (``Metadata.decode``: version, schema, symbol
   mappings), the fixed 56-byte MBO records by a numpy dtype of their documented layout in
   chunks. Actions add ``A``, cancel ``C``, modify ``M``, trade ``T``, fill ``F``, clear
-  ``R`` (``N`` none is skipped); flags honoured: ``F_SNAPSHOT`` records are untimed (a
-  snapshot after a clear of a book is compared with lob's book before the clear),
-  ``F_LAST`` ends a venue event (a trade ``T`` with no fill records: its makers' cancels in
-  the event are its executions), ``F_MAYBE_BAD_BOOK`` is counted, ``F_TOB`` / ``F_MBP``
-  records (levels, not orders) are skipped. One instrument (``--symbol``: a symbol the
-  header maps, or an instrument id; not needed when the file holds one instrument). A
+  ``R`` (``N`` none is skipped); side ``N`` (none) on a trade: a print with no aggressor
+  (no taker synthesised, :mod:`lob.workloads.feed`), on an add: refused; flags honoured:
+  ``F_SNAPSHOT`` records are untimed (a snapshot after a clear of a book is compared with
+  lob's book before the clear), ``F_LAST`` ends a venue event (a trade ``T`` with no fill
+  records: its makers' cancels in the event are its executions), ``F_MAYBE_BAD_BOOK`` is
+  counted, ``F_TOB`` / ``F_MBP`` records (levels, not orders) are skipped. One instrument
+  (``--symbol``: a symbol the header maps, or an instrument id; not needed when the file
+  holds one instrument). A
   zstd-compressed file (``.dbn.zst``, as Databento delivers them) is decompressed and
   decoded as it streams by ``databento-dbn``'s own ``DBNDecoder`` (record by record: slower
   than an uncompressed file; a compressed file cut at a record boundary cannot be told from
@@ -64,10 +67,11 @@ from lob.workloads.feed import (
 
 __all__ = ["FORMATS", "Parsed", "parse_time", "read"]
 
-CHUNK_ROWS = 1_000_000
-CHUNK_BYTES = 32 << 20
-CSV_BYTES = 4 << 20  # a CSV block: its arrays stay under malloc's mmap threshold (reused)
+BLOCK_BYTES = 4 << 20  # read at a time: a block's arrays stay under malloc's mmap threshold
+# (reused, not faulted in afresh for every block)
 CONVERT_ROWS = 1 << 17  # events converted at a time (its outputs stay small)
+DECODE_ROWS = 1 << 14  # ITCH messages gathered at a time (the gather's index stays small)
+DAY_NS = 86_400 * 10**9
 
 
 @dataclass
@@ -81,11 +85,6 @@ class Parsed:
     preload: tuple | None = None  # (side, price, qty): the book before the events
     book_depth: int = 0  # levels of each book row (stated once the first chunk is read)
     notes: dict = field(default_factory=dict)
-
-
-def _slices(ev: np.ndarray):
-    for k in range(0, len(ev), CONVERT_ROWS):
-        yield ev[k:k + CONVERT_ROWS], None
 
 
 def parse_time(text: str | None) -> float | None:
@@ -117,6 +116,22 @@ def _window(ev: np.ndarray, ts_day_ns: np.ndarray, t_from, t_to) -> int:
     if t_from is not None:
         ev["timed"][:n] &= (ts_day_ns[:n] >= int(t_from * 1e9)).astype(np.uint8)
     return n
+
+
+def _windowed(chunks, t_from, t_to, day: bool = False):
+    """The events of ``chunks`` ((events, the venue's book after each or None) per block, in
+    file order) that fall in the window (:func:`_window`; ``day``: timestamps are taken
+    modulo a day), in slices of at most :data:`CONVERT_ROWS`. The blocks after the window's
+    end are still read: their errors are found and their messages counted."""
+    ended = False
+    for ev, book in chunks:
+        if ended or not len(ev):
+            continue
+        keep = _window(ev, ev["ts"] % DAY_NS if day else ev["ts"], t_from, t_to)
+        ended = keep < len(ev)
+        for k in range(0, keep, CONVERT_ROWS):
+            j = min(keep, k + CONVERT_ROWS)
+            yield ev[k:j], None if book is None else book[k:j]
 
 
 # --- LOBSTER -------------------------------------------------------------------------------
@@ -206,7 +221,7 @@ def _csv_chunks(path: Path, ncol: int | None = None, names: list[str] | None = N
     carry = b""
     with open(path, "rb") as f:
         while True:
-            block = f.read(CSV_BYTES)
+            block = f.read(BLOCK_BYTES)
             final = not block
             data = carry + block
             if not data:
@@ -244,16 +259,15 @@ def read_lobster(path: str | os.PathLike, *, book: str | os.PathLike | None = No
         raise FeedError(f"{path.name}: a LOBSTER file of {ticker}, not {symbol} (one ticker "
                         "per file)")
     out = Parsed(iter(()), symbol or ticker)
-    out.chunks = _lobster_stream(path, Path(book) if book is not None else None, out,
-                                 t_from, t_to, progress)
+    out.chunks = _windowed(_lobster_stream(path, Path(book) if book is not None else None,
+                                           out, progress), t_from, t_to)
     return out
 
 
-def _lobster_stream(path: Path, book: Path | None, out: Parsed, t_from, t_to, progress):
-    """(events, book rows) per chunk of the message file (and its orderbook file, read in
-    step); the events of the window only, every row read and checked."""
+def _lobster_stream(path: Path, book: Path | None, out: Parsed, progress):
+    """(events, book rows) per block of the message file (and its orderbook file, read in
+    step), every row read and checked."""
     rows = _BookRows(book) if book is not None else None
-    n_read, ended = 0, False
     for row, a in _csv_chunks(path, 6, _LOBSTER_COLS, fixed_first=True):
         ev = np.empty(len(a), EVENT_DTYPE)
         bad, why, value = _lobster_events(a, _LOBSTER_EV, ev)
@@ -261,21 +275,15 @@ def _lobster_stream(path: Path, book: Path | None, out: Parsed, t_from, t_to, pr
             raise FeedError(f"{path.name}: row {row + bad}, "
                             + _LOBSTER_BAD[why].format(value))
         b = rows.take(len(a)) if rows is not None else None
-        n_read += len(a)
-        if progress:
-            progress(n_read)
-        if ended:
-            continue
-        keep = _window(ev, ev["ts"], t_from, t_to)
-        ended = keep < len(ev)
-        if n_read == len(a) and rows is not None and keep:
+        if not out.messages and rows is not None:
             out.book_depth = rows.depth
             out.preload = _lobster_preload(rows.first, ev[0], rows.depth)
-        if keep:
-            yield ev[:keep], None if b is None else b[:keep]
-    out.messages = n_read
+        out.messages += len(a)
+        if progress:
+            progress(out.messages)
+        yield ev, b
     if rows is not None:
-        rows.end(n_read)
+        rows.end(out.messages)
 
 
 _LOBSTER_BAD = {1: "field type: {} is not a LOBSTER event type 1..7",
@@ -442,10 +450,15 @@ def _itch_walk(buf, lens, offs, types, locs):
     return k, pos, -1
 
 
-def _decode(buf: np.ndarray, offs: np.ndarray, t: bytes) -> np.ndarray:
-    d = ITCH_DTYPES[t]
-    raw = buf[offs[:, None] + np.arange(d.itemsize)]
-    return np.ascontiguousarray(raw).view(d).ravel()
+def _decode(buf: np.ndarray, offs: np.ndarray, d: np.dtype) -> np.ndarray:
+    """The messages of ``buf`` at ``offs`` as records of ``d`` (gathered a few thousand at a
+    time: the index of the gather stays small)."""
+    out = np.empty(len(offs), d)
+    raw = out.view(np.uint8).reshape(len(offs), d.itemsize)
+    cols = np.arange(d.itemsize)
+    for k in range(0, len(offs), DECODE_ROWS):
+        np.take(buf, offs[k:k + DECODE_ROWS, None] + cols, out=raw[k:k + DECODE_ROWS])
+    return out
 
 
 def _ts(m: np.ndarray) -> np.ndarray:
@@ -457,62 +470,75 @@ def read_itch(path: str | os.PathLike, *, symbol: str | None = None, t_from=None
     path = Path(path)
     if not symbol:
         raise FeedError("ITCH files hold every stock: --symbol is required")
+    out = Parsed(iter(()), symbol)
+    out.chunks = _windowed(_itch_stream(path, symbol, out, progress), t_from, t_to)
+    return out
+
+
+def _itch_stream(path: Path, symbol: str, out: Parsed, progress):
+    """(the symbol's events, None) per block of the file: the stock directory (R) names its
+    locate code, and the messages of that code and the system events are decoded."""
     want = symbol.encode().ljust(8)[:8]
     locate = -1
-    parts = []
-    base = 0  # file offset of buf[0]
-    carry = np.zeros(0, np.uint8)
-    n_msgs = 0
     size = path.stat().st_size
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(CHUNK_BYTES)
-            buf = np.concatenate([carry, np.frombuffer(block, np.uint8)]) if len(carry) \
-                else np.frombuffer(block, np.uint8)
-            if not len(buf):
-                break
-            cap = len(buf) // 14 + 1  # the shortest ITCH 5.0 message is 12 bytes + 2
-            offs = np.empty(cap, np.int64)
-            types = np.empty(cap, np.uint8)
-            locs = np.empty(cap, np.uint16)
-            k, used, bad = _itch_walk(buf, _LEN, offs, types, locs)
-            if bad >= 0:
-                ln = int(buf[bad]) << 8 | int(buf[bad + 1])
-                t = bytes(buf[bad + 2:bad + 3])
-                if len(buf) - bad >= 3 and t in ITCH_LENGTHS:
-                    why = f"length {ln}, a '{t.decode()}' message is {ITCH_LENGTHS[t]} bytes"
-                else:
-                    why = f"message type {t!r} is not ITCH 5.0"
-                raise FeedError(f"{path.name}: byte offset {base + bad}, field length/type: "
-                                f"{why}")
-            offs, types, locs = offs[:k], types[:k], locs[:k]
-            n_msgs += k
-            if locate < 0:  # the stock directory names the symbol's locate code
-                r = offs[types == ord("R")]
-                if len(r):
-                    d = _decode(buf, r, b"R")
-                    hit = np.flatnonzero(d["stock"] == want)
-                    if len(hit):
-                        locate = int(d["locate"][hit[0]])
-            if locate >= 0:
-                sel = (locs == locate) | (types == ord("S"))
-                parts.append(_itch_events(buf, offs[sel], types[sel]))
-            if not block:
-                if used != len(buf):
-                    left = len(buf) - used
-                    need = (int(buf[used]) << 8 | int(buf[used + 1])) + 2 if left >= 2 else "?"
-                    raise FeedError(f"{path.name}: byte offset {base + used}, field length: "
-                                    f"the file ends inside a message ({left} of {need} bytes: "
-                                    "truncated file)")
-                break
-            carry = buf[used:].copy()
-            base += used
-            if progress:
-                progress(n_msgs, base, size)
+    for base, buf, offs, types, locs in _itch_blocks(path):
+        out.messages += len(offs)
+        if locate < 0:
+            r = offs[types == ord("R")]
+            d = _decode(buf, r, ITCH_DTYPES[b"R"])
+            hit = np.flatnonzero(d["stock"] == want)
+            locate = int(d["locate"][hit[0]]) if len(hit) else -1
+        sel = types == ord("S")  # system events: before the directory names it, too
+        if locate >= 0:
+            sel |= locs == locate
+        yield _itch_events(buf, offs[sel], types[sel]), None
+        if progress:
+            progress(out.messages, base + len(buf), size)
     if locate < 0:
         raise FeedError(f"{path.name}: no stock directory message (R) for {symbol!r}")
-    ev = np.concatenate(parts) if parts else np.zeros(0, EVENT_DTYPE)
-    return Parsed(_slices(ev[:_window(ev, ev["ts"], t_from, t_to)]), symbol, n_msgs)
+
+
+def _itch_blocks(path: Path):
+    """(file offset of ``buf[0]``, ``buf``, the offsets, types and locate codes of its
+    whole messages) per block of :data:`BLOCK_BYTES`; a message cut by a block's end is
+    carried to the next. The arrays are reused from block to block."""
+    cap = BLOCK_BYTES
+    buf = np.empty(cap + 2 + 0xFFFF, np.uint8)  # a block behind a carried part at most
+    n_max = len(buf) // 14 + 1  # the shortest ITCH 5.0 message is 12 bytes + 2
+    offs, types, locs = np.empty(n_max, np.int64), np.empty(n_max, np.uint8), \
+        np.empty(n_max, np.uint16)
+    base = have = 0
+    with open(path, "rb") as f:
+        while True:
+            got = f.readinto(memoryview(buf)[have:have + cap])
+            n = have + got
+            if not n:
+                return
+            k, used, bad = _itch_walk(buf[:n], _LEN, offs, types, locs)
+            if bad >= 0:
+                raise FeedError(_itch_bad(path, buf[bad:n], base + bad))
+            if not got and used != n:
+                left = n - used
+                need = (int(buf[used]) << 8 | int(buf[used + 1])) + 2 if left >= 2 else "?"
+                raise FeedError(f"{path.name}: byte offset {base + used}, field length: the "
+                                f"file ends inside a message ({left} of {need} bytes: "
+                                "truncated file)")
+            yield base, buf[:n], offs[:k], types[:k], locs[:k]
+            if not got:
+                return
+            buf[:n - used] = buf[used:n].copy()
+            have, base = n - used, base + used
+
+
+def _itch_bad(path: Path, b: np.ndarray, at: int) -> str:
+    """The error line of a message whose length or type is wrong (``b``: from its prefix)."""
+    ln = int(b[0]) << 8 | int(b[1])
+    t = bytes(b[2:3])
+    if len(b) >= 3 and t in ITCH_LENGTHS:
+        why = f"length {ln}, a '{t.decode()}' message is {ITCH_LENGTHS[t]} bytes"
+    else:
+        why = f"message type {t!r} is not ITCH 5.0"
+    return f"{path.name}: byte offset {at}, field length/type: {why}"
 
 
 _ITCH_KIND = {b"A": EV.ADD, b"F": EV.ADD, b"E": EV.EXEC, b"C": EV.EXEC, b"X": EV.REDUCE,
@@ -531,7 +557,7 @@ def _itch_events(buf: np.ndarray, offs: np.ndarray, types: np.ndarray) -> np.nda
         at = np.flatnonzero(types == t[0])
         if not len(at):
             continue
-        m = _decode(buf, offs[at], t)
+        m = _decode(buf, offs[at], ITCH_DTYPES[t])
         e["kind"][at] = kind
         e["ts"][at] = _ts(m)
         names = m.dtype.names
@@ -552,9 +578,7 @@ def _itch_events(buf: np.ndarray, offs: np.ndarray, types: np.ndarray) -> np.nda
             e["aux"][at] = (m["state"] != b"T").astype(np.int64)
     rest = np.flatnonzero(e["kind"] == EV.OTHER)
     if len(rest):
-        hd = np.dtype(_HEAD)
-        m = np.ascontiguousarray(buf[offs[rest][:, None] + np.arange(hd.itemsize)]).view(hd)
-        e["ts"][rest] = _ts(m.ravel())
+        e["ts"][rest] = _ts(_decode(buf, offs[rest], np.dtype(_HEAD)))
     return e
 
 
@@ -597,7 +621,7 @@ def _dbn_plain(path: Path, f):
             from None
 
     def blocks():
-        while block := f.read(MBO_DTYPE.itemsize * CHUNK_ROWS):
+        while block := f.read(MBO_DTYPE.itemsize * max(1, BLOCK_BYTES // MBO_DTYPE.itemsize)):
             yield block
     return meta, 8 + mlen, blocks()
 
@@ -635,7 +659,7 @@ def _dbn_zstd(path: Path, f):
                 yield b"".join(bytes(r) for r in pending)
                 done += len(pending)
                 pending = []
-            chunk = f.read(4 << 20)
+            chunk = f.read(1 << 20)  # decompressed: a few MB of records
             if not chunk:
                 break
             try:
@@ -655,8 +679,8 @@ def _dbn_zstd(path: Path, f):
 def read_dbn(path: str | os.PathLike, *, symbol: str | None = None, t_from=None, t_to=None,
              progress=None, **_) -> Parsed:
     path = Path(path)
-    size = path.stat().st_size
-    with open(path, "rb") as f:
+    f = open(path, "rb")
+    try:
         zstd = f.read(4) == ZSTD_MAGIC
         f.seek(0)
         meta, base, blocks = (_dbn_zstd if zstd else _dbn_plain)(path, f)
@@ -664,8 +688,23 @@ def read_dbn(path: str | os.PathLike, *, symbol: str | None = None, t_from=None,
             raise FeedError(f"{path.name}: byte offset 8, field schema: {meta.schema}, lob "
                             "reads the mbo schema")
         iid = _instrument(meta, symbol, path)
-        parts, n_rec = [], 0
-        rec = MBO_DTYPE.itemsize
+    except BaseException:
+        f.close()
+        raise
+    out = Parsed(iter(()), symbol or "?")
+    size = None if zstd else path.stat().st_size  # offsets of a .zst: not the file's
+    out.chunks = _windowed(_dbn_stream(path, f, base, blocks, iid, out, progress, size),
+                           t_from, t_to, day=True)
+    return out
+
+
+def _dbn_stream(path: Path, f, base: int, blocks, iid: int | None, out: Parsed, progress,
+                size):
+    """(the instrument's events, None) per block of records (file offset ``base`` on); the
+    file ``f`` is closed at the end. ``iid`` None: the file must hold one instrument (its
+    id becomes ``out.symbol``)."""
+    rec = MBO_DTYPE.itemsize
+    with f:
         for block in blocks:
             whole = len(block) // rec * rec
             r = np.frombuffer(block[:whole], MBO_DTYPE)
@@ -681,19 +720,15 @@ def read_dbn(path: str | os.PathLike, *, symbol: str | None = None, t_from=None,
                                 "bytes: truncated file)")
             if iid is None:
                 ids = np.unique(r["instrument_id"])
-                if len(ids) > 1 or (parts and ids[0] != parts[0][1]):
+                out.symbol = str(ids[0]) if out.symbol == "?" else out.symbol
+                if len(ids) > 1 or str(ids[0]) != out.symbol:
                     raise FeedError(f"{path.name}: several instruments: --symbol is required")
-            want = iid if iid is not None else int(r["instrument_id"][0])
-            parts.append((_dbn_events(r[r["instrument_id"] == want], path, base), want))
-            n_rec += len(r)
+            want = iid if iid is not None else int(out.symbol)
+            yield _dbn_events(r, np.flatnonzero(r["instrument_id"] == want), path, base), None
+            out.messages += len(r)
             base += whole
             if progress:
-                progress(n_rec, None if zstd else base, None if zstd else size)
-    ev = np.concatenate([p for p, _ in parts]) if parts else np.zeros(0, EVENT_DTYPE)
-    day = ev["ts"] % (86_400 * 10**9)
-    keep = _window(ev, day, t_from, t_to)
-    name = symbol or (str(parts[0][1]) if parts else "?")
-    return Parsed(_slices(ev[:keep]), name, n_rec)
+                progress(out.messages, None if size is None else base, size)
 
 
 def _instrument(meta, symbol, path) -> int | None:
@@ -713,20 +748,29 @@ def _instrument(meta, symbol, path) -> int | None:
                     "its instrument id)")
 
 
-def _dbn_events(r: np.ndarray, path: Path, base: int) -> np.ndarray:
+def _dbn_events(block: np.ndarray, at: np.ndarray, path: Path, base: int) -> np.ndarray:
+    """The events of the records ``at`` of ``block`` (its first at file offset ``base``).
+    Side: 0 bid, 1 ask, 2 none (DBN ``N``: a trade with no aggressor side, a clear)."""
+    r = block[at]
     e = np.zeros(len(r), EVENT_DTYPE)
     kind = np.full(len(r), 255, np.int64)
     for a, k in _DBN_KIND.items():
         kind[r["action"] == a] = k
-    bad = np.flatnonzero(kind == 255)
-    if len(bad):
-        raise FeedError(f"{path.name}: an MBO record, field action: {r['action'][bad[0]]!r} is "
-                        "not one of A C M T F R N")
+    side = np.where(r["side"] == b"B", 0, np.where(r["side"] == b"A", 1, 2))
+    for bad, col, why in ((kind == 255, "action", "is not one of A C M T F R N"),
+                          ((kind == EV.ADD) & (side == 2), "side", "on an add (A): an order "
+                                                                   "rests on a side, B or A")):
+        j = np.flatnonzero(bad)
+        if len(j):
+            k = int(j[0])
+            raise FeedError(f"{path.name}: byte offset {base + int(at[k]) * block.itemsize}, "
+                            f"field {col}: {bytes(r[col][k]).decode(errors='replace')!r} "
+                            + why)
     fl = r["flags"]
     level = (fl & (DBN_F_TOB | DBN_F_MBP)) != 0
     kind[level] = EV.OTHER
     e["kind"] = kind
-    e["side"] = (r["side"] == b"A").astype(np.uint8)
+    e["side"] = side
     e["timed"] = ((fl & DBN_F_SNAPSHOT) == 0).astype(np.uint8)
     e["flags"] = (np.where(fl & DBN_F_SNAPSHOT, F_SNAPSHOT, 0)
                   | np.where(fl & DBN_F_BAD_BOOK, F_BAD_BOOK, 0)

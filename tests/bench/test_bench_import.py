@@ -1,13 +1,16 @@
 """Import speed of ``lob data import`` (issue 43): a benchmark, not a test - ``make bench``.
 
-Generates, in a temporary folder, a valid ITCH 5.0 file of ``LOB_BENCH_IMPORT_MSGS`` messages
-(default 10M) over 100 stocks, and a LOBSTER message file of as many rows (one ticker); each
-block of 2,200 messages adds 1,000 orders (bids 99.00..99.99, asks 100.01..101.00), cancels
-one share of 200 of them and deletes the 1,000. Imports each in a child process and prints
-messages per second, over the import's wall time and over its CPU time (user + sys, which a
-shared machine disturbs less), and the child's peak RSS (VmHWM). Each format is run at the
-full size and at a quarter (ITCH: one symbol kept): its peak memory should not grow with
-the file. Figures vary with the machine's load: read them as of one run.
+Generates, in a temporary folder, a valid ITCH 5.0 file and a DBN MBO file of
+``LOB_BENCH_IMPORT_MSGS`` messages (default 10M) over 100 stocks (instruments), half of the
+orders of one of them (the one imported: the symbol filter keeps half the file), and a LOBSTER
+message file of as many rows (one ticker); each block of 2,200 messages adds 1,000 orders (bids
+99.00..99.99, asks 100.01..101.00), cancels one share of 200 of them and deletes the 1,000.
+Imports each in a child process and prints messages per second, over the import's wall time
+and over its CPU time (user + sys, which a shared machine disturbs less), and the child's
+peak RSS (VmHWM). Each format is run at the full size and at a quarter: its peak memory
+should not grow with the file (the symbol's book is the same at both). ``LOB_BENCH_IMPORT_FORMATS``
+(default ``itch,dbn,lobster``) picks the formats. Figures vary with the machine's load: read
+them as of one run.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ X = np.dtype(_H + [("ref", ">u8"), ("shares", ">u4")])
 D = np.dtype(_H + [("ref", ">u8")])
 R = np.dtype(_H + [("stock", "S8"), ("rest", "V20")])
 STOCKS = 100
+SYMBOL = 42  # the stock (ITCH S042, DBN instrument 42) imported: half of the orders
+FORMATS = os.environ.get("LOB_BENCH_IMPORT_FORMATS", "itch,dbn,lobster").split(",")
 
 
 def _stream(n: int, seed: int = 1):
@@ -43,7 +48,7 @@ def _stream(n: int, seed: int = 1):
     side = rng.integers(0, 2, nb * ADDS)
     off = rng.integers(1, 101, nb * ADDS)
     price = np.where(side == 0, 1_000_000 - off * 100, 1_000_000 + off * 100)
-    stock = (refs * 7919) % STOCKS
+    stock = np.where(refs % 2 == 0, SYMBOL, (refs * 7919) % STOCKS)  # half: the symbol's
     return nb, refs, side, price, stock
 
 
@@ -76,6 +81,39 @@ def write_itch(path, n: int) -> int:
         f.write(head.tobytes())
         f.write(body.tobytes())
     return STOCKS + nb * BLOCK
+
+
+def write_dbn(path, n: int) -> int:
+    """The same stream as DBN MBO records: adds, cancels of one share and of the rest (C);
+    the header encoded by databento-dbn, the records laid out as its MBOMsg (checked)."""
+    import databento_dbn as dbn
+
+    from lob.workloads.formats import MBO_DTYPE
+
+    nb, refs, side, price, stock = _stream(n)
+    tmpl = dbn.MBOMsg(publisher_id=1, instrument_id=SYMBOL, ts_event=1, order_id=1,
+                      price=10**9, size=100, action=dbn.Action.ADD, side=dbn.Side.BID,
+                      ts_recv=2, flags=dbn.F_LAST)
+    r = np.zeros((nb, BLOCK), MBO_DTYPE)
+    r[...] = np.frombuffer(bytes(tmpl), MBO_DTYPE)[0]
+    t = np.arange(nb * BLOCK, dtype=np.int64).reshape(nb, BLOCK) * 1000 + 1_767_605_400 * 10**9
+    r["ts_event"], r["ts_recv"] = t, t + 5
+    ids, sd = refs.reshape(nb, ADDS), np.where(side == 0, b"B", b"A").reshape(nb, ADDS)
+    px, iid = (price * 100_000).reshape(nb, ADDS), (stock + 1).reshape(nb, ADDS)
+    for cols, k in ((slice(0, ADDS), ADDS), (slice(ADDS, ADDS + PARTIAL), PARTIAL),
+                    (slice(ADDS + PARTIAL, BLOCK), ADDS)):
+        r["order_id"][:, cols], r["side"][:, cols] = ids[:, :k], sd[:, :k]
+        r["price"][:, cols], r["instrument_id"][:, cols] = px[:, :k], iid[:, :k]
+    r["action"][:, ADDS:] = b"C"
+    r["size"][:, ADDS:ADDS + PARTIAL] = 1
+    r["size"][:, ADDS + PARTIAL:ADDS + 2 * PARTIAL] = 99
+    meta = dbn.Metadata(dataset="XNAS.ITCH", start=0, stype_in=dbn.SType.RAW_SYMBOL,
+                        stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.MBO,
+                        symbols=["S042"], end=2**63)
+    with open(path, "wb") as f:
+        f.write(meta.encode())
+        f.write(r.tobytes())
+    return nb * BLOCK
 
 
 def write_lobster(path, n: int) -> int:
@@ -126,17 +164,16 @@ def _run(fmt, path, sym, tmp) -> dict:
 
 def test_import_speed(tmp_path):
     rows = []
-    for n in (N // 4, N):
-        p = tmp_path / f"day{n}.itch"
-        msgs = write_itch(p, n)
-        r = _run("itch", p, "S042", tmp_path)
-        rows.append(("itch", msgs, r))
-        p.unlink()
-    for n in (N // 4, N):
-        p = tmp_path / "LOBB_2026-01-05_34200000_57600000_message_1.csv"
-        msgs = write_lobster(p, n)
-        rows.append(("lobster", msgs, _run("lobster", p, "", tmp_path)))
-        p.unlink()
+    runs = {"itch": (write_itch, "day.itch", f"S{SYMBOL:03d}"),
+            "dbn": (write_dbn, "day.dbn", str(SYMBOL + 1)),
+            "lobster": (write_lobster, "LOBB_2026-01-05_34200000_57600000_message_1.csv", "")}
+    for fmt in FORMATS:
+        write, fname, sym = runs[fmt]
+        for n in (N // 4, N):
+            p = tmp_path / fname
+            msgs = write(p, n)
+            rows.append((fmt, msgs, _run(fmt, p, sym, tmp_path)))
+            p.unlink()
     print(f"\nimport speed (one child process each; {os.cpu_count()} CPUs, shared machine)")
     print(f"{'format':<8} {'messages':>12} {'wall s':>7} {'msg/s':>11} {'CPU s':>7} "
           f"{'msg/CPU s':>11} {'commands':>10} {'peak RSS MB':>12}")

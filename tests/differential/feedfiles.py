@@ -148,12 +148,13 @@ def write_itch(path: Path, **kw) -> Path:
 
 def dbn_record(action, side: int, oid: int, px: int, q: int, ts: int, flags: int,
                iid: int = 42):
-    """One DBN MBO record (databento-dbn's own MBOMsg); ``px`` in 1/10,000 USD."""
+    """One DBN MBO record (databento-dbn's own MBOMsg); ``px`` in 1/10,000 USD; ``side``
+    0 bid, 1 ask, 2 none."""
     import databento_dbn as dbn
 
     return dbn.MBOMsg(publisher_id=1, instrument_id=iid, ts_event=ts, order_id=oid,
                       price=px * 100_000, size=q, action=action,
-                      side=dbn.Side.BID if side == 0 else dbn.Side.ASK, ts_recv=ts + 5,
+                      side=(dbn.Side.BID, dbn.Side.ASK, dbn.Side.NONE)[side], ts_recv=ts + 5,
                       flags=flags)
 
 

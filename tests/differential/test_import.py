@@ -287,7 +287,7 @@ def test_streaming_in_tiny_chunks_changes_nothing(cache, monkeypatch):
             "itch": dict(fmt="itch", path=itch, symbol="LOBT"),
             "dbn": dict(fmt="dbn", path=dbn, symbol="42")}
     whole = {k: import_file(name=f"t_w_{k}", **kw) for k, kw in runs.items()}
-    monkeypatch.setattr(formats, "CSV_BYTES", 40)  # a row or two a block
+    monkeypatch.setattr(formats, "BLOCK_BYTES", 40)  # a row, a message, a record a block
     monkeypatch.setattr(formats, "CONVERT_ROWS", 2)
     monkeypatch.setattr(feed, "SUB", 1)
     for k, kw in runs.items():
@@ -331,3 +331,36 @@ def test_dbn_trades_without_fill_records_are_executions(cache):
     assert np.array_equal(expected_fills("t_nofill"), expected_fills("t_withf"))
     for engine in ("reference", "v5@numba"):
         assert validate("t_nofill", engine)["ok"]
+
+
+def test_dbn_trade_without_aggressor_side_invents_no_fill(cache, capsys):
+    """A DBN trade with side N (no aggressor: an uncross, two resting orders matched, an
+    off-book print) then a cancel at its price: no taker is synthesised, the cancel stays a
+    cancel, both are counted; the same trade with the seller as aggressor is an execution.
+    An add with side N is refused in one line naming its byte offset and the field."""
+    import databento_dbn as dbn
+
+    A = dbn.Action
+    t = 1_767_605_400 * 10**9
+
+    def file(side: int, name: str):
+        recs = ff.dbn_records(ff.STORY[:4])  # bids 100.00: 100 (id 11) + 50; asks 100.05...
+        recs += [ff.dbn_record(A.TRADE, side, 0, 100 * ff.P, 40, t + 10, 0),
+                 ff.dbn_record(A.CANCEL, 0, 11, 100 * ff.P, 40, t + 10, dbn.F_LAST)]
+        return import_file("dbn", ff.write_dbn(cache / name, recs=recs, other=False),
+                           name=name.replace(".", "_"))
+
+    c = counts(none := file(2, "noside.dbn"))
+    assert c["trade_prints_without_side"] == 1 and c["cancels_after_trades_without_side"] == 1
+    assert c["executions"] == c["executions_from_trade_prints"] == 0
+    assert c["partial_cancels"] == 1 and len(expected_fills(none.name)) == 0
+    sold = counts(file(1, "sold.dbn"))
+    assert sold["executions_from_trade_prints"] == 1 and sold["trade_prints_without_side"] == 0
+    for engine in ("reference", "v5@numba"):
+        assert validate(none.name, engine)["ok"]
+    recs = ff.dbn_records(ff.STORY[:2]) + [ff.dbn_record(A.ADD, 2, 31, 100 * ff.P, 5, t, 0)]
+    path = ff.write_dbn(cache / "addn.dbn", recs=recs, other=False)
+    head = len(path.read_bytes()) - 3 * 56
+    err = _cli_error(capsys, "dbn", path, "--name", "t_addn")
+    assert f"byte offset {head + 2 * 56}, field side: 'N' on an add" in err
+    assert not _left("t_addn")
