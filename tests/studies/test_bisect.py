@@ -181,6 +181,40 @@ def test_lob_bisect_endpoints_reaches_the_search(monkeypatch, tmp_path):
     assert seen == [True, False]
 
 
+def test_the_renovation_benchmark_script_tables_every_comparison(demo, tmp_path, monkeypatch):
+    """docs/decisions/renovation-benchmark.py: the revisions resolved once, one --endpoints
+    comparison per engine and stream, the table written, exit 1 when one is slower."""
+    from pathlib import Path
+
+    repo, shas, _ = demo
+    root = Path(__file__).resolve().parents[2]
+    path = root / "docs" / "decisions" / "renovation-benchmark.py"
+    spec = importlib.util.spec_from_file_location("renovation", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    seen = []
+
+    def run(good, bad, engine, workload, metric, **kw):
+        seen.append((good, bad, engine, workload, kw["scale"], kw["endpoints"]))
+        factor = 1.3 if engine == "slow" else 1.0
+        return bisect_versions(good, bad, engine, workload, metric, repo=kw["repo"],
+                               runs=5, max_runs=5, endpoints=True, log=None,
+                               measure=fake(shas, SLOW, factor), out=kw["out"])
+
+    monkeypatch.setattr(mod, "bisect_versions", run)
+    args = ["--repo", str(repo), "--before", shas[0], "--after", "HEAD", "--engines", "a",
+            "slow", "--streams", "w1", "w2", "--scale", "0.01", "--out", str(tmp_path)]
+    assert mod.main(args) == 1  # "slow" is slower
+    assert [x[2:4] for x in seen] == [("a", "w1"), ("slow", "w1"), ("a", "w2"), ("slow", "w2")]
+    assert {x[:2] for x in seen} == {(shas[0], shas[-1])} and all(x[5] for x in seen)
+    md = (tmp_path / "renovation.md").read_text()
+    assert "| slow | w2 | 1000.0 | 1300.0 | 1.300 " in md and "| a | w1 | 1000.0 | 1000.0 " in md
+    rec = json.loads((tmp_path / "renovation.json").read_text())
+    assert [r["decision"] for r in rec["rows"]] == ["within noise", "slower"] * 2
+    assert mod.main([*args[:7], "a", "--streams", "w1", "--scale", "0.01",
+                     "--out", str(tmp_path / "b")]) == 0
+
+
 def test_bad_input(demo, tmp_path):
     repo, shas, _ = demo
     with pytest.raises(ValueError, match="not an ancestor"):
