@@ -370,7 +370,7 @@ def dots(ax, frame, low=None, high=None, *, ylabel: str = "", title: str = "",
     if isinstance(frame, pd.Series):
         frame = frame.to_frame()
     lo, hi = frame_of(low).astype(float), frame_of(high).astype(float)
-    hol = frame_of(hollow).fillna(False).astype(bool)
+    hol = frame_of(hollow).eq(True)  # a missing flag (NaN) is not hollow
     n = frame.shape[1]
     width = 0.6 if n > 1 else 0.0
     xs = np.arange(len(frame), dtype=float)

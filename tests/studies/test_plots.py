@@ -128,3 +128,24 @@ def test_bars_with_refs_and_overlap_detector():
     # the detector is not blind: a title forced onto the tick labels is caught
     ax.set_title("collide", y=-0.2)
     assert plots.overlaps(fig)
+
+
+def test_dots_draw_values_with_their_intervals_and_no_bars():
+    frame = pd.DataFrame({"a": [1e3, 2e5], "b": [5e3, np.nan]}, index=["x", "y"])
+    high = pd.DataFrame({"a": [2e3, np.nan], "b": [6e3, np.nan]}, index=["x", "y"])
+    fig, ax = plots.subplots()
+    plots.dots(ax, frame, low=frame, high=high, ylabel="rate",
+               hollow=pd.DataFrame({"a": [False, True], "b": [False, False]},
+                                   index=["x", "y"]))
+    assert not ax.patches and ax.get_yscale() == "log"  # 1e3 .. 2e5: beyond a decade
+    segs = sorted(tuple(s[:, 1]) for c in ax.collections for s in c.get_segments())
+    assert segs == [(1e3, 2e3), (5e3, 6e3)]  # no interval where high is NaN
+    hollow = [ln for ln in ax.lines if ln.get_markerfacecolor() == "none"]
+    assert [list(ln.get_ydata()) for ln in hollow] == [[2e5]]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["x", "y"]
+    assert not plots.overlaps(fig)
+    fig2, ax2 = plots.subplots()  # one series, no interval: no legend, a linear axis
+    plots.dots(ax2, pd.Series([3.0, 4.0], index=["p", "q"]))
+    assert ax2.get_legend() is None and ax2.get_yscale() == "linear" and not ax2.collections
+    plt.close("all")
