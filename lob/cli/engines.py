@@ -102,7 +102,7 @@ def _cmd_engines(args) -> int:
         if isinstance(took, RuntimeError):
             print(f"lob engines warm: {took}", file=sys.stderr)
             return 1
-        print("numba kernels ready (one process per kernel, side by side): "
+        print("numba kernels ready (two processes, side by side): "
               + "; ".join(f"{', '.join(g)} {t:.0f} s" for g, t in took.items()))
         return 0
     print("\n".join(engines_table()))
@@ -132,7 +132,7 @@ ENGINES_DESC = (
     "Registered engines with backend, toggles, parent, widest band and what each lacks. `lob "
     "engines build [NAME ...]` builds the third-party engines behind a shim (fetched by pip, "
     "compiled into lob's cache). `lob engines warm` builds lob's C++ engines and compiles (or "
-    "loads) numba's two kernels side by side, one process each, so that no later worker "
+    "loads) numba's kernels in two processes side by side, so that no later worker "
     "compiles a kernel or races another to numba's cache (`make test` and `make run` do it "
     "first).")
 

@@ -221,7 +221,7 @@ def test_lob_engines_lists_every_toggle_and_warms_the_kernels(capsys):
     out = capsys.readouterr().out
     assert "toggles are levels,best,fok,stream" in out
     assert "packed,bitmap,level_sums,prefetch" in out  # v5@numba's row
-    # no engine in two groups (two processes would race to one function's cache index)
+    # no engine in two groups (one specialisation compiled twice, at once)
     warmed = [n for g in WARM_GROUPS for n in g]
     assert len(warmed) == len(set(warmed))
     assert {"v2@numba", "v4@numba", "v5@numba"} <= set(warmed)

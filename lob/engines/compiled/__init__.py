@@ -80,9 +80,14 @@ def _spec(name: str, parent: str | None) -> EngineSpec:
 ENGINES = [_spec(name, parent) for name, parent in tg.backend_versions("numba").items()]
 
 
-# one process per kernel module: numba's cache index of a function is read, changed and
-# written back with no lock, so two processes must never compile one function at once
-WARM_GROUPS = (("v2@numba",), ("v4@numba", "v5@numba", "v3+packed@numba", "v3+packed+hot@numba"))
+# two processes, side by side: the pool kernel's group (~40 s of one core, cold) then one of
+# v4's kernel's specialisations, so that both finish together (v4's kernel alone has five,
+# ~90 s of one core). numba writes a function's cache index with no lock (read, add an entry,
+# write back), so two processes that compile one function at once could both claim the same
+# data file: each warm process holds a lock around numba's cache saves (_lock_cache_saves),
+# and no engine is in two groups (the same specialisation compiled twice)
+WARM_GROUPS = (("v2@numba", "v3+packed+hot@numba"),
+               ("v4@numba", "v5@numba", "v3+packed@numba"))
 # the engines whose timed replay is warmed too: a timed replay is a specialisation of its own
 # (the clock code; ~20-45 s of one core each, cold), so only where the default batch or a
 # notebook's quick preset captures latency on a compiled engine: the pool kernel's (v2@numba's,
@@ -122,11 +127,34 @@ def warm(groups=WARM_GROUPS, timed=WARM_TIMED) -> dict[tuple[str, ...], float]:
     return took
 
 
+def _lock_cache_saves() -> None:
+    """Make numba's cache saves in this process take an exclusive lock on a file beside the
+    function's index (``<index>.lock``) and read the index again under it: two warm processes
+    compiling specialisations of one function then add their entries one after the other,
+    each under its own data file name, instead of both taking the first free name."""
+    import fcntl
+
+    from numba.core import caching
+
+    save = caching.IndexDataCacheFile.save
+    if getattr(save, "locked", False):
+        return
+
+    def locked(self, key, data):
+        with open(f"{self._index_path}.lock", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)  # released when f closes
+            save(self, key, data)
+
+    locked.locked = True
+    caching.IndexDataCacheFile.save = locked
+
+
 def _warm_here(names, timed=()) -> None:
     import numpy as np
 
     from lob.semantics import COMMAND_DTYPE, BookConfig
 
+    _lock_cache_saves()
     suffix = tg.SUFFIX["numba"]
     for name in names:
         if name not in tg.backend_versions("numba"):
